@@ -1,0 +1,1 @@
+"""A Hydra + Lightning suite for online class-incremental continual learning."""

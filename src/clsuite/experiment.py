@@ -1,0 +1,159 @@
+"""One continual-learning run: config -> accuracy matrix -> results file.
+
+The runner builds the data module, the network, the memory and the method from
+the composed config, then for each task: ``set_task(k)``, raise the fit loop's
+epoch budget by one (a reused Trainer would otherwise train zero steps on every
+task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from clsuite.callbacks import AccuracyMatrix, MemoryUpdate
+from clsuite.data.datamodule import ContinualDataModule
+from clsuite.learner import ContinualLearner
+from clsuite.memory.buffer import Memory
+from clsuite.metrics import all_metrics
+from clsuite.models.nets import build_model
+
+RESULTS_FILE = "results.json"
+
+for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
+    logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
+
+
+def pick_device(trainer_cfg) -> torch.device:
+    acc = str(trainer_cfg.get("accelerator", "auto"))
+    if acc == "cpu" or (acc == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"trainer.accelerator={acc} but no CUDA device is available; use trainer=cpu")
+    index = trainer_cfg.get("device_index")
+    if index is None:
+        index = int(os.environ.get("CLSUITE_GPU", 0))
+    return torch.device("cuda", int(index))
+
+
+def memory_capacity(cfg, num_classes: int) -> int:
+    """M total, or M per class (MIR's ``--mem_size``) times the number of classes."""
+    return int(cfg.memory) * (num_classes if cfg.memory_per_class else 1)
+
+
+def build(cfg: DictConfig):
+    """(datamodule, learner, device) from a composed config."""
+    dm = ContinualDataModule(
+        OmegaConf.to_container(cfg.benchmark, resolve=True),
+        {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
+        scenario=cfg.scenario, batch_size=int(cfg.batch_size), seed=int(cfg.seed),
+    ).prepare()
+    device = pick_device(cfg.trainer)
+    dm.to(device)
+    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+    model_kw = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "arch"}
+    net = build_model(arch, dm.input_shape, dm.num_classes, **model_kw)
+    m = cfg.method
+    plugin = instantiate(m.plugin) if m.get("plugin") else None
+    uses_memory = plugin.uses_memory if plugin is not None else True
+    capacity = memory_capacity(cfg, dm.n_tasks * dm.classes_per_task) if uses_memory else 0
+    memory = Memory(capacity, dm.input_shape, dm.num_classes, device=device)
+    learner = ContinualLearner(
+        net, memory=memory,
+        replay=instantiate(m["replay"]) if m.get("replay") else None,
+        update=instantiate(m["update"]) if m.get("update") else None,
+        plugin=plugin, lr=float(cfg.lr), momentum=float(cfg.momentum), weight_decay=float(cfg.weight_decay),
+        iters_per_batch=int(cfg.benchmark.iters_per_batch), replay_size=int(cfg.replay_size),
+        replay_loss=cfg.replay_loss, scenario=cfg.scenario, task_classes=dm.task_classes, eval_mask=cfg.eval_mask,
+    ).to(device)
+    learner.plugin.setup(learner)
+    return dm, learner, device
+
+
+def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
+    progress = cfg.trainer.progress_bar
+    if progress == "auto":
+        progress = sys.stderr.isatty()
+    return L.Trainer(
+        accelerator="cpu" if device.type == "cpu" else "gpu",
+        devices=[device.index or 0] if device.type == "cuda" else 1,
+        max_epochs=0, logger=logger if logger is not None else False, callbacks=callbacks,
+        enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=bool(progress),
+        num_sanity_val_steps=0, limit_val_batches=0, log_every_n_steps=int(cfg.trainer.log_every_n_steps),
+        deterministic=cfg.trainer.deterministic, precision=cfg.trainer.precision,
+    )
+
+
+def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
+    """Train on the stream, fill R, write ``results.json`` into ``out_dir``."""
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    dm, learner, device = build(cfg)
+    log_row = None
+    if logger is not None:
+        def log_row(i, accs):  # noqa: E306
+            logger.log_metrics({f"acc/task{j}": a for j, a in enumerate(accs)} | {"acc/avg": float(np.mean(accs))}, step=i)
+    acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=log_row)
+    trainer = make_trainer(cfg, device, [MemoryUpdate(), acc_cb], logger)
+    schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
+    for epoch, task in enumerate(schedule):
+        dm.set_task(task)
+        learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
+        trainer.fit_loop.max_epochs = epoch + 1  # one more pass: the next task
+        trainer.fit(learner, datamodule=dm)
+        learner.end_task(dm.n_tasks - 1 if task == "joint" else task, dm)
+    R, b = acc_cb.R, np.asarray(acc_cb.b)
+    results = {
+        "status": "finished",
+        "benchmark": cfg.benchmark.name, "method": cfg.method.name, "memory": int(cfg.memory),
+        "memory_capacity": learner.memory.capacity, "seed": int(cfg.seed), "eval_split": cfg.eval_split,
+        "R": R.tolist(), "b": b.tolist(), "metrics": all_metrics(R, b),
+        "per_class": acc_cb.per_class, "steps_per_task": acc_cb.steps_per_task,
+        "wall_time_s": time.perf_counter() - t0, "device": str(device),
+        "config": OmegaConf.to_container(cfg, resolve=True), "versions": versions(),
+    }
+    write_json_atomic(out_dir / RESULTS_FILE, results)
+    return results
+
+
+def versions() -> dict:
+    import hydra
+    import lightning
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
+            "hydra": hydra.__version__, "numpy": np.__version__, "platform": platform.platform()}
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Write to a temporary file in the same folder, then rename: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, allow_nan=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def format_report(results: dict) -> str:
+    R = np.asarray(results["R"])
+    lines = [f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']})",
+             "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):"]
+    lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]
+    lines.append("b (random init): " + " ".join(f"{v:6.1f}" for v in results["b"]))
+    m = results["metrics"]
+    lines.append(" ".join(f"{k.capitalize()}={m[k]:.2f}" for k in ("acc", "forget", "bwt", "fwt")))
+    lines.append(f"wall time {results['wall_time_s']:.1f}s")
+    return "\n".join(lines)

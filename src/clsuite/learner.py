@@ -1,0 +1,119 @@
+"""The continual learner: a LightningModule with manual optimization.
+
+One incoming batch B_t -> ``iters_per_batch`` updates, each re-selecting its
+replay batch R from the memory (PROTOCOL section 2). The memory itself is
+updated after the batch by the ``MemoryUpdate`` callback.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from clsuite.memory.buffer import Memory
+from clsuite.methods.base import Plugin
+
+LOSS_FORMS = ("concat", "split")
+
+
+class ContinualLearner(L.LightningModule):
+    def __init__(self, net, *, memory: Memory, replay=None, update=None, plugin: Plugin | None = None,
+                 lr: float = 0.1, momentum: float = 0.0, weight_decay: float = 0.0, iters_per_batch: int = 1,
+                 replay_size: int = 20, replay_loss: str = "concat", scenario: str = "class_il",
+                 task_classes: torch.Tensor | None = None, eval_mask: str = "all"):
+        super().__init__()
+        if replay_loss not in LOSS_FORMS:
+            raise ValueError(f"unknown replay_loss {replay_loss!r}; valid: {', '.join(LOSS_FORMS)}")
+        self.automatic_optimization = False
+        self.net, self.memory = net, memory
+        self.replay, self.update_policy = replay, update
+        self.plugin = plugin or Plugin()
+        self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
+        self.iters_per_batch, self.replay_size, self.replay_loss_form = iters_per_batch, replay_size, replay_loss
+        self.scenario, self.eval_mask = scenario, eval_mask
+        self.register_buffer("task_classes", task_classes, persistent=False)  # [T, classes per task]
+        self.current_task = 0
+        self.seen_tasks = 0
+        self._optimizer = None
+        self.train_steps = 0  # real updates on incoming batches (all tasks)
+
+    # -- optimisation --------------------------------------------------------
+    def configure_optimizers(self):
+        # One optimizer for the whole stream: Lightning calls this at every fit.
+        if self._optimizer is None:
+            self._optimizer = torch.optim.SGD(
+                self.net.parameters(), lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay
+            )
+        return self._optimizer
+
+    # -- forward -------------------------------------------------------------
+    def _task_mask(self, t):
+        """[B, C] bool: the classes of each sample's task (task-IL)."""
+        mask = torch.zeros(len(t), self.net.head.out_features, dtype=torch.bool, device=t.device)
+        return mask.scatter_(1, self.task_classes[t], True)
+
+    def logits(self, x, t, net_out=None):
+        """Training logits: the whole head (class-/domain-IL) or the task's classes (task-IL)."""
+        out = self.net(x) if net_out is None else net_out
+        if self.scenario == "task_il":
+            out = out.masked_fill(~self._task_mask(t), float("-inf"))
+        return out
+
+    def forward(self, x, t):
+        return self.logits(x, t)
+
+    @torch.no_grad()
+    def predict(self, x, t):
+        """Test-time class scores: plugin classifier (iCaRL) or the masked head."""
+        out = self.plugin.predict(self, x, t)
+        if out is None:
+            out = self.logits(x, t)
+        if self.eval_mask == "seen" and self.scenario == "class_il":
+            seen = torch.zeros(out.shape[1], dtype=torch.bool, device=out.device)
+            seen[self.task_classes[: self.seen_tasks].flatten()] = True
+            out = out.masked_fill(~seen, float("-inf"))
+        return out
+
+    # -- the step ------------------------------------------------------------
+    def replay_loss(self, x, y, t, idx):
+        """Alg. 1 line 10: l(f_theta; R + B_t), mean over the concatenated batch
+        ("concat"), or mean(B_t) + mean(R) as in MIR's code ("split")."""
+        if idx is None or idx.numel() == 0:
+            return F.cross_entropy(self.logits(x, t), y)
+        mx, my, mt = self.memory.get(idx)
+        if self.replay_loss_form == "split":
+            return F.cross_entropy(self.logits(x, t), y) + F.cross_entropy(self.logits(mx, mt), my)
+        return F.cross_entropy(self.logits(torch.cat([x, mx]), torch.cat([t, mt])), torch.cat([y, my]))
+
+    def select_replay(self, x, y, t):
+        if self.replay is None or len(self.memory) == 0:
+            return None  # no replay while memory is empty
+        return self.replay.select(self, x, y, t, self.replay_size)
+
+    def training_step(self, batch, batch_idx):
+        x, y, t = batch
+        opt = self.optimizers()
+        for _ in range(self.iters_per_batch):
+            idx = self.select_replay(x, y, t)
+            loss = self.plugin.loss(self, x, y, t, idx)
+            if loss is None:
+                loss = self.replay_loss(x, y, t, idx)
+            loss = loss + self.plugin.penalty(self, x, y, t)
+            opt.zero_grad(set_to_none=False)
+            self.manual_backward(loss)
+            self.plugin.before_step(self, x, y, t, idx)
+            opt.step()
+            self.plugin.after_step(self)
+        self.train_steps += 1
+        self.last_loss = loss.detach()
+        return None
+
+    # -- task boundaries (called by the runner around each fit) ---------------
+    def start_task(self, task: int) -> None:
+        self.current_task = task
+        self.seen_tasks = max(self.seen_tasks, task + 1)
+        self.plugin.on_task_start(self, task)
+
+    def end_task(self, task: int, datamodule) -> None:
+        self.plugin.on_task_end(self, task, datamodule)

@@ -1,0 +1,85 @@
+"""The episodic memory M: one tensor store of (x, y, task id, score).
+
+Slots ``0..size-1`` are filled; ``seen`` counts every stream sample offered to
+the memory (N in the paper). Everything lives on one device and every operation
+is a tensor op over a batch of slots.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class Memory:
+    def __init__(self, capacity: int, x_shape, num_classes: int, device="cpu", dtype=torch.float32):
+        if capacity < 0:
+            raise ValueError(f"memory size must be >= 0, got {capacity}")
+        self.capacity = int(capacity)
+        self.num_classes = int(num_classes)
+        self.x = torch.zeros((self.capacity, *x_shape), dtype=dtype, device=device)
+        self.y = torch.zeros(self.capacity, dtype=torch.long, device=device)
+        self.t = torch.zeros(self.capacity, dtype=torch.long, device=device)
+        self.score = torch.zeros(self.capacity, device=device)
+        self.logits = torch.zeros((self.capacity, num_classes), device=device)  # MIR old logits, HAL/iCaRL
+        self.size = 0
+        self.seen = 0
+
+    # -- views -------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def device(self):
+        return self.x.device
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.capacity
+
+    def to(self, device) -> Memory:
+        for name in ("x", "y", "t", "score", "logits"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
+    def get(self, idx: torch.Tensor):
+        """(x, y, t) of the slots ``idx``."""
+        return self.x[idx], self.y[idx], self.t[idx]
+
+    def class_counts(self) -> torch.Tensor:
+        return torch.bincount(self.y[: self.size], minlength=self.num_classes)
+
+    # -- writes ------------------------------------------------------------
+    def append(self, x, y, t, logits=None) -> torch.Tensor:
+        """Fill the next free slots; returns the slots written (score reset to 0)."""
+        n = min(len(y), self.capacity - self.size)
+        idx = torch.arange(self.size, self.size + n, device=self.device)
+        self.replace(idx, x[:n], y[:n], t[:n], None if logits is None else logits[:n])
+        self.size += n
+        return idx
+
+    def replace(self, idx, x, y, t, logits=None) -> None:
+        """Write samples into slots ``idx`` (a new sample's score starts at 0)."""
+        self.x[idx] = x.to(self.x.dtype)
+        self.y[idx] = y
+        self.t[idx] = t
+        self.score[idx] = 0.0
+        if logits is not None:
+            self.logits[idx] = logits.detach()
+
+    # -- sampling ----------------------------------------------------------
+    def sample(self, n: int, exclude: torch.Tensor | None = None, generator=None) -> torch.Tensor:
+        """Up to ``n`` distinct filled slots, uniformly, optionally avoiding ``exclude``."""
+        if self.size == 0 or n <= 0:
+            return torch.empty(0, dtype=torch.long, device=self.device)
+        if exclude is None or exclude.numel() == 0:
+            perm = torch.randperm(self.size, device=self.device, generator=generator)
+            return perm[:n]
+        allowed = torch.ones(self.size, dtype=torch.bool, device=self.device)
+        allowed[exclude] = False
+        pool = allowed.nonzero().squeeze(1)
+        return pool[torch.randperm(len(pool), device=self.device, generator=generator)[:n]]
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k)[: self.size].cpu() for k in ("x", "y", "t", "score")} | {
+            "seen": self.seen
+        }

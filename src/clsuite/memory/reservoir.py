@@ -1,0 +1,51 @@
+"""Reservoir sampling (Vitter 1985), as ER uses it (Rolnick et al. 2019).
+
+After N stream samples every one of them is in memory with probability M/N.
+Vectorised over the incoming batch: sample i (the (N+i)-th seen) draws
+j ~ U[0, N+i) and replaces slot j when j < M; when two samples of one batch
+draw the same slot the later one wins, exactly as the sequential algorithm.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from clsuite.memory.buffer import Memory
+
+
+def reservoir_slots(seen_before: int, n: int, capacity: int, device) -> torch.Tensor:
+    """For n incoming samples after ``seen_before`` seen ones: the slot each one
+    replaces, or -1 (not kept). Counts start at 1: the k-th sample seen (k > M)
+    draws j ~ U[0, k)."""
+    k = torch.arange(seen_before + 1, seen_before + n + 1, device=device, dtype=torch.float64)
+    j = (torch.rand(n, device=device, dtype=torch.float64) * k).long()
+    return torch.where(j < capacity, j, torch.full_like(j, -1))
+
+
+def _keep_last(slots: torch.Tensor) -> torch.Tensor:
+    """Mask of the entries that are the last write to their slot (and not -1)."""
+    n = len(slots)
+    later_same = (slots[:, None] == slots[None, :]) & torch.ones(n, n, dtype=torch.bool, device=slots.device).triu(1)
+    return (slots >= 0) & ~later_same.any(dim=1)
+
+
+class Reservoir:
+    """Memory update policy: classic reservoir sampling."""
+
+    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
+        if memory.capacity == 0:
+            memory.seen += len(y)
+            return
+        n_free = min(len(y), memory.capacity - memory.size)
+        if n_free:
+            memory.append(x[:n_free], y[:n_free], t[:n_free], None if logits is None else logits[:n_free])
+        memory.seen += n_free
+        rest = len(y) - n_free
+        if rest == 0:
+            return
+        slots = reservoir_slots(memory.seen, rest, memory.capacity, memory.device)
+        memory.seen += rest
+        keep = _keep_last(slots)
+        if keep.any():
+            src = keep.nonzero().squeeze(1) + n_free
+            memory.replace(slots[keep], x[src], y[src], t[src], None if logits is None else logits[src])

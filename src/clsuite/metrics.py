@@ -1,0 +1,67 @@
+"""Continual-learning metrics on the accuracy matrix (PROTOCOL section 5).
+
+``R[i, j]`` is the test accuracy (%) on task ``j`` after training task ``i``;
+``b[j]`` is the accuracy of the randomly initialised model on task ``j``.
+All functions are pure: numpy in, float out, NaN where undefined.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_matrix(R) -> np.ndarray:
+    R = np.asarray(R, dtype=float)
+    if R.ndim != 2 or R.shape[0] != R.shape[1]:
+        raise ValueError(f"accuracy matrix must be square T x T, got shape {R.shape}")
+    return R
+
+
+def average_accuracy(R) -> float:
+    """Acc = mean_j R[T-1, j] (accepts a 1 x T final row too, as Joint produces)."""
+    R = np.asarray(R, dtype=float)
+    return float(R[-1].mean())
+
+
+def forgetting(R) -> float:
+    """Forget = mean_{j<T-1} max_{l<T-1} R[l, j] - R[T-1, j] (Chaudhry et al. 2018)."""
+    R = _as_matrix(R)
+    T = R.shape[0]
+    if T < 2:
+        return float("nan")
+    best = R[: T - 1, : T - 1].max(axis=0)
+    return float((best - R[T - 1, : T - 1]).mean())
+
+
+def backward_transfer(R) -> float:
+    """BWT = mean_{j<T-1} R[T-1, j] - R[j, j] (Lopez-Paz & Ranzato 2017)."""
+    R = _as_matrix(R)
+    T = R.shape[0]
+    if T < 2:
+        return float("nan")
+    return float((R[T - 1, : T - 1] - np.diag(R)[: T - 1]).mean())
+
+
+def forward_transfer(R, b) -> float:
+    """FWT = mean_{j>=1} R[j-1, j] - b[j] (GEM's definition; PROTOCOL section 5)."""
+    R = _as_matrix(R)
+    b = np.asarray(b, dtype=float)
+    T = R.shape[0]
+    if T < 2:
+        return float("nan")
+    j = np.arange(1, T)
+    return float((R[j - 1, j] - b[j]).mean())
+
+
+def all_metrics(R, b=None) -> dict[str, float]:
+    """The four metrics of Table II; Joint (a single final row) has only Acc."""
+    R = np.asarray(R, dtype=float)
+    if R.shape[0] != R.shape[1]:
+        nan = float("nan")
+        return {"acc": average_accuracy(R), "forget": nan, "bwt": nan, "fwt": nan}
+    return {
+        "acc": average_accuracy(R),
+        "forget": forgetting(R),
+        "bwt": backward_transfer(R),
+        "fwt": forward_transfer(R, b) if b is not None else float("nan"),
+    }

@@ -1,0 +1,80 @@
+"""Backbones of the paper (Sec. V-A-3): one head over all classes.
+
+- MLP 784-400-400-C with ReLU (GEM, MER): 478,410 parameters for C = 10.
+- Reduced ResNet-18 with nf = 20 (GEM's and MIR's CIFAR backbone, from iCaRL's
+  code base): BasicBlocks [2, 2, 2, 2] with widths nf, 2nf, 4nf, 8nf, a 3x3 stem
+  without pooling, 4x4 average pooling: 1,094,750 parameters for C = 10.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, input_shape, num_classes: int, hidden: int = 400, depth: int = 2):
+        super().__init__()
+        dims = [math.prod(input_shape)] + [hidden] * depth
+        layers = []
+        for a, b in zip(dims[:-1], dims[1:], strict=True):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.features = nn.Sequential(nn.Flatten(), *layers)
+        self.head = nn.Linear(dims[-1], num_classes)
+        self.feature_dim = dims[-1]
+
+    def forward(self, x, return_features: bool = False):
+        h = self.features(x)
+        return (self.head(h), h) if return_features else self.head(h)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ReducedResNet18(nn.Module):
+    def __init__(self, input_shape, num_classes: int, nf: int = 20):
+        super().__init__()
+        cin = input_shape[0]
+        self.conv1 = nn.Conv2d(cin, nf, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(nf)
+        widths, layers, c = [nf, 2 * nf, 4 * nf, 8 * nf], [], nf
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            layers += [BasicBlock(c, w, stride), BasicBlock(w, w, 1)]
+            c = w
+        self.layers = nn.Sequential(*layers)
+        self.head = nn.Linear(8 * nf, num_classes)
+        self.feature_dim = 8 * nf
+
+    def forward(self, x, return_features: bool = False):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layers(out)
+        h = F.adaptive_avg_pool2d(out, 1).flatten(1)
+        return (self.head(h), h) if return_features else self.head(h)
+
+
+ARCHS = {"mlp": MLP, "resnet18": ReducedResNet18}
+
+
+def build_model(arch: str, input_shape, num_classes: int, **kw) -> nn.Module:
+    if arch not in ARCHS:
+        raise ValueError(f"unknown model arch {arch!r}; valid: {', '.join(ARCHS)}")
+    if arch == "mlp":
+        return MLP(input_shape, num_classes, hidden=kw.get("hidden", 400), depth=kw.get("depth", 2))
+    return ReducedResNet18(input_shape, num_classes, nf=kw.get("nf", 20))

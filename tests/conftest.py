@@ -1,0 +1,31 @@
+"""Shared test helpers: compose the real config with tiny synthetic overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
+
+
+def make_cfg(*overrides: str):
+    """The suite's own config, composed as `python src/run.py` would, on synthetic data."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=[*FAST, *overrides])
+
+
+def run_cfg(tmp_path, *overrides: str) -> dict:
+    from clsuite.experiment import run_experiment
+
+    return run_experiment(make_cfg(*overrides), tmp_path)
+
+
+@pytest.fixture
+def run(tmp_path):
+    def _run(*overrides):
+        return run_cfg(tmp_path, *overrides)
+
+    return _run
