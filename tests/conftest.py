@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
+
+torch.set_num_threads(1)  # tiny tensors: one thread is faster on a 2-core machine
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]

@@ -9,6 +9,8 @@ validation) split, micro-averaged, with per-class accuracies.
 
 from __future__ import annotations
 
+import time
+
 import lightning as L
 import numpy as np
 import torch
@@ -33,7 +35,9 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
             accs.append(float("nan"))
             per_class.append({})
             continue
-        pred = torch.cat([learner.predict(x[i : i + chunk], t[i : i + chunk]).argmax(1) for i in range(0, len(y), chunk)])
+        pred = torch.cat(
+            [learner.predict(x[i : i + chunk], t[i : i + chunk]).argmax(1) for i in range(0, len(y), chunk)]
+        )
         correct = pred == y
         accs.append(100.0 * correct.float().mean().item())
         cls = getattr(datamodule.tasks[k], split)[1]  # original class ids
@@ -53,14 +57,20 @@ class AccuracyMatrix(L.Callback):
         self.rows: list[list[float]] = []
         self.per_class: list[list[dict]] = []
         self.steps_per_task: list[int] = []
+        self.train_time_s = 0.0  # time inside fits, evaluations excluded
         self._steps_at_start = 0
+        self._t0 = 0.0
 
     def on_fit_start(self, trainer, learner):
         if self.b is None:
             self.b, _ = evaluate(learner, self.dm, self.split)
         self._steps_at_start = learner.train_steps
+        self._t0 = time.perf_counter()
 
     def on_fit_end(self, trainer, learner):
+        if learner.device.type == "cuda":
+            torch.cuda.synchronize(learner.device)
+        self.train_time_s += time.perf_counter() - self._t0
         accs, per_class = evaluate(learner, self.dm, self.split)
         self.rows.append(accs)
         self.per_class.append(per_class)

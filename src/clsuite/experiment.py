@@ -14,6 +14,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -33,6 +34,9 @@ RESULTS_FILE = "results.json"
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
+warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # lightning's own deprecation, not ours
+warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
+warnings.filterwarnings("ignore", message=".*does not have many workers.*")  # tensors on device: no workers needed
 
 
 def pick_device(trainer_cfg) -> torch.device:
@@ -57,7 +61,9 @@ def build(cfg: DictConfig):
     dm = ContinualDataModule(
         OmegaConf.to_container(cfg.benchmark, resolve=True),
         {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
-        scenario=cfg.scenario, batch_size=int(cfg.batch_size), seed=int(cfg.seed),
+        scenario=cfg.scenario,
+        batch_size=int(cfg.batch_size),
+        seed=int(cfg.seed),
     ).prepare()
     device = pick_device(cfg.trainer)
     dm.to(device)
@@ -71,12 +77,20 @@ def build(cfg: DictConfig):
     capacity = memory_capacity(cfg, dm.n_tasks * dm.classes_per_task) if uses_memory else 0
     memory = Memory(capacity, dm.input_shape, dm.num_classes, device=device)
     learner = ContinualLearner(
-        net, memory=memory,
+        net,
+        memory=memory,
         replay=instantiate(m["replay"]) if m.get("replay") else None,
         update=instantiate(m["update"]) if m.get("update") else None,
-        plugin=plugin, lr=float(cfg.lr), momentum=float(cfg.momentum), weight_decay=float(cfg.weight_decay),
-        iters_per_batch=int(cfg.benchmark.iters_per_batch), replay_size=int(cfg.replay_size),
-        replay_loss=cfg.replay_loss, scenario=cfg.scenario, task_classes=dm.task_classes, eval_mask=cfg.eval_mask,
+        plugin=plugin,
+        lr=float(cfg.lr),
+        momentum=float(cfg.momentum),
+        weight_decay=float(cfg.weight_decay),
+        iters_per_batch=int(cfg.benchmark.iters_per_batch),
+        replay_size=int(cfg.replay_size),
+        replay_loss=cfg.replay_loss,
+        scenario=cfg.scenario,
+        task_classes=dm.task_classes,
+        eval_mask=cfg.eval_mask,
     ).to(device)
     learner.plugin.setup(learner)
     return dm, learner, device
@@ -89,10 +103,17 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
     return L.Trainer(
         accelerator="cpu" if device.type == "cpu" else "gpu",
         devices=[device.index or 0] if device.type == "cuda" else 1,
-        max_epochs=0, logger=logger if logger is not None else False, callbacks=callbacks,
-        enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=bool(progress),
-        num_sanity_val_steps=0, limit_val_batches=0, log_every_n_steps=int(cfg.trainer.log_every_n_steps),
-        deterministic=cfg.trainer.deterministic, precision=cfg.trainer.precision,
+        max_epochs=0,
+        logger=logger if logger is not None else False,
+        callbacks=callbacks,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=bool(progress),
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        log_every_n_steps=int(cfg.trainer.log_every_n_steps),
+        deterministic=cfg.trainer.deterministic,
+        precision=cfg.trainer.precision,
     )
 
 
@@ -103,8 +124,12 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
     dm, learner, device = build(cfg)
     log_row = None
     if logger is not None:
-        def log_row(i, accs):  # noqa: E306
-            logger.log_metrics({f"acc/task{j}": a for j, a in enumerate(accs)} | {"acc/avg": float(np.mean(accs))}, step=i)
+
+        def log_row(i, accs):
+            logger.log_metrics(
+                {f"acc/task{j}": a for j, a in enumerate(accs)} | {"acc/avg": float(np.mean(accs))}, step=i
+            )
+
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=log_row)
     trainer = make_trainer(cfg, device, [MemoryUpdate(), acc_cb], logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
@@ -117,12 +142,22 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
     R, b = acc_cb.R, np.asarray(acc_cb.b)
     results = {
         "status": "finished",
-        "benchmark": cfg.benchmark.name, "method": cfg.method.name, "memory": int(cfg.memory),
-        "memory_capacity": learner.memory.capacity, "seed": int(cfg.seed), "eval_split": cfg.eval_split,
-        "R": R.tolist(), "b": b.tolist(), "metrics": all_metrics(R, b),
-        "per_class": acc_cb.per_class, "steps_per_task": acc_cb.steps_per_task,
-        "wall_time_s": time.perf_counter() - t0, "device": str(device),
-        "config": OmegaConf.to_container(cfg, resolve=True), "versions": versions(),
+        "benchmark": cfg.benchmark.name,
+        "method": cfg.method.name,
+        "memory": int(cfg.memory),
+        "memory_capacity": learner.memory.capacity,
+        "seed": int(cfg.seed),
+        "eval_split": cfg.eval_split,
+        "R": R.tolist(),
+        "b": b.tolist(),
+        "metrics": all_metrics(R, b),
+        "per_class": acc_cb.per_class,
+        "steps_per_task": acc_cb.steps_per_task,
+        "wall_time_s": time.perf_counter() - t0,
+        "train_time_s": acc_cb.train_time_s,
+        "device": str(device),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "versions": versions(),
     }
     write_json_atomic(out_dir / RESULTS_FILE, results)
     return results
@@ -132,8 +167,14 @@ def versions() -> dict:
     import hydra
     import lightning
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
-            "hydra": hydra.__version__, "numpy": np.__version__, "platform": platform.platform()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "lightning": lightning.__version__,
+        "hydra": hydra.__version__,
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+    }
 
 
 def write_json_atomic(path: Path, obj) -> None:
@@ -149,8 +190,10 @@ def write_json_atomic(path: Path, obj) -> None:
 
 def format_report(results: dict) -> str:
     R = np.asarray(results["R"])
-    lines = [f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']})",
-             "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):"]
+    lines = [
+        f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']})",
+        "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):",
+    ]
     lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]
     lines.append("b (random init): " + " ".join(f"{v:6.1f}" for v in results["b"]))
     m = results["metrics"]

@@ -18,10 +18,24 @@ LOSS_FORMS = ("concat", "split")
 
 
 class ContinualLearner(L.LightningModule):
-    def __init__(self, net, *, memory: Memory, replay=None, update=None, plugin: Plugin | None = None,
-                 lr: float = 0.1, momentum: float = 0.0, weight_decay: float = 0.0, iters_per_batch: int = 1,
-                 replay_size: int = 20, replay_loss: str = "concat", scenario: str = "class_il",
-                 task_classes: torch.Tensor | None = None, eval_mask: str = "all"):
+    def __init__(
+        self,
+        net,
+        *,
+        memory: Memory,
+        replay=None,
+        update=None,
+        plugin: Plugin | None = None,
+        lr: float = 0.1,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        iters_per_batch: int = 1,
+        replay_size: int = 20,
+        replay_loss: str = "concat",
+        scenario: str = "class_il",
+        task_classes: torch.Tensor | None = None,
+        eval_mask: str = "all",
+    ):
         super().__init__()
         if replay_loss not in LOSS_FORMS:
             raise ValueError(f"unknown replay_loss {replay_loss!r}; valid: {', '.join(LOSS_FORMS)}")

@@ -32,9 +32,15 @@ def make_logger(cfg, out_dir):
     mode = cfg.logger.mode
     os.environ.setdefault("WANDB_SILENT", "true")
     logger = WandbLogger(
-        project=cfg.logger.project, entity=cfg.logger.get("entity"), group=cfg.logger.group,
-        tags=list(cfg.logger.tags), name=cfg.logger.get("run_name"), save_dir=str(out_dir),
-        offline=(mode == "offline"), mode=mode, config=OmegaConf.to_container(cfg, resolve=True),
+        project=cfg.logger.project,
+        entity=cfg.logger.get("entity"),
+        group=cfg.logger.group,
+        tags=list(cfg.logger.tags),
+        name=cfg.logger.get("run_name"),
+        save_dir=str(out_dir),
+        offline=(mode == "offline"),
+        mode=mode,
+        config=OmegaConf.to_container(cfg, resolve=True),
     )
     try:
         yield logger

@@ -63,23 +63,21 @@ class Memory:
         self.y[idx] = y
         self.t[idx] = t
         self.score[idx] = 0.0
-        if logits is not None:
-            self.logits[idx] = logits.detach()
+        self.logits[idx] = 0.0 if logits is None else logits.detach()
 
     # -- sampling ----------------------------------------------------------
-    def sample(self, n: int, exclude: torch.Tensor | None = None, generator=None) -> torch.Tensor:
-        """Up to ``n`` distinct filled slots, uniformly, optionally avoiding ``exclude``."""
-        if self.size == 0 or n <= 0:
-            return torch.empty(0, dtype=torch.long, device=self.device)
-        if exclude is None or exclude.numel() == 0:
-            perm = torch.randperm(self.size, device=self.device, generator=generator)
-            return perm[:n]
-        allowed = torch.ones(self.size, dtype=torch.bool, device=self.device)
-        allowed[exclude] = False
-        pool = allowed.nonzero().squeeze(1)
-        return pool[torch.randperm(len(pool), device=self.device, generator=generator)[:n]]
+    def slots(self, exclude_task: int | None = None) -> torch.Tensor:
+        """Filled slots, optionally without those of task ``exclude_task``."""
+        if exclude_task is None:
+            return torch.arange(self.size, device=self.device)
+        return (self.t[: self.size] != exclude_task).nonzero().squeeze(1)
+
+    def sample(self, n: int, exclude_task: int | None = None) -> torch.Tensor:
+        """Up to ``n`` distinct filled slots drawn uniformly (without replacement)."""
+        pool = self.slots(exclude_task)
+        if n >= len(pool):
+            return pool
+        return pool[torch.randperm(len(pool), device=self.device)[:n]]
 
     def state_dict(self) -> dict:
-        return {k: getattr(self, k)[: self.size].cpu() for k in ("x", "y", "t", "score")} | {
-            "seen": self.seen
-        }
+        return {k: getattr(self, k)[: self.size].cpu() for k in ("x", "y", "t", "score")} | {"seen": self.seen}

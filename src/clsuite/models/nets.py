@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import torch.nn.functional as F
 from torch import nn
@@ -19,7 +20,7 @@ class MLP(nn.Module):
         super().__init__()
         dims = [math.prod(input_shape)] + [hidden] * depth
         layers = []
-        for a, b in zip(dims[:-1], dims[1:], strict=True):
+        for a, b in pairwise(dims):
             layers += [nn.Linear(a, b), nn.ReLU()]
         self.features = nn.Sequential(nn.Flatten(), *layers)
         self.head = nn.Linear(dims[-1], num_classes)

@@ -1,0 +1,59 @@
+"""E-BRS: entropy-balanced reservoir sampling (AdaER paper, Sec. IV-B, Algorithm 2).
+
+Per incoming sample (x, y) with N samples seen (PROTOCOL section 3):
+  - memory not full: append it (score 0 until scored);
+  - else draw j ~ U[0, N); if j < M (classic reservoir acceptance, probability M/N):
+    y~ = the most frequent class in memory (ties: lowest label, or random),
+    m  = the slot of class y~ with the lowest stored score s(m) (ties: random),
+    and (x, y, t) replaces slot m.
+Acceptance draws are vectorised over the batch (``reservoir_slots``); only the
+accepted samples, few once memory is full, are placed one by one, since each
+placement changes the class counts that choose the next victim.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from clsuite.memory.buffer import Memory
+from clsuite.memory.reservoir import reservoir_slots
+
+
+class EBRS:
+    def __init__(self, class_ties: str = "lowest"):
+        if class_ties not in ("lowest", "random"):
+            raise ValueError(f"unknown class_ties {class_ties!r}; valid: lowest, random")
+        self.class_ties = class_ties
+
+    def victim(self, memory: Memory, counts: torch.Tensor) -> int:
+        """Alg. 2 lines 7-8: lowest-score slot of the most frequent class."""
+        top = counts.max()
+        if self.class_ties == "lowest":
+            y_tilde = int(torch.argmax((counts == top).int()))  # first (lowest) label at the max
+        else:
+            tied = (counts == top).nonzero().squeeze(1)
+            y_tilde = int(tied[torch.randint(len(tied), (1,), device=tied.device)])
+        slots = (memory.y[: memory.size] == y_tilde).nonzero().squeeze(1)
+        s = memory.score[slots]
+        lowest = slots[s == s.min()]
+        return int(lowest[torch.randint(len(lowest), (1,), device=lowest.device)])
+
+    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
+        if memory.capacity == 0:
+            memory.seen += len(y)
+            return
+        n_free = min(len(y), memory.capacity - memory.size)
+        if n_free:  # Alg. 2 lines 2-3
+            memory.append(x[:n_free], y[:n_free], t[:n_free])
+        memory.seen += n_free
+        rest = len(y) - n_free
+        if rest == 0:
+            return
+        accept = reservoir_slots(memory.seen, rest, memory.capacity, memory.device) >= 0  # Alg. 2 lines 5-6
+        memory.seen += rest
+        counts = memory.class_counts()
+        for i in (accept.nonzero().squeeze(1) + n_free).tolist():
+            m = self.victim(memory, counts)
+            counts[memory.y[m]] -= 1
+            counts[y[i]] += 1
+            memory.replace(torch.tensor([m], device=memory.device), x[i : i + 1], y[i : i + 1], t[i : i + 1])

@@ -1,0 +1,91 @@
+"""C-CMR: contextually-cued memory recall (AdaER paper, Sec. IV-A, Algorithm 1).
+
+For each incoming batch B_t once memory holds samples (PROTOCOL section 3):
+  1. virtual step theta' (Eq. 3) and scores s(m) (Eq. 4) for all of M (or C random candidates);
+  2. p = round(tau |R|), q = |R| - p;
+  3. R_e = the p slots with the highest s (example-interfered buffer);
+  4. p_j = #R_e samples of task j, q_j = q p_j / p by largest remainder (Eq. 5);
+     R_t = q_j slots of task j drawn uniformly from M - R_e (task-associated
+     buffer), a shortfall filled uniformly from the rest of M - R_e;
+  5. R = R_e + R_t (the learner then updates on R + B_t, Alg. 1 line 10).
+tau = 1: q = 0, pure top-|R| (MIR-like). tau = 0: no p_j, R_t is drawn with
+equal quotas over the tasks in memory. Memory smaller than |R|: all of it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from clsuite.replay.virtual import score_slots
+
+
+def largest_remainder(weights: torch.Tensor, total: int) -> torch.Tensor:
+    """Integers proportional to ``weights`` summing to ``total`` (Hamilton's method;
+    equal remainders are broken at random)."""
+    share = weights.double() * total / weights.sum()
+    base = share.floor().long()
+    left = total - int(base.sum())
+    if left > 0:
+        rem = share - base.double()
+        rem = rem + 1e-9 * torch.rand_like(rem)  # random tie-break among equal remainders
+        base[rem.topk(left).indices] += 1
+    return base
+
+
+def sample_per_group(groups: torch.Tensor, quota: torch.Tensor) -> torch.Tensor:
+    """Positions i with ``rank of i within groups[i]`` < quota[groups[i]], ranks in a
+    uniformly random order: a uniform draw of quota[j] members of each group j."""
+    n = len(groups)
+    order = torch.randperm(n, device=groups.device)
+    g = groups[order]
+    g_sorted, perm = torch.sort(g, stable=True)  # random order within each group
+    start = torch.searchsorted(g_sorted, g_sorted, right=False)
+    rank = torch.arange(n, device=groups.device) - start
+    keep = rank < quota[g_sorted]
+    return order[perm[keep]]
+
+
+def round_half_up(v: float) -> int:
+    return math.floor(v + 0.5)
+
+
+class CCMRReplay:
+    def __init__(self, tau: float = 0.5, candidates: int | None = None, exclude_current_task: bool = False):
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1], got {tau}")
+        self.tau, self.candidates, self.exclude_current_task = tau, candidates, exclude_current_task
+
+    def select(self, learner, x, y, t, n: int):
+        mem = learner.memory
+        exclude = learner.current_task if self.exclude_current_task else None
+        pool = mem.slots(exclude) if self.candidates is None else mem.sample(self.candidates, exclude)
+        if len(pool) == 0:
+            return pool
+        s = score_slots(learner, x, y, t, pool)  # Alg. 1 lines 4, 6; each slot keeps its score
+        if len(pool) <= n:
+            return pool  # memory smaller than |R|: replay all of it
+        p = round_half_up(self.tau * n)
+        q = n - p
+        top = s.topk(p).indices  # R_e: the p most interfered (Alg. 1 line 7)
+        R_e = pool[top]
+        rest_mask = torch.ones(len(pool), dtype=torch.bool, device=pool.device)
+        rest_mask[top] = False
+        rest = pool[rest_mask]  # M - R_e
+        if q == 0:
+            return R_e
+        n_tasks = int(mem.t[pool].max()) + 1
+        if p > 0:
+            p_j = torch.bincount(mem.t[R_e], minlength=n_tasks)
+        else:  # tau = 0: equal weight to every task present in memory
+            p_j = (torch.bincount(mem.t[rest], minlength=n_tasks) > 0).long()
+        q_j = largest_remainder(p_j, q)  # Eq. 5, sum q_j = q
+        R_t = rest[sample_per_group(mem.t[rest], q_j)]
+        short = q - len(R_t)
+        if short > 0:  # task j has fewer than q_j slots left: fill uniformly from the rest
+            left = torch.ones(len(rest), dtype=torch.bool, device=pool.device)
+            left[torch.isin(rest, R_t)] = False
+            others = rest[left]
+            R_t = torch.cat([R_t, others[torch.randperm(len(others), device=pool.device)[:short]]])
+        return torch.cat([R_e, R_t])  # R = R_e + R_t (Alg. 1 line 9)

@@ -1,0 +1,30 @@
+"""MIR (Aljundi et al. 2019, "Online Continual Learning with Maximally Interfered
+Retrieval"; official ``mir.py``): score C random memory candidates by the
+increase of their loss under a virtual SGD step on B_t (Eq. 3-4), replay the
+top |R|.
+
+Options from the official code that the paper is silent on:
+``exclude_current_task`` (candidates only from past tasks, ``buffer.sample(...,
+exclude_task=task)``), ``compare_to_old_logits`` (its split-MNIST script). The
+replay-loss form (mean over R + B_t, or mean(B_t) + mean(R) as MIR's code) is
+the top-level ``replay_loss`` key.
+"""
+
+from __future__ import annotations
+
+from clsuite.replay.virtual import score_slots
+
+
+class MIRReplay:
+    def __init__(self, candidates: int = 50, exclude_current_task: bool = False, compare_to_old_logits: bool = False):
+        self.candidates = candidates
+        self.exclude_current_task = exclude_current_task
+        self.compare_to_old_logits = compare_to_old_logits
+
+    def select(self, learner, x, y, t, n: int):
+        exclude = learner.current_task if self.exclude_current_task else None
+        cand = learner.memory.sample(self.candidates, exclude_task=exclude)  # C random candidates
+        if len(cand) == 0:
+            return cand
+        s = score_slots(learner, x, y, t, cand, self.compare_to_old_logits)  # kept for E-BRS too
+        return cand[s.topk(min(n, len(cand))).indices]  # the |R| most interfered

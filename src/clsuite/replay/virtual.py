@@ -1,0 +1,64 @@
+"""The virtual step and the interference scores shared by MIR, C-CMR and E-BRS.
+
+Eq. 3:  theta' = theta - alpha * grad_theta l(f_theta; B_t)
+Eq. 4:  s(m)   = l(f_theta'(x_m), y_m) - l(f_theta(x_m), y_m)
+
+theta' is a dict of tensors used through ``torch.func.functional_call``: no
+copy of the module, no ``optimizer.step()``. Every forward here runs on clones
+of the BatchNorm buffers (train-mode batch statistics, as the real step sees),
+so the model's parameters, running statistics, optimizer state and
+``global_step`` are left exactly as they were.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+
+def _buffers(net) -> dict:
+    return {k: v.clone() for k, v in net.named_buffers()}
+
+
+def forward_with(learner, params: dict, x, t):
+    """Logits of the network under ``params`` (theta or theta'), buffers untouched."""
+    return learner.logits(x, t, net_out=functional_call(learner.net, (params, _buffers(learner.net)), (x,)))
+
+
+def virtual_params(learner, x, y, t, lr: float | None = None) -> dict:
+    """theta' (Eq. 3): one SGD step of size alpha (the learning rate) on B_t alone."""
+    params = dict(learner.net.named_parameters())
+    loss = F.cross_entropy(forward_with(learner, params, x, t), y)
+    grads = torch.autograd.grad(loss, list(params.values()))
+    alpha = learner.lr if lr is None else lr
+    return {k: (p - alpha * g).detach() for (k, p), g in zip(params.items(), grads, strict=True)}
+
+
+@torch.no_grad()
+def interference_scores(learner, theta_prime: dict, slots: torch.Tensor, compare_to_old_logits: bool = False):
+    """s(m) (Eq. 4) for the memory ``slots``, one batched pass under theta and one under theta'.
+
+    ``compare_to_old_logits`` (MIR's split-MNIST script): score against
+    min(current loss, loss of the logits stored with the sample), and store the
+    current logits where they give the lower loss."""
+    mem = learner.memory
+    mx, my, mt = mem.get(slots)
+    theta = {k: p.detach() for k, p in learner.net.named_parameters()}
+    pre_logits = forward_with(learner, theta, mx, mt)
+    pre = F.cross_entropy(pre_logits, my, reduction="none")
+    post = F.cross_entropy(forward_with(learner, theta_prime, mx, mt), my, reduction="none")
+    if compare_to_old_logits:
+        old = F.cross_entropy(mem.logits[slots], my, reduction="none")
+        better = pre < old
+        mem.logits[slots[better]] = pre_logits[better]
+        pre = torch.minimum(pre, old)
+    return post - pre
+
+
+def score_slots(learner, x, y, t, slots: torch.Tensor, compare_to_old_logits: bool = False) -> torch.Tensor:
+    """Virtual step on B_t, then s(m) for ``slots``; each slot keeps its latest score."""
+    theta_prime = virtual_params(learner, x, y, t)
+    s = interference_scores(learner, theta_prime, slots, compare_to_old_logits)
+    learner.memory.score[slots] = s
+    return s

@@ -1,0 +1,179 @@
+"""Benchmarks from files in the real formats (synthetic content): sizes, class orders, errors."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from clsuite.data.benchmarks import split_tasks
+from clsuite.data.datamodule import ContinualDataModule
+from clsuite.data.files import DataError, load_cifar, load_mnist_like
+from clsuite.models.nets import build_model
+from tests.conftest import make_cfg
+
+BENCH = {
+    name: dict(make_cfg(f"benchmark={name}").benchmark)
+    for name in ("split_mnist", "split_fmnist", "split_cifar10", "split_cifar100")
+}
+
+
+def write_idx(path, arr):
+    header = struct.pack(">HBB", 0, 8, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def fake_mnist(root, name, per_class_train=620, per_class_test=30):
+    raw = root / name / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", per_class_train), ("t10k", per_class_test)):
+        y = np.repeat(np.arange(10), n)
+        rng.shuffle(y)
+        x = rng.integers(0, 256, size=(len(y), 28, 28))
+        write_idx(raw / f"{split}-images-idx3-ubyte.gz", x)
+        write_idx(raw / f"{split}-labels-idx1-ubyte.gz", y)
+
+
+def fake_cifar(root, name, n_classes, per_class_train, per_class_test):
+    spec = {
+        "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], "labels"),
+        "cifar100": ("cifar-100-python", ["train"], ["test"], "fine_labels"),
+    }[name]
+    folder = root / spec[0]
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for files, per_class in ((spec[1], per_class_train), (spec[2], per_class_test)):
+        y = np.repeat(np.arange(n_classes), per_class)
+        rng.shuffle(y)
+        for fname, part in zip(files, np.array_split(np.arange(len(y)), len(files)), strict=True):
+            d = {"data": rng.integers(0, 256, size=(len(part), 3072), dtype=np.uint8), spec[3]: y[part].tolist()}
+            with open(folder / fname, "wb") as f:
+                pickle.dump(d, f)
+
+
+def datamodule(bench, root, **data):
+    cfg = {"root": str(root), "verify_md5": False, **data}
+    return ContinualDataModule(bench, cfg, seed=data.pop("seed", 0) if "seed" in data else 0).prepare()
+
+
+@pytest.mark.parametrize("name,source", [("split_mnist", "MNIST"), ("split_fmnist", "FashionMNIST")])
+def test_mnist_like_split_sizes_and_class_order(tmp_path, name, source):
+    fake_mnist(tmp_path, source)
+    dm = datamodule(BENCH[name], tmp_path)
+    per_class = BENCH[name]["train_per_class"]
+    assert [tk.classes for tk in dm.tasks] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    for tk in dm.tasks:
+        x, y = tk.train
+        assert x.shape == (2 * per_class, 1, 28, 28) and x.dtype == torch.float32
+        assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+        assert torch.bincount(y, minlength=10)[tk.classes].tolist() == [per_class, per_class]
+        assert len(tk.test[1]) == 60 and set(tk.test[1].tolist()) == set(tk.classes)  # all test images of the classes
+    assert dm.input_shape == (1, 28, 28) and dm.num_classes == 10
+
+
+def test_cifar10_split_uses_all_samples(tmp_path):
+    fake_cifar(tmp_path, "cifar10", 10, per_class_train=30, per_class_test=7)
+    dm = datamodule(BENCH["split_cifar10"], tmp_path)
+    assert len(dm.tasks) == 5
+    for k, tk in enumerate(dm.tasks):
+        assert tk.classes == [2 * k, 2 * k + 1]
+        assert tk.train[0].shape == (60, 3, 32, 32) and len(tk.test[1]) == 14
+
+
+def test_cifar100_has_fifty_two_class_tasks(tmp_path):
+    fake_cifar(tmp_path, "cifar100", 100, per_class_train=5, per_class_test=2)
+    dm = datamodule(BENCH["split_cifar100"], tmp_path)
+    assert len(dm.tasks) == 50 and dm.tasks[49].classes == [98, 99] and dm.num_classes == 100
+    assert all(len(tk.train[1]) == 10 for tk in dm.tasks)
+    assert BENCH["split_cifar100"]["iters_per_batch"] == 5
+
+
+def test_random_class_order_is_a_seeded_permutation(tmp_path):
+    fake_mnist(tmp_path, "MNIST")
+    a = datamodule(BENCH["split_mnist"], tmp_path, class_order="random")
+    b = datamodule(BENCH["split_mnist"], tmp_path, class_order="random")
+    classes = [c for tk in a.tasks for c in tk.classes]
+    assert sorted(classes) == list(range(10)) and classes != list(range(10))
+    assert classes == [c for tk in b.tasks for c in tk.classes]
+
+
+def test_samples_drawn_with_the_seed(tmp_path):
+    fake_mnist(tmp_path, "MNIST")
+    bench = BENCH["split_mnist"]
+    a = ContinualDataModule(bench, {"root": str(tmp_path), "verify_md5": False}, seed=0).prepare()
+    b = ContinualDataModule(bench, {"root": str(tmp_path), "verify_md5": False}, seed=1).prepare()
+    assert not torch.equal(a.tasks[0].train[0], b.tasks[0].train[0])
+
+
+def test_validation_split_is_held_out_of_train(tmp_path):
+    fake_mnist(tmp_path, "MNIST")
+    dm = datamodule(BENCH["split_mnist"], tmp_path, val_fraction=0.05)
+    tk = dm.tasks[0]
+    assert len(tk.val[1]) == 50 and len(tk.train[1]) == 950
+    tr = {tuple(r) for r in tk.train[0].flatten(1)[:, :40].tolist()}
+    assert not any(tuple(r) in tr for r in tk.val[0].flatten(1)[:, :40].tolist())
+
+
+@pytest.mark.parametrize(
+    "lam,semantics,expected", [(0.0, "keep", 500), (0.5, "keep", 250), (0.9, "keep", 50), (0.2, "ratio", 100)]
+)
+def test_imbalance_lambda_shrinks_one_class_per_task(tmp_path, lam, semantics, expected):
+    fake_mnist(tmp_path, "MNIST")
+    dm = datamodule(BENCH["split_mnist"], tmp_path, imbalance=lam, imbalance_semantics=semantics)
+    for tk in dm.tasks:
+        counts = sorted(torch.bincount(tk.train[1], minlength=10)[tk.classes].tolist())
+        assert counts == ([expected, 500] if lam else [500, 500])
+
+
+def test_domain_il_maps_labels_to_position_in_task(tmp_path):
+    fake_mnist(tmp_path, "MNIST")
+    dm = ContinualDataModule(
+        BENCH["split_mnist"], {"root": str(tmp_path), "verify_md5": False}, scenario="domain_il"
+    ).prepare()
+    assert dm.num_classes == 2
+    _, y, t = dm.split(3, "test")  # classes 6, 7 -> 0, 1
+    assert set(y.tolist()) == {0, 1} and set(t.tolist()) == {3}
+
+
+def test_split_tasks_is_pure_in_seed():
+    rng = np.random.default_rng(0)
+    arrays = (
+        rng.integers(0, 255, (400, 1, 4, 4)),
+        np.repeat(np.arange(4), 100),
+        rng.integers(0, 255, (40, 1, 4, 4)),
+        np.repeat(np.arange(4), 10),
+    )
+    a = split_tasks(arrays, 2, 2, 50, seed=5)
+    b = split_tasks(arrays, 2, 2, 50, seed=5)
+    assert torch.equal(a[1].train[0], b[1].train[0])
+
+
+def test_corrupted_file_gives_one_line_error(tmp_path):
+    fake_mnist(tmp_path, "MNIST")
+    with pytest.raises(DataError) as e:
+        load_mnist_like(tmp_path, "MNIST")  # md5 of fake files cannot match
+    msg = str(e.value)
+    assert "corrupted data file" in msg and "md5" in msg and "\n" not in msg
+    (tmp_path / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="unreadable idx file"):
+        load_mnist_like(tmp_path, "MNIST", verify=False)
+
+
+def test_missing_files_error_names_folder_files_and_remedy(tmp_path):
+    with pytest.raises(DataError) as e:
+        load_mnist_like(tmp_path, "FashionMNIST")
+    msg = str(e.value)
+    assert str(tmp_path) in msg and "train-images-idx3-ubyte.gz" in msg and "DATA_DIR" in msg and "\n" not in msg
+    with pytest.raises(DataError, match=r"cifar-10-python\.tar\.gz"):
+        load_cifar(tmp_path, "cifar10")
+
+
+def test_parameter_counts():
+    assert sum(p.numel() for p in build_model("mlp", (1, 28, 28), 10).parameters()) == 478_410
+    assert sum(p.numel() for p in build_model("resnet18", (3, 32, 32), 10).parameters()) == 1_094_750
