@@ -39,10 +39,10 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
             [learner.predict(x[i : i + chunk], t[i : i + chunk]).argmax(1) for i in range(0, len(y), chunk)]
         )
         correct = pred == y
-        accs.append(100.0 * correct.float().mean().item())
+        accs.append(100.0 * int(correct.sum()) / len(y))  # micro: correct / total
         cls = getattr(datamodule.tasks[k], split)[1]  # original class ids
-        n = torch.bincount(cls).float()
-        c = torch.bincount(cls, weights=correct.float())
+        n = torch.bincount(cls).double()
+        c = torch.bincount(cls, weights=correct.double())
         per_class.append({int(i): 100.0 * float(c[i] / n[i]) for i in torch.nonzero(n).flatten().tolist()})
     learner.train(was_training)
     return accs, per_class
