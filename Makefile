@@ -29,3 +29,59 @@ format: setup
 
 bench: setup          ## Lightning suite vs a bare PyTorch loop, side by side in one run
 	$(PY) scripts/bench.py
+
+# ---------------------------------------------------------------------------------------------
+# Paper tables and figures: each target runs its sweep (sweeps/<name>.yaml, runs in
+# multirun/<name>/, finished runs skipped on a rerun) and then the aggregation (results/<name>/:
+# Markdown + LaTeX tables, PNG + PDF figures, missing/failed runs). The target fails (after the
+# tables are written) when a run failed; rerun it to retry only those.
+#   make table2 BENCHMARKS=split_mnist,split_fmnist SEEDS=3 LAUNCHER=joblib
+#   make fig-memory LAUNCHER=slurm ARGS="hydra.launcher.partition=gpu"
+# SEEDS=n: seeds 0..n-1 (default 5)   BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists
+# replacing the sweep's own   LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
+# ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb memory_per_class=true)
+SEEDS      ?= 5
+LAUNCHER   ?= basic
+BENCHMARKS ?=
+METHODS    ?=
+MEMORIES   ?=
+TAUS       ?=
+LAMBDAS    ?=
+JOBS       ?=
+ARGS       ?=
+SWEEP_ARGS = launcher=$(LAUNCHER) 'seed=range(0,$(SEEDS))' \
+	$(if $(BENCHMARKS),benchmark=$(BENCHMARKS)) $(if $(METHODS),method=$(METHODS)) \
+	$(if $(MEMORIES),memory=$(MEMORIES)) $(if $(TAUS),tau=$(TAUS)) $(if $(LAMBDAS),lambda=$(LAMBDAS)) \
+	$(if $(JOBS),hydra.launcher.n_jobs=$(JOBS)) $(ARGS)
+# $(call paper,<sweep>): the sweep, then its tables and figures whatever the sweep's outcome.
+paper = ( $(PY) src/run.py --config-dir sweeps --config-name $(1) $(SWEEP_ARGS); s=$$?; \
+	$(PY) scripts/aggregate.py $(1) || s=$$?; exit $$s )
+
+.PHONY: paper table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation aggregate
+
+paper: table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation  ## every table and figure
+
+table2: setup          ## Table II -> results/table2/
+	$(call paper,table2)
+
+fig-memory: setup      ## Figs. 5, 6 (Acc, BWT vs M) -> results/memory/
+	$(call paper,memory)
+
+fig-first-task: setup  ## Fig. 7 (first task through the stream) -> results/first_task/
+	$(call paper,first_task)
+
+fig-cifar100: setup    ## Fig. 8 (split-CIFAR100) -> results/cifar100/
+	$(call paper,cifar100)
+
+fig-imbalance: setup   ## Fig. 9 (lambda = 0.5 bars, Acc vs lambda) -> results/imbalance/
+	$(call paper,imbalance)
+
+fig-tau: setup         ## Fig. 10 (Acc and first task vs tau) -> results/tau/
+	$(call paper,tau)
+
+fig-ablation: setup    ## Figs. 11, 12 (C-CMR, E-BRS vs M; on split-CIFAR100) -> results/ablation*/
+	$(call paper,ablation); s=$$?; $(call paper,ablation_cifar100); t=$$?; [ $$s -eq 0 ] && exit $$t; exit $$s
+
+EXP ?= table2
+aggregate: setup       ## tables and figures only, from the runs on disk: make aggregate EXP=memory
+	$(PY) scripts/aggregate.py $(EXP)

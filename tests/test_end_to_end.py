@@ -49,3 +49,21 @@ def test_joint_is_one_pass_over_the_union(tmp_path):
     assert len(res["R"]) == 1 and len(res["R"][0]) == cfg.benchmark.n_tasks
     assert res["metrics"]["acc"] > 60
     assert np.isnan(res["metrics"]["bwt"])
+
+
+def test_task_end_hook_runs_before_the_row_is_measured(tmp_path, monkeypatch):
+    """A plugin's task-end work (Fisher, herding, anchors) must be in place when R[k] is measured."""
+    from clsuite.callbacks import AccuracyMatrix
+    from clsuite.methods.base import Plugin
+
+    events = []
+    monkeypatch.setattr(Plugin, "on_task_end", lambda self, learner, task, dm: events.append(("task_end", task)))
+    original = AccuracyMatrix.on_fit_end
+
+    def logged(self, trainer, learner):
+        events.append(("row", len(self.rows)))
+        original(self, trainer, learner)
+
+    monkeypatch.setattr(AccuracyMatrix, "on_fit_end", logged)
+    run_cfg(tmp_path, "method=er")
+    assert events == [("task_end", 0), ("row", 0), ("task_end", 1), ("row", 1), ("task_end", 2), ("row", 2)]

@@ -66,6 +66,8 @@ def build(cfg: DictConfig):
         seed=int(cfg.seed),
     ).prepare()
     device = pick_device(cfg.trainer)
+    if cfg.trainer.get("threads"):
+        torch.set_num_threads(int(cfg.trainer.threads))
     dm.to(device)
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)
     arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
@@ -137,8 +139,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
         dm.set_task(task)
         learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
         trainer.fit_loop.max_epochs = epoch + 1  # one more pass: the next task
-        trainer.fit(learner, datamodule=dm)
-        learner.end_task(dm.n_tasks - 1 if task == "joint" else task, dm)
+        trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
     R, b = acc_cb.R, np.asarray(acc_cb.b)
     results = {
         "status": "finished",

@@ -129,5 +129,7 @@ class ContinualLearner(L.LightningModule):
         self.seen_tasks = max(self.seen_tasks, task + 1)
         self.plugin.on_task_start(self, task)
 
-    def end_task(self, task: int, datamodule) -> None:
-        self.plugin.on_task_end(self, task, datamodule)
+    def on_train_end(self) -> None:
+        """Task end: Lightning runs this before ``on_fit_end``, so the plugin's task-end
+        work (Fisher, herding, anchors, ...) is done before the row of R is measured."""
+        self.plugin.on_task_end(self, self.current_task, self.trainer.datamodule)

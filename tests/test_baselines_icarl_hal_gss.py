@@ -1,0 +1,172 @@
+"""iCaRL, HAL and GSS: behaviour on toy data, then whole runs on the synthetic stream."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from clsuite.callbacks import MemoryUpdate
+from clsuite.experiment import build, make_trainer
+from clsuite.learner import ContinualLearner
+from clsuite.memory.buffer import Memory
+from clsuite.memory.reservoir import Reservoir
+from clsuite.methods.gss import GSSGreedy
+from clsuite.methods.hal import RingBuffer
+from clsuite.methods.icarl import ICaRL, ICaRLMemory, herding
+from clsuite.models.nets import MLP
+from tests.conftest import make_cfg, run_cfg
+
+
+class IdentityFeatures(nn.Module):
+    """phi(x) = x; the head prefers the last class whatever the input."""
+
+    def __init__(self, dim: int, num_classes: int):
+        super().__init__()
+        self.head = nn.Linear(dim, num_classes)
+        nn.init.zeros_(self.head.weight)
+        with torch.no_grad():
+            self.head.bias.copy_(torch.arange(num_classes, dtype=torch.float))
+
+    def forward(self, x, return_features=False):
+        return (self.head(x), x) if return_features else self.head(x)
+
+
+def clusters(n_per_class: int, centres: torch.Tensor, noise: float = 0.05, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(len(centres)).repeat_interleave(n_per_class)
+    return centres[y] + noise * torch.randn(len(y), centres.shape[1], generator=g), y
+
+
+# -- iCaRL ---------------------------------------------------------------------
+def test_icarl_nearest_mean_classifies_clusters():
+    centres = torch.eye(3) * 2 + 0.2  # three directions (features are L2-normalised)
+    net = IdentityFeatures(3, num_classes=4)  # class 3: no exemplars
+    memory = Memory(30, (3,), 4)
+    mx, my = clusters(10, centres, seed=0)
+    memory.append(mx, my, torch.zeros_like(my))
+    learner = ContinualLearner(net, memory=memory)
+    x, y = clusters(50, centres, seed=1)
+    scores = ICaRL().predict(learner, x, torch.zeros_like(y))
+    assert (net(x).argmax(1) == 3).all()  # the head alone is always wrong
+    assert (scores.argmax(1) == y).all()
+    assert torch.isneginf(scores[:, 3]).all()  # no exemplars, never predicted
+
+
+def test_icarl_herding_selects_a_representative_balanced_memory():
+    g = torch.Generator().manual_seed(0)
+    phi = torch.nn.functional.normalize(torch.rand(200, 8, generator=g) + torch.randn(200, 8, generator=g) * 0.3, dim=1)
+    sel = herding(phi, 10)
+    assert len(sel.unique()) == 10
+    err = (phi[sel].mean(0) - phi.mean(0)).norm()
+    rand = [phi[torch.randperm(200, generator=g)[:10]] for _ in range(50)]
+    rand_err = torch.stack([(r.mean(0) - phi.mean(0)).norm() for r in rand])
+    assert err < rand_err.min()  # herding beats every random subset of the same size
+
+    # Alg. 5 + 4 at the task end: old classes cut to their first m, new classes herded to m each
+    centres = torch.eye(4) + 0.1
+    memory = Memory(8, (4,), 4)
+    ox, oy = clusters(4, centres[:2], seed=2)
+    memory.append(ox, oy, torch.zeros_like(oy))
+    policy = ICaRLMemory("herding")
+    learner = SimpleNamespace(net=IdentityFeatures(4, 4), memory=memory)
+    nx, ny = clusters(30, centres[2:], seed=3)
+    ny = ny + 2
+    for i in range(0, 60, 20):
+        policy.update(memory, nx[i : i + 20], ny[i : i + 20], torch.ones(20, dtype=torch.long), learner)
+    assert memory.class_counts().tolist() == [4, 4, 0, 0]  # herding waits for the task to end
+    policy.select(memory, learner)
+    assert memory.class_counts().tolist() == [2, 2, 2, 2]
+    kept_old = memory.x[: memory.size][memory.y[: memory.size] == 0]
+    assert torch.equal(kept_old, ox[oy == 0][:2])  # first m in herding order
+
+
+# -- GSS -----------------------------------------------------------------------
+def test_gss_keeps_gradient_diverse_samples_over_near_duplicates():
+    # 400 near-duplicates of one class-0 sample; 5 rare classes appear 3 times each
+    torch.manual_seed(0)
+    learner = ContinualLearner(MLP((8,), num_classes=6, hidden=16, depth=1), memory=Memory(10, (8,), 6))
+    g = torch.Generator().manual_seed(0)
+    base, protos = torch.rand(8, generator=g), torch.rand(5, 8, generator=g) * 2
+    n = 400
+    x = base + 0.01 * torch.randn(n, 8, generator=g)
+    y = torch.zeros(n, dtype=torch.long)
+    rare = 20 + torch.randperm(n - 20, generator=g)[:15]  # after the memory is full
+    y[rare] = torch.arange(1, 6).repeat(3)
+    x[rare] = protos[y[rare] - 1] + 0.05 * torch.randn(15, 8, generator=g)
+    t = torch.zeros_like(y)
+
+    def rare_classes_kept(policy, seed):
+        torch.manual_seed(seed)
+        memory = Memory(10, (8,), 6)
+        for i in range(0, n, 5):
+            policy.update(memory, x[i : i + 5], y[i : i + 5], t[i : i + 5], learner)
+        assert memory.size == 10 and memory.seen == n
+        return len(set(memory.y.tolist()) - {0})
+
+    gss = [rare_classes_kept(GSSGreedy(n_mem_grads=10, mem_batch=1), s) for s in range(3)]
+    reservoir = [rare_classes_kept(Reservoir(), s) for s in range(3)]
+    assert min(gss) >= 3  # the gradient-diverse samples survive 380 near-duplicates ...
+    assert max(reservoir) <= 1  # ... where reservoir keeps each with probability 10 / 400
+
+
+# -- HAL -----------------------------------------------------------------------
+def test_hal_ring_buffer_keeps_the_last_samples_of_each_class():
+    memory = Memory(4, (1,), 2)
+    policy = RingBuffer()
+    x = torch.arange(10, dtype=torch.float).unsqueeze(1)
+    y = torch.tensor([0, 1, 0, 1, 0, 0, 0, 1, 1, 1])
+    for i in range(0, 10, 3):
+        policy.update(memory, x[i : i + 3], y[i : i + 3], torch.zeros(len(y[i : i + 3]), dtype=torch.long))
+    held = {c: sorted(memory.x[: memory.size][memory.y[: memory.size] == c].flatten().tolist()) for c in (0, 1)}
+    assert held == {0: [5.0, 6.0], 1: [8.0, 9.0]}
+    assert memory.seen == 10
+
+
+class AnchorLog(L.Callback):
+    def __init__(self):
+        self.seen = []  # (task, anchors) after every training batch
+
+    def on_train_batch_end(self, trainer, learner, outputs, batch, batch_idx):
+        self.seen.append((learner.current_task, learner.plugin.anchors.clone()))
+
+
+def test_hal_anchors_are_learned_at_task_end_and_fixed_within_a_task():
+    cfg = make_cfg("method=hal", "method.plugin.anchor_steps=20", "method.plugin.finetune_steps=10")
+    dm, learner, device = build(cfg)
+    log = AnchorLog()
+    trainer = make_trainer(cfg, device, [MemoryUpdate(), log], None)
+    after_task = []
+    for task in range(dm.n_tasks):
+        dm.set_task(task)
+        learner.start_task(task)
+        trainer.fit_loop.max_epochs = task + 1
+        trainer.fit(learner, datamodule=dm)  # the task-end hook runs inside fit (on_train_end)
+        after_task.append(learner.plugin.anchors.clone())
+    cpt = dm.classes_per_task
+    for task in range(dm.n_tasks):
+        within = [a for k, a in log.seen if k == task]
+        assert len(within) > 1 and all(torch.equal(a, within[0]) for a in within)  # fixed during the task
+        assert len(within[0]) == task * cpt  # one anchor per class of each finished task
+        assert len(after_task[task]) == (task + 1) * cpt  # the task end adds its anchors ...
+        assert torch.equal(after_task[task][: task * cpt], within[0])  # ... and leaves the old ones alone
+    assert torch.equal(learner.plugin.anchor_y, dm.task_classes.flatten())
+    mx, my = learner.memory.x[: learner.memory.size], learner.memory.y[: learner.memory.size]
+    init = torch.stack([mx[my == c].mean(0) for c in dm.task_classes[0]])  # the ring buffer still holds them
+    new = after_task[0]
+    assert new.isfinite().all() and not torch.allclose(new, init)  # optimised away from their init
+
+
+# -- whole runs -------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["icarl", "icarl_reservoir", "hal", "gss"])
+def test_trains_synthetic_tasks_end_to_end(tmp_path, method):
+    over = ["method=icarl", "method.selection=reservoir"] if method == "icarl_reservoir" else [f"method={method}"]
+    res = run_cfg(tmp_path, *over, "benchmark.iters_per_batch=3")
+    R = np.asarray(res["R"])
+    assert all(R[k, k] > 60 for k in range(len(R)))  # each task is learned ...
+    assert res["metrics"]["acc"] > 60  # ... and old tasks are kept (online fine-tuning: 33)
+    assert all(s > 0 for s in res["steps_per_task"])

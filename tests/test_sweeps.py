@@ -1,0 +1,317 @@
+"""Paper sweeps (sweeps/*.yaml), launchers, resume and failure records, the GPU pool."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict, read_write
+
+from clsuite import sweep
+from clsuite.paper_values import METHOD_ORDER
+from tests.conftest import CONF_DIR, FAST, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS_DIR = ROOT / "sweeps"
+SWEEPS = sorted(p.stem for p in SWEEPS_DIR.glob("*.yaml") if not p.stem.startswith("_"))
+# jobs per sweep at the default 5 seeds: benchmarks x methods x swept values x seeds
+GRID_SIZES = {
+    "table2": 3 * 14 * 5,
+    "memory": 3 * 8 * 3 * 5,
+    "first_task": 3 * 11 * 5,
+    "cifar100": 7 * 5,
+    "imbalance": 2 * 3 * 6 * 5,
+    "tau": 3 * 5 * 5,
+    "ablation": 3 * 5 * 3 * 5,
+    "ablation_cifar100": 5 * 5,
+}
+
+
+def compose_sweep(name: str, *overrides: str):
+    """A sweep file composed as `python src/run.py --config-dir sweeps --config-name <name>` does."""
+    with initialize_config_dir(config_dir=str(SWEEPS_DIR), version_base="1.3"):
+        return compose(
+            config_name=name, overrides=[f"hydra.searchpath=[file://{CONF_DIR}]", *overrides], return_hydra_config=True
+        )
+
+
+def grid(name: str, *command_line: str) -> list[dict]:
+    """The jobs of `python src/run.py --config-dir sweeps --config-name <name> <command_line>`."""
+    cfg = compose_sweep(name)
+    with read_write(cfg), open_dict(cfg):
+        cfg.hydra.overrides.task = list(command_line)
+    return sweep.expand_grid(cfg)
+
+
+def test_every_paper_experiment_has_a_sweep():
+    assert set(SWEEPS) == set(GRID_SIZES)
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_sweep_composes_with_its_grid(name):
+    cfg = compose_sweep(name)
+    assert cfg.experiment == name  # results land in multirun/<name>/
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+    assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"] == "multirun/${experiment}"
+    params = cfg.hydra.sweeper.params
+    assert params.seed == "range(0,5)"
+    jobs = sweep.expand_grid(cfg)
+    assert len(jobs) == GRID_SIZES[name]
+    assert len({j["dir"] for j in jobs}) == len(jobs)  # one folder per run
+    methods = {o.split("=", 1)[1] for j in jobs for o in j["overrides"] if o.startswith("method=")}
+    assert methods <= set(METHOD_ORDER)
+    # the command line replaces the sweep's own axes: SEEDS=3 BENCHMARKS=split_mnist METHODS=er
+    small = grid(name, "seed=range(0,3)", "benchmark=split_mnist", "method=er")
+    others = [k for k in params if k not in ("seed", "benchmark", "method")]
+    assert len(small) == 3 * math.prod(len(str(params[k]).split(",")) for k in others)
+
+
+def test_sweep_fixed_keys():
+    assert compose_sweep("table2").memory == 100
+    assert compose_sweep("cifar100", "benchmark=split_cifar100").benchmark.iters_per_batch == 5
+    assert compose_sweep("tau", "logger=wandb").logger.tags[0] == "tau"  # W&B: tagged by experiment
+    assert compose_sweep("tau", "logger=wandb").logger.group == "tau"
+
+
+def tiny_job_overrides(name: str) -> list[str] | None:
+    """The sweep's first job whose method exists, made tiny: synthetic data shaped like its benchmark."""
+    for job in sweep.expand_grid(compose_sweep(name)):
+        if sweep.unknown_options([job]):
+            continue
+        out = []
+        for o in job["overrides"]:
+            key, _, value = o.partition("=")
+            if key == "benchmark":
+                out += ["benchmark=synthetic"]
+                if "cifar" in value:
+                    src = OmegaConf.load(Path(CONF_DIR) / "benchmark" / f"{value}.yaml")
+                    out += [
+                        "benchmark.synthetic.shape=[3,32,32]",
+                        "benchmark.backbone=resnet18",
+                        f"benchmark.iters_per_batch={src.iters_per_batch}",
+                        "benchmark.synthetic.train_per_class=40",
+                        "benchmark.train_per_class=20",
+                        "benchmark.synthetic.test_per_class=10",
+                    ]
+            else:
+                out.append(o)
+        return out
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SWEEPS)
+def test_sweep_runs_one_tiny_job(name, tmp_path):
+    from clsuite.experiment import run_experiment
+
+    overrides = tiny_job_overrides(name)
+    if overrides is None:
+        pytest.skip(f"no method config of the {name} sweep exists yet")
+    cfg = compose_sweep(name, *overrides, *FAST)
+    with read_write(cfg), open_dict(cfg):
+        del cfg["hydra"]
+    res = run_experiment(cfg, tmp_path)
+    assert res["config"]["experiment"] == name
+    assert (tmp_path / "results.json").is_file()
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+@pytest.mark.parametrize(
+    "launcher,target",
+    [
+        ("basic", "BasicLauncher"),
+        ("joblib", "JoblibLauncher"),
+        ("slurm", "SlurmLauncher"),
+        ("submitit_local", "LocalLauncher"),
+    ],
+)
+def test_launcher_group_sets_hydra_launcher(launcher, target):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"launcher={launcher}"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith(target)
+    if launcher == "joblib":
+        assert cfg.hydra.launcher.n_jobs >= 1  # one per GPU slot, else one per core
+        assert cfg.hydra.job.env_set.CLSUITE_GPU_POOL == "1"
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.gpus_per_node == 1
+
+
+# ----------------------------------------------------------------------------- resume (in process)
+
+
+def test_normalize_ignores_what_does_not_change_the_result():
+    a = make_cfg("logger=csv", "trainer=cpu", "experiment=a")
+    b = make_cfg("logger=none", "trainer=default", "trainer.progress_bar=true", "experiment=b", "data.root=/x")
+    assert sweep.config_hash(a) == sweep.config_hash(b)
+    assert sweep.config_hash(a) != sweep.config_hash(make_cfg("seed=1"))
+    assert sweep.config_diff(sweep.normalize(a), sweep.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
+
+
+def _job(cfg, sweep_dir: Path, name="job") -> sweep.Job:
+    return sweep.Job(cfg, sweep_dir / name, sweep_dir=sweep_dir)
+
+
+def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
+    from clsuite.experiment import run_experiment
+
+    monkeypatch.delenv("CLSUITE_RESUME", raising=False)
+    cfg = make_cfg("method=online")
+    sdir = tmp_path / "multirun" / "table2"
+    job = _job(cfg, sdir)
+    assert job.finished() is None
+    # a crash: failed.json with the error line, attempts counted
+    job.failed(RuntimeError("boom\nsecond line"))
+    job.failed(RuntimeError("boom again"))
+    rec = json.loads(job.failed_path.read_text())
+    assert rec["error"] == "RuntimeError: boom again" and rec["attempt"] == 2
+    assert job.finished() is None  # a failed run is retried
+    run_experiment(cfg, job.out_dir)
+    job.succeeded(1.0)
+    assert not job.failed_path.exists()  # removed on success
+    # same config (logger / progress differ): skipped
+    again = _job(make_cfg("method=online", "logger=csv", "trainer.progress_bar=true"), sdir)
+    res, how = again.finished()
+    assert how == "skipped" and res["method"] == "online"
+    # changed config under the same folder: rerun, old results kept aside
+    changed = _job(make_cfg("method=online", "lr=0.05"), sdir)
+    assert changed.finished() is None
+    assert (job.out_dir / "results.stale-1.json").is_file() and not job.results_path.exists()
+    monkeypatch.setenv("CLSUITE_RESUME", "0")
+    assert _job(cfg, sdir).finished() is None
+    log = [json.loads(line) for line in (sdir / sweep.LOG_FILE).read_text().splitlines()]
+    assert [r["status"] for r in log] == ["failed", "failed", "ran"]
+
+
+def test_reuse_across_experiments(tmp_path, monkeypatch):
+    from clsuite.experiment import run_experiment
+
+    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
+        monkeypatch.delenv(k, raising=False)
+    mr = tmp_path / "multirun"
+    first = _job(make_cfg("method=online", "experiment=table2"), mr / "table2", "a")
+    run_experiment(make_cfg("method=online", "experiment=table2"), first.out_dir)
+    first.succeeded(1.0)
+    other = _job(make_cfg("method=online", "experiment=memory"), mr / "memory", "b")
+    res, how = other.finished()
+    assert how == "reused" and res["reused_from"].endswith("table2/a/results.json")
+    on_disk = json.loads(other.results_path.read_text())
+    assert on_disk["config"]["experiment"] == "memory" and on_disk["R"] == res["R"]
+    assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "c").finished() is None
+    monkeypatch.setenv("CLSUITE_REUSE", "0")
+    assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "d").finished() is None
+
+
+def test_unknown_option_in_the_grid():
+    msg = sweep.unknown_options([{"overrides": ["method=er", "seed=0"]}, {"overrides": ["method=nope"]}])
+    assert len(msg) == 1 and msg[0].startswith("unknown method 'nope' in the sweep; valid choices: ")
+
+
+# ----------------------------------------------------------------------------- GPU pool
+
+
+def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "gpu_count", lambda: 2)
+    monkeypatch.setenv("CLSUITE_GPU_POOL", "1")
+    monkeypatch.setenv("CLSUITE_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.delenv("CLSUITE_GPU", raising=False)
+    monkeypatch.delenv("CLSUITE_JOBS_PER_GPU", raising=False)
+    got = []
+    with sweep.gpu_slot(None, job_num=0) as a, sweep.gpu_slot(None, job_num=0) as b:
+        assert {a, b} == {0, 1}
+        assert os.environ["CLSUITE_GPU"] == str(b)  # read by pick_device
+
+        def third():
+            with sweep.gpu_slot(None, job_num=0, poll_s=0.02) as c:
+                got.append(c)
+
+        t = threading.Thread(target=third)
+        t.start()
+        time.sleep(0.3)
+        assert got == []  # both GPUs busy: the third job waits
+    t.join(5)
+    assert got in ([0], [1])
+    assert "CLSUITE_GPU" not in os.environ
+    # not under the pool, or a device chosen: no slot
+    with sweep.gpu_slot({"accelerator": "cpu"}) as g:
+        assert g is None
+    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}) as g:
+        assert g is None
+    monkeypatch.delenv("CLSUITE_GPU_POOL")
+    with sweep.gpu_slot(None) as g:
+        assert g is None
+
+
+# ----------------------------------------------------------------------------- whole sweeps (subprocess)
+
+
+def run_sweep(tmp_path: Path, *overrides: str, name: str = "table2") -> subprocess.CompletedProcess:
+    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    cmd = [
+        sys.executable,
+        str(ROOT / "src" / "run.py"),
+        "--config-dir",
+        str(SWEEPS_DIR),
+        "--config-name",
+        name,
+        "benchmark=synthetic",
+        "logger=none",
+        "trainer=cpu",
+        "trainer.progress_bar=false",
+        f"hydra.sweep.dir={tmp_path}/multirun/{name}",
+        *overrides,
+    ]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_sweep_end_to_end_crash_resume_and_tables(tmp_path):
+    """Two jobs, one crashing: the other finishes, the sweep exits 1; a rerun skips the finished one
+    and retries the crashed one; the aggregation lists the failure beside the table."""
+    args = ("method=online", "seed=0", "trainer.precision=32-true,bogus")
+    p = run_sweep(tmp_path, *args)
+    assert p.returncode == 1, p.stderr[-2000:]
+    sdir = tmp_path / "multirun" / "table2"
+    ok = sdir / "benchmark=synthetic,method=online,seed=0,trainer.precision=32-true"
+    bad = sdir / "benchmark=synthetic,method=online,seed=0,trainer.precision=bogus"
+    assert (ok / "results.json").is_file() and not (ok / "failed.json").exists()
+    assert json.loads((bad / "failed.json").read_text())["error"].startswith("ValueError: Precision 'bogus'")
+    assert "1 ran, 0 skipped" in p.stderr and "1 failed" in p.stderr
+    assert json.loads((sdir / "grid.json").read_text())["n_jobs"] == 2
+
+    p = run_sweep(tmp_path, *args)
+    assert p.returncode == 1
+    assert "0 ran, 1 skipped" in p.stderr and "1 failed" in p.stderr
+    assert json.loads((bad / "failed.json").read_text())["attempt"] == 2
+
+    from clsuite.aggregate import aggregate
+
+    res = aggregate("table2", tmp_path / "multirun", tmp_path / "results")
+    assert res["runs"] == 1 and [f["job"] for f in res["status"]["failed"]] == [bad.name]
+    md = (tmp_path / "results" / "table2" / "table2.md").read_text()
+    assert "| Online (trainer.precision=32-true) |" in md or "| Online |" in md
+    assert "ValueError: Precision 'bogus'" in md
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
+def test_parallel_launchers_run_two_jobs(tmp_path, launcher):
+    p = run_sweep(tmp_path, f"launcher={launcher}", "method=er,online", "seed=0")
+    assert p.returncode == 0, p.stderr[-3000:]
+    sdir = tmp_path / "multirun" / "table2"
+    for m in ("er", "online"):
+        assert (sdir / f"benchmark=synthetic,method={m},seed=0" / "results.json").is_file()
+    assert "2 ran" in p.stderr
+    if launcher == "submitit_local":
+        assert (sdir / ".submitit").is_dir()
+    # and a rerun skips both
+    p = run_sweep(tmp_path, f"launcher={launcher}", "method=er,online", "seed=0")
+    assert p.returncode == 0 and "0 ran, 2 skipped" in p.stderr
