@@ -1,0 +1,53 @@
+"""A-GEM (Chaudhry et al. 2019, "Efficient Lifelong Learning with A-GEM").
+
+Per incoming batch B_t:
+
+1. g = grad of l(f_theta; B_t) (the loss is B_t only: memory is not replayed in it);
+2. g_ref = grad of l(f_theta; R), R a random batch of |R| memory samples of past tasks;
+3. if g . g_ref < 0, replace g by its projection (paper eq. 11)
+       g~ = g - (g . g_ref / g_ref . g_ref) g_ref,
+   else keep g; then the SGD step.
+
+Adaptations to the online class-IL protocol (each one a config choice):
+- Memory: reservoir sampling over the stream (``clsuite.memory.reservoir``),
+  updated after every batch. The reference code (facebookresearch/agem) fills a
+  ring buffer per class during the task; Mammoth adds M // T samples per task at
+  the task end (``end_task``); the online reproductions and this suite's ER use
+  reservoir, which needs no task boundary.
+- R is drawn only from slots of past tasks (``RandomReplay(exclude_current_task)``):
+  as in both reference codes, whose reference batch never holds the current task.
+- |R| = 20, the paper's (AdaER) replay batch size for every replay method; the
+  A-GEM code uses 256, Mammoth 128 (``minibatch_size``).
+- One head over all classes (class-IL): both losses are plain CE over the head.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from clsuite.methods.base import Plugin
+from clsuite.methods.grads import flat_grad, grad_vector, write_grad
+
+
+def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> torch.Tensor:
+    """Eq. 11: g - (g.g_ref / g_ref.g_ref) g_ref when g.g_ref < 0, else g unchanged."""
+    dot = torch.dot(g, g_ref)
+    if dot >= 0:
+        return g
+    return g - (dot / torch.dot(g_ref, g_ref).clamp_min(1e-12)) * g_ref
+
+
+class AGEM(Plugin):
+    def loss(self, learner, x, y, t, idx):
+        """l(f_theta; B_t) only: the memory batch R enters through g_ref."""
+        return F.cross_entropy(learner.logits(x, t), y)
+
+    def before_step(self, learner, x, y, t, idx) -> None:
+        if idx is None or idx.numel() == 0:
+            return  # no past-task memory yet: plain SGD
+        params = list(learner.net.parameters())
+        g = flat_grad(params)
+        mx, my, mt = learner.memory.get(idx)
+        g_ref = grad_vector(F.cross_entropy(learner.logits(mx, mt), my), params)
+        write_grad(params, agem_project(g, g_ref))

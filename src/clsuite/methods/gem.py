@@ -1,0 +1,101 @@
+"""GEM (Lopez-Paz & Ranzato 2017, "Gradient Episodic Memory for Continual Learning").
+
+Per incoming batch B_t of the current task t:
+
+1. g = grad of l(f_theta; B_t) (memory is not replayed in the loss: replay is null);
+2. for every past task k < t with samples in memory: g_k = grad of l(f_theta; M_k),
+   M_k = the memory slots with ``memory.t == k``;
+3. if some g . g_k < 0, solve the dual QP (eq. 13) with ``quadprog``
+       min_v  1/2 v' G G' v + g' G' v   s.t.  v >= margin      (G: rows g_k)
+   and step along g~ = G' v + g (eq. 12-13), else along g.
+
+``margin`` is the reference code's ``memory_strength`` (GEM's default 0.5): a
+lower bound on the dual variables. It makes g~ the projection of
+g + margin * sum_k g_k (not of g) onto the cone {z: z . g_k >= 0}, i.e. the
+update is biased towards the past tasks' gradients; margin = 0 is the paper's
+exact projection (eq. 10). ``eps`` (1e-3 in the code) regularises G G'.
+
+Adaptations to the online class-IL protocol:
+- Memory (``TaskRingBuffer`` below): GEM's code keeps a ring buffer of the last
+  ``n_memories`` samples of each task, filled online as the task streams by.
+  Here the total M is shared: each of the T tasks gets a ring buffer of M // T
+  slots (slots k*(M//T) .. (k+1)*(M//T)-1 for task k), written after every
+  batch. Mammoth's GEM instead rebalances the buffer at each task end from the
+  whole task's data, which the online protocol does not allow.
+- Class-IL: one head over all classes; every loss (B_t and each M_k) is CE over
+  the whole head (the code masks outputs per task only on CIFAR100 task-IL).
+- The memory gradients g_k are taken in the network's training mode, as GEM's code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import quadprog
+import torch
+import torch.nn.functional as F
+
+from clsuite.memory.buffer import Memory
+from clsuite.methods.base import Plugin
+from clsuite.methods.grads import flat_grad, grad_vector, write_grad
+
+
+def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: float = 1e-3) -> torch.Tensor:
+    """Eq. 13: g~ = G' v* + g, v* the solution of the dual QP above (float64)."""
+    Gn, gn = G.detach().double().cpu().numpy(), g.detach().double().cpu().numpy()
+    k = Gn.shape[0]
+    P = Gn @ Gn.T
+    P = 0.5 * (P + P.T) + eps * np.eye(k)
+    # quadprog.solve_qp(P, a, C, b) minimises 1/2 v'Pv - a'v subject to C'v >= b
+    v = quadprog.solve_qp(P, -(Gn @ gn), np.eye(k), np.full(k, float(margin)))[0]
+    return torch.from_numpy(Gn.T @ v + gn).to(g)
+
+
+class GEM(Plugin):
+    def __init__(self, memory_strength: float = 0.5, eps: float = 1e-3):
+        self.margin, self.eps = float(memory_strength), float(eps)
+
+    def before_step(self, learner, x, y, t, idx) -> None:
+        mem = learner.memory
+        tasks = mem.t[: mem.size]
+        past = [k for k in range(learner.current_task) if bool((tasks == k).any())]
+        if not past:
+            return
+        params = list(learner.net.parameters())
+        g = flat_grad(params)
+        G = []
+        for k in past:  # one constraint per past task, from its episodic memory M_k
+            mx, my, mt = mem.get((tasks == k).nonzero().squeeze(1))
+            G.append(grad_vector(F.cross_entropy(learner.logits(mx, mt), my), params))
+        G = torch.stack(G)
+        if bool((G @ g < 0).any()):
+            write_grad(params, gem_project(g, G, self.margin, self.eps))
+
+
+class TaskRingBuffer:
+    """Memory update: one ring buffer of M // T slots per task (GEM's ``n_memories``).
+
+    Task k owns slots [k*n, (k+1)*n), n = M // T; its samples overwrite the
+    oldest of them once full. T comes from ``n_tasks`` or the learner.
+    """
+
+    def __init__(self, n_tasks: int | None = None):
+        self.n_tasks = n_tasks
+        self.count: dict[int, int] = {}  # samples of task k written so far
+
+    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
+        memory.seen += len(y)
+        n_tasks = self.n_tasks or len(learner.task_classes)
+        n = memory.capacity // n_tasks
+        if n == 0:
+            return
+        for k in torch.unique(t).tolist():
+            sel = (t == k).nonzero().squeeze(1)
+            c = self.count.get(k, 0)  # the i-th sample of task k goes to slot k*n + i mod n
+            slots = k * n + (c + torch.arange(len(sel), device=memory.device)) % n
+            self.count[k] = c + len(sel)
+            slots, sel = slots[-n:], sel[-n:]  # a batch longer than n: only its last n survive
+            memory.replace(slots, x[sel], y[sel], t[sel], None if logits is None else logits[sel])
+            end = k * n + min(self.count[k], n)
+            if end > memory.size:
+                memory.t[memory.size : k * n] = -1  # slots of a skipped task: no task's memory
+                memory.size = end
