@@ -120,7 +120,6 @@ class ContinualLearner(L.LightningModule):
             opt.step()
             self.plugin.after_step(self)
         self.train_steps += 1
-        self.last_loss = loss.detach()
         return None
 
     # -- task boundaries (called by the runner around each fit) ---------------
