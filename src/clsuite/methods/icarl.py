@@ -22,12 +22,10 @@ Adaptations to the online class-IL protocol:
   becomes B_t + a random replay batch R from the memory (RaptorMai's online
   iCaRL); old-class targets of R come from the previous network as well.
 - Herding needs the whole task: the ``ICaRLMemory`` update policy keeps the
-  current task's stream (each batch as it arrives) and runs herding once the
-  task's stream is over (as Mammoth does over the task's train set at
-  end_task). Because the suite evaluates a task's row before ``on_task_end``,
-  herding runs lazily at the first prediction after training (and at the latest
-  at the task end). During task k the memory therefore holds only exemplars
-  of tasks < k (Mammoth's behaviour).
+  current task's stream (each batch as it arrives) and herds over it at the
+  task end (as Mammoth does over the task's train set at end_task), before
+  the task's row of R is measured. During task k the memory therefore holds
+  only exemplars of tasks < k (Mammoth's behaviour).
 - Class means are recomputed from the memory at every prediction call (at most
   M forward passes, in eval mode), so they always match the current network;
   no horizontally flipped copies (no augmentation online).
@@ -82,23 +80,18 @@ class ICaRLMemory:
         self.selection = selection
         self.reservoir = Reservoir()
         self.stream: list[tuple[torch.Tensor, ...]] = []  # the current task's batches
-        self.dirty = False  # stream grew since the last herding
 
     def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
         if self.selection == "reservoir":
             self.reservoir.update(memory, x, y, t)
             return
-        if self.stream and int(t[0]) != int(self.stream[0][2][0]):  # a new task: close the last one
-            self.select(memory, learner)
-            self.stream = []
         self.stream.append((x.detach(), y, t))
         memory.seen += len(y)
-        self.dirty = True
 
     @torch.no_grad()
     def select(self, memory: Memory, learner) -> None:
         """Alg. 5 then Alg. 4: keep m exemplars per old class, herd m per new class."""
-        if self.selection != "herding" or not self.dirty or memory.capacity == 0:
+        if self.selection != "herding" or not self.stream or memory.capacity == 0:
             return
         x, y, t = (torch.cat(a) for a in zip(*self.stream, strict=True))
         new = y.unique()
@@ -116,7 +109,7 @@ class ICaRLMemory:
         nx, ny, nt = (torch.cat(a) for a in zip(*parts, strict=True))
         memory.size = 0
         memory.append(nx, ny, nt)
-        self.dirty = False
+        self.stream = []  # the task is closed
 
 
 class ICaRL(Plugin):
@@ -142,12 +135,9 @@ class ICaRL(Plugin):
         return bce.sum(dim=1).mean()
 
     def on_task_end(self, learner, task, datamodule) -> None:
-        self._select(learner)
-        self.old_net = copy.deepcopy(learner.net).eval().requires_grad_(False)
-
-    def _select(self, learner) -> None:
         if isinstance(learner.update_policy, ICaRLMemory):
-            learner.update_policy.select(learner.memory, learner)
+            learner.update_policy.select(learner.memory, learner)  # herding over the task's stream
+        self.old_net = copy.deepcopy(learner.net).eval().requires_grad_(False)
 
     @torch.no_grad()
     def class_means(self, learner) -> torch.Tensor:
@@ -162,7 +152,6 @@ class ICaRL(Plugin):
 
     @torch.no_grad()
     def predict(self, learner, x, t):
-        self._select(learner)  # lazy herding: the task's stream is over when we are asked to predict
         if learner.memory.size == 0:
             return None
         mu = self.class_means(learner)
