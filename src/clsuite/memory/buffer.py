@@ -78,6 +78,3 @@ class Memory:
         if n >= len(pool):
             return pool
         return pool[torch.randperm(len(pool), device=self.device)[:n]]
-
-    def state_dict(self) -> dict:
-        return {k: getattr(self, k)[: self.size].cpu() for k in ("x", "y", "t", "score")} | {"seen": self.seen}

@@ -6,7 +6,7 @@ Per incoming sample (x, y) with N samples seen (PROTOCOL section 3):
     y~ = the most frequent class in memory (ties: lowest label, or random),
     m  = the slot of class y~ with the lowest stored score s(m) (ties: random),
     and (x, y, t) replaces slot m.
-Acceptance draws are vectorised over the batch (``reservoir_slots``); only the
+Acceptance draws are vectorised over the batch (``fill_then_draw``, shared with reservoir); only the
 accepted samples, few once memory is full, are placed one by one, since each
 placement changes the class counts that choose the next victim.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import reservoir_slots
+from clsuite.memory.reservoir import fill_then_draw
 
 
 class EBRS:
@@ -39,20 +39,12 @@ class EBRS:
         return int(lowest[torch.randint(len(lowest), (1,), device=lowest.device)])
 
     def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        if memory.capacity == 0:
-            memory.seen += len(y)
+        drawn = fill_then_draw(memory, x, y, t)  # Alg. 2 lines 2-3 (append), 5 (j ~ U[0, N))
+        if drawn is None:
             return
-        n_free = min(len(y), memory.capacity - memory.size)
-        if n_free:  # Alg. 2 lines 2-3
-            memory.append(x[:n_free], y[:n_free], t[:n_free])
-        memory.seen += n_free
-        rest = len(y) - n_free
-        if rest == 0:
-            return
-        accept = reservoir_slots(memory.seen, rest, memory.capacity, memory.device) >= 0  # Alg. 2 lines 5-6
-        memory.seen += rest
+        start, slots = drawn
         counts = memory.class_counts()
-        for i in (accept.nonzero().squeeze(1) + n_free).tolist():
+        for i in ((slots >= 0).nonzero().squeeze(1) + start).tolist():  # Alg. 2 line 6: j < M
             m = self.victim(memory, counts)
             counts[memory.y[m]] -= 1
             counts[y[i]] += 1

@@ -29,23 +29,35 @@ def _keep_last(slots: torch.Tensor) -> torch.Tensor:
     return (slots >= 0) & ~later_same.any(dim=1)
 
 
+def fill_then_draw(memory: Memory, x, y, t, logits=None):
+    """The part every reservoir-style update shares: append what fits in the
+    free slots, then draw j ~ U[0, N) for each remaining sample and count it
+    as seen. Returns (index of the first remaining sample, their draws: the slot
+    each would replace or -1), or None when every sample was appended."""
+    if memory.capacity == 0:
+        memory.seen += len(y)
+        return None
+    n_free = min(len(y), memory.capacity - memory.size)
+    if n_free:
+        memory.append(x[:n_free], y[:n_free], t[:n_free], None if logits is None else logits[:n_free])
+    memory.seen += n_free
+    rest = len(y) - n_free
+    if rest == 0:
+        return None
+    slots = reservoir_slots(memory.seen, rest, memory.capacity, memory.device)
+    memory.seen += rest
+    return n_free, slots
+
+
 class Reservoir:
     """Memory update policy: classic reservoir sampling."""
 
     def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        if memory.capacity == 0:
-            memory.seen += len(y)
+        drawn = fill_then_draw(memory, x, y, t, logits)
+        if drawn is None:
             return
-        n_free = min(len(y), memory.capacity - memory.size)
-        if n_free:
-            memory.append(x[:n_free], y[:n_free], t[:n_free], None if logits is None else logits[:n_free])
-        memory.seen += n_free
-        rest = len(y) - n_free
-        if rest == 0:
-            return
-        slots = reservoir_slots(memory.seen, rest, memory.capacity, memory.device)
-        memory.seen += rest
+        start, slots = drawn
         keep = _keep_last(slots)
         if keep.any():
-            src = keep.nonzero().squeeze(1) + n_free
+            src = keep.nonzero().squeeze(1) + start
             memory.replace(slots[keep], x[src], y[src], t[src], None if logits is None else logits[src])
