@@ -8,7 +8,6 @@ task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -25,12 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite.callbacks import AccuracyMatrix, MemoryUpdate
 from clsuite.data.datamodule import ContinualDataModule
+from clsuite.io import RESULTS_FILE, write_json_atomic
 from clsuite.learner import ContinualLearner
 from clsuite.memory.buffer import Memory
-from clsuite.metrics import all_metrics
+from clsuite.metrics import METRICS, all_metrics
 from clsuite.models.nets import build_model
-
-RESULTS_FILE = "results.json"
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
@@ -178,17 +176,6 @@ def versions() -> dict:
     }
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    """Write to a temporary file in the same folder, then rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, allow_nan=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def format_report(results: dict) -> str:
     R = np.asarray(results["R"])
     lines = [
@@ -198,6 +185,6 @@ def format_report(results: dict) -> str:
     lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]
     lines.append("b (random init): " + " ".join(f"{v:6.1f}" for v in results["b"]))
     m = results["metrics"]
-    lines.append(" ".join(f"{k.capitalize()}={m[k]:.2f}" for k in ("acc", "forget", "bwt", "fwt")))
+    lines.append(" ".join(f"{metric.label}={m[key]:.2f}" for key, metric in METRICS.items()))
     lines.append(f"wall time {results['wall_time_s']:.1f}s")
     return "\n".join(lines)

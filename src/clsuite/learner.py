@@ -51,6 +51,7 @@ class ContinualLearner(L.LightningModule):
         self.seen_tasks = 0
         self._optimizer = None
         self.train_steps = 0  # real updates on incoming batches (all tasks)
+        self.last_loss: torch.Tensor | None = None  # the last iteration's total loss, detached, on the device
 
     # -- optimisation --------------------------------------------------------
     def configure_optimizers(self):
@@ -114,6 +115,7 @@ class ContinualLearner(L.LightningModule):
             if loss is None:
                 loss = self.replay_loss(x, y, t, idx)
             loss = loss + self.plugin.penalty(self, x, y, t)
+            self.last_loss = loss.detach()  # read by callbacks (divergence guard, logging): no sync here
             opt.zero_grad(set_to_none=False)
             self.manual_backward(loss)
             self.plugin.before_step(self, x, y, t, idx)

@@ -7,6 +7,8 @@ All functions are pure: numpy in, float out, NaN where undefined.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -65,3 +67,26 @@ def all_metrics(R, b=None) -> dict[str, float]:
         "bwt": backward_transfer(R),
         "fwt": forward_transfer(R, b) if b is not None else float("nan"),
     }
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of Table II: its key in ``results['metrics']``, its printed label, which way
+    is better, and the formula (for tables' footnotes and the report)."""
+
+    key: str
+    label: str
+    higher_is_better: bool
+    formula: str
+
+
+# The one registry of metrics: the CLI summary, tables, figures and the report all read it.
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("acc", "Acc", True, "mean_j R[T-1, j]"),
+        Metric("forget", "Forget", False, "mean_{j<T-1} max_{l<T-1} R[l, j] - R[T-1, j]"),
+        Metric("bwt", "BWT", True, "mean_{j<T-1} R[T-1, j] - R[j, j]"),
+        Metric("fwt", "FWT", True, "mean_{j>=1} R[j-1, j] - b[j]"),
+    )
+}

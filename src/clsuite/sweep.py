@@ -46,10 +46,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-RESULTS_FILE = "results.json"
-FAILED_FILE = "failed.json"
-GRID_FILE = "grid.json"
-LOG_FILE = "sweep_log.jsonl"
+from clsuite.io import FAILED_FILE, GRID_FILE, LOG_FILE, RESULTS_FILE, write_json_atomic
+from clsuite.io import read_json as _read_json
+
 INDEX_DIR = ".index"
 
 # Keys of the resolved config that do not change a run's result: where it is logged, how it is
@@ -128,20 +127,6 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_json_atomic(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, allow_nan=True, default=str))
-    os.replace(tmp, path)
-
-
 def _env_flag(name: str, default: bool = True) -> bool:
     v = os.environ.get(name)
     return default if v is None or v == "" else v.lower() not in ("0", "false", "no", "off")
@@ -207,7 +192,7 @@ class Job:
                 ):
                     res["config"]["experiment"] = self.cfg.get("experiment")
                     res["reused_from"] = str(src)
-                    _write_json_atomic(self.results_path, res)
+                    write_json_atomic(self.results_path, res)
                     self.failed_path.unlink(missing_ok=True)
                     return res, "reused"
         return None
@@ -224,7 +209,7 @@ class Job:
             root = self.index_path.parent.parent
             rel = os.path.relpath(self.results_path.resolve(), root.resolve())
             if not self.index_path.exists():
-                _write_json_atomic(self.index_path, {"path": rel, "experiment": self.cfg.get("experiment")})
+                write_json_atomic(self.index_path, {"path": rel, "experiment": self.cfg.get("experiment")})
         except OSError:
             pass
 
@@ -251,7 +236,7 @@ class Job:
             "traceback": "".join(traceback.format_exception(exc)),
             "config": self.cfg,
         }
-        _write_json_atomic(self.failed_path, record)
+        write_json_atomic(self.failed_path, record)
         self.log("failed", wall_s=wall_s, error=line)
         return line
 
@@ -492,7 +477,7 @@ class SweepCallback(_HydraCallback):
             print(f"error: {errors[0]}", file=sys.stderr)
             sys.exit(2)
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        _write_json_atomic(
+        write_json_atomic(
             sweep_dir / GRID_FILE,
             {
                 "experiment": config.get("experiment"),
