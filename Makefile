@@ -1,7 +1,10 @@
 # Set-up, tests, benchmark. Paper tables and figures: see the targets further down.
 PY      ?= .venv/bin/python
-DATA_DIR ?= ../shared/datasets
+# Data: ../shared/datasets when this machine has it, else data/ (make run downloads MNIST there,
+# md5-checked). DATA_DIR=/path/to/datasets make run: your own copy.
+DATA_DIR ?= $(if $(wildcard ../shared/datasets),../shared/datasets,data)
 export DATA_DIR
+DOWNLOAD = $(if $(filter data,$(DATA_DIR)),data.download=true)
 
 .PHONY: setup run test test-slow lint format bench
 
@@ -12,8 +15,8 @@ setup: .venv/.installed
 	.venv/bin/pip install -q -r requirements.txt
 	touch $@
 
-run: setup            ## the main job: AdaER on split-MNIST, M=100, seed 0
-	$(PY) src/run.py
+run: setup            ## the main job: AdaER on split-MNIST, M=100, seed 0 (downloads MNIST into data/ if needed)
+	$(PY) src/run.py $(DOWNLOAD)
 
 test: setup           ## the fast test suite (synthetic data, CPU)
 	$(PY) -m pytest
@@ -30,16 +33,28 @@ format: setup
 bench: setup          ## Lightning suite vs a bare PyTorch loop, side by side in one run
 	$(PY) scripts/bench.py
 
+# Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
+# memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;
+# prints the survivors. Slow (about 20 mutants a minute on 2 cores), so not part of `make test` or CI.
+#   make mutants MUTANTS='clsuite.metrics*'      # one module;  .venv/bin/mutmut show <name>: its diff
+MUTANTS ?=
+.PHONY: mutants
+mutants: setup        ## mutation testing of the core modules; prints surviving mutants (slow, not in CI)
+	nice -n 10 .venv/bin/mutmut run $(MUTANTS); s=$$?; .venv/bin/mutmut results; exit $$s
+
 # ---------------------------------------------------------------------------------------------
 # Paper tables and figures: each target runs its sweep (sweeps/<name>.yaml, runs in
 # multirun/<name>/, finished runs skipped on a rerun) and then the aggregation (results/<name>/:
 # Markdown + LaTeX tables, PNG + PDF figures, missing/failed runs). The target fails (after the
 # tables are written) when a run failed; rerun it to retry only those.
 #   make table2 BENCHMARKS=split_mnist,split_fmnist SEEDS=3 LAUNCHER=joblib
+#   make table2 READING=mir_code                       # the official MIR script's reading (PROTOCOL 8)
 #   make fig-memory LAUNCHER=slurm ARGS="hydra.launcher.partition=gpu"
-# SEEDS=n: seeds 0..n-1 (default 5)   BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists
-# replacing the sweep's own   LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
-# ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb memory_per_class=true)
+# READING=paper_text|mir_code (conf/reading/)   SEEDS=n: seeds 0..n-1 (default 5)
+# BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists replacing the sweep's own
+# LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
+# ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
+READING    ?= paper_text
 SEEDS      ?= 5
 LAUNCHER   ?= basic
 BENCHMARKS ?=
@@ -49,52 +64,53 @@ TAUS       ?=
 LAMBDAS    ?=
 JOBS       ?=
 ARGS       ?=
-SWEEP_ARGS = launcher=$(LAUNCHER) 'seed=range(0,$(SEEDS))' \
+SWEEP_ARGS = reading=$(READING) launcher=$(LAUNCHER) 'seed=range(0,$(SEEDS))' \
 	$(if $(BENCHMARKS),benchmark=$(BENCHMARKS)) $(if $(METHODS),method=$(METHODS)) \
 	$(if $(MEMORIES),memory=$(MEMORIES)) $(if $(TAUS),tau=$(TAUS)) $(if $(LAMBDAS),lambda=$(LAMBDAS)) \
 	$(if $(JOBS),hydra.launcher.n_jobs=$(JOBS)) $(ARGS)
-# $(call paper,<sweep>): the sweep, then its tables and figures whatever the sweep's outcome.
-paper = ( $(PY) src/run.py --config-dir sweeps --config-name $(1) $(SWEEP_ARGS); s=$$?; \
-	$(PY) scripts/aggregate.py $(1) || s=$$?; exit $$s )
 
-.PHONY: paper table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation fig-ablation-cifar100 aggregate
+# Every paper target is one sweep: its name without `fig-`, dashes as underscores (fig-first-task ->
+# sweeps/first_task.yaml). One rule runs them all: the sweep, then its tables and figures whatever
+# the sweep's outcome.
+PAPER_TARGETS = table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation fig-ablation-cifar100
+.PHONY: paper help aggregate $(PAPER_TARGETS)
 
-paper: table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation  ## every table and figure
+paper: $(PAPER_TARGETS)  ## every table and figure
+table2:                  ## Table II -> results/table2/
+fig-memory:              ## Figs. 5, 6 (Acc, BWT vs M) -> results/memory/
+fig-first-task:          ## Fig. 7 (first task through the stream) -> results/first_task/
+fig-cifar100:            ## Fig. 8 (split-CIFAR100) -> results/cifar100/
+fig-imbalance:           ## Fig. 9 (lambda = 0.5 bars, Acc vs lambda) -> results/imbalance/
+fig-tau:                 ## Fig. 10 (Acc and first task vs tau) -> results/tau/
+fig-ablation:            ## Fig. 11 (C-CMR, E-BRS vs M) -> results/ablation/
+fig-ablation-cifar100:   ## Fig. 12 (the ablation on split-CIFAR100) -> results/ablation_cifar100/
 
-table2: setup          ## Table II -> results/table2/
-	$(call paper,table2)
+$(PAPER_TARGETS): setup
+	$(PY) src/run.py --config-dir sweeps --config-name $(subst -,_,$(patsubst fig-%,%,$@)) $(SWEEP_ARGS); s=$$?; \
+	$(PY) scripts/aggregate.py $(subst -,_,$(patsubst fig-%,%,$@)) || s=$$?; exit $$s
 
-fig-memory: setup      ## Figs. 5, 6 (Acc, BWT vs M) -> results/memory/
-	$(call paper,memory)
-
-fig-first-task: setup  ## Fig. 7 (first task through the stream) -> results/first_task/
-	$(call paper,first_task)
-
-fig-cifar100: setup    ## Fig. 8 (split-CIFAR100) -> results/cifar100/
-	$(call paper,cifar100)
-
-fig-imbalance: setup   ## Fig. 9 (lambda = 0.5 bars, Acc vs lambda) -> results/imbalance/
-	$(call paper,imbalance)
-
-fig-tau: setup         ## Fig. 10 (Acc and first task vs tau) -> results/tau/
-	$(call paper,tau)
-
-fig-ablation: setup    ## Figs. 11, 12 (C-CMR, E-BRS vs M; on split-CIFAR100) -> results/ablation*/
-	$(call paper,ablation); s=$$?; t=0; \
-	if [ -z "$(BENCHMARKS)" ] || echo "$(BENCHMARKS)" | grep -q split_cifar100; then \
-		$(MAKE) --no-print-directory fig-ablation-cifar100 BENCHMARKS=; t=$$?; fi; \
-	[ $$s -eq 0 ] && exit $$t; exit $$s
-
-fig-ablation-cifar100: setup  ## Fig. 12 only (split-CIFAR100; BENCHMARKS does not apply) -> results/ablation_cifar100/
-	$(call paper,ablation_cifar100)
+help:                    ## this list: every target with its `##` note
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \
+		awk -F'\t' '{ printf "  %-24s %s\n", $$1, $$2 }'
 
 EXP ?= table2
-aggregate: setup       ## tables and figures only, from the runs on disk: make aggregate EXP=memory
+aggregate: setup       ## tables and figures from the runs on disk (any multirun/ folder): make aggregate EXP="memory tau"
 	$(PY) scripts/aggregate.py $(EXP)
 
 # ---------------------------------------------------------------------------------------------
-# The reproduction report: docs/REPRODUCTION.md + docs/figures/, built only from the results files
-# on disk (multirun/<experiment>/); trains nothing. Each section names the sweep that fills it.
+# The reproduction report, built only from the results files on disk (multirun/<experiment>/);
+# trains nothing. Writes results/report/REPRODUCTION.md + figures/; DOCS=1 also docs/REPRODUCTION.md
+# + docs/figures/, only when every section has runs (else it fails and leaves docs/ untouched).
+# Each section it cannot fill is named with the sweep that fills it.
+DOCS ?=
 .PHONY: report
-report: setup          ## docs/REPRODUCTION.md from multirun/ (tables, figures, claims, CIFAR estimate)
-	$(PY) scripts/report.py
+report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1: also docs/, if every section has runs)
+	$(PY) scripts/report.py $(if $(DOCS),--docs)
+
+# ---------------------------------------------------------------------------------------------
+# W&B from the results files on disk, no training: a W&B run for every grid point that has none
+# (skipped, reused, or run with logger=csv) and one aggregate run with the experiment's charts and
+# tables; offline (multirun/<exp>/*/wandb/, results/<exp>/wandb/) unless WANDB_MODE=online.
+.PHONY: wandb
+wandb: setup           ## W&B runs + charts of an experiment from its results files: make wandb EXP=table2
+	$(PY) scripts/wandb_sync.py $(EXP)

@@ -1,11 +1,11 @@
-"""Tables and figures of the paper from the results files of a sweep.
+"""Tables and figures of experiments from their results files: multirun/<exp>/ -> results/<exp>/.
 
-    python scripts/aggregate.py table2                  # multirun/table2/ -> results/table2/
+    python scripts/aggregate.py table2                  # Table II layout, heatmaps
     python scripts/aggregate.py memory first_task tau   # several experiments
+    python scripts/aggregate.py my_sweep                # any other sweep: a plain table of its axes
     python scripts/aggregate.py table2 --strict         # exit 1 if a run is missing or failed
-    python scripts/aggregate.py table2 --wandb          # also one W&B run with the figures (offline)
 
-See src/clsuite/aggregate.py for what each experiment produces.
+What each experiment produces: src/clsuite/analysis/report.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from clsuite.aggregate import main
+from clsuite.analysis.report import main_aggregate
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_aggregate())

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from clsuite import config
+
 torch.set_num_threads(1)  # tiny tensors: one thread is faster on a 2-core machine
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(config.CONF_DIR)  # the one home of the config directory
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
 
 

@@ -1,154 +1,238 @@
-"""Aggregation from hand-made results files: table cells, std, paper values, missing/failed runs, figures."""
+"""The analysis from hand-made results files: loading and dedupe, statistics, verdicts, tables.
+
+Every expected number is computed here by hand or by an independent route (brute-force sign
+flips, numerical integration of the t density), never copied from the code under test.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
-from pathlib import Path
+import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from clsuite import aggregate as agg
-from clsuite import paper_values as pv
-from clsuite.metrics import all_metrics
+from clsuite.analysis import claims as cl
+from clsuite.analysis import paper_values as pv
+from clsuite.analysis import tables as tb
+from clsuite.analysis.load import UNLABELLED, load_experiment, load_runs
+from clsuite.analysis.report import aggregate, main_aggregate
+from clsuite.analysis.stats import one_sample, paired, summarize
+from tests.results_fixtures import fake_R, write_grid, write_run
+
+# ----------------------------------------------------------------------------- loading
 
 
-def fake_R(T: int, final: float, first_final: float | None = None) -> np.ndarray:
-    """A T x T matrix whose last row averages ``final`` (first column ends at ``first_final``)."""
-    R = np.zeros((T, T))
-    for i in range(T):
-        R[i, : i + 1] = 90.0
-    R[-1] = final
-    if first_final is not None:
-        R[-1, 0] = first_final
-        R[-1, 1:] = (final * T - first_final) / (T - 1)
-    return R
+def test_dedupe_by_identity_key(tmp_path):
+    root = tmp_path / "table2"
+    write_run(root, seed=0, R=fake_R(5, 80.0), job="a")
+    write_run(root, seed=0, R=fake_R(5, 80.0), job="b")  # the same identity reached twice
+    write_run(root, seed=1, R=fake_R(5, 70.0), job="c")
+    runs, dropped = load_runs(root)
+    assert sorted(runs["job"]) == ["a", "c"] and dropped == [("b", "a")]
+    # a run copied from another experiment gives way to the one trained here
+    d = write_run(root, seed=2, R=fake_R(5, 60.0), job="a0")
+    res = json.loads((d / "results.json").read_text())
+    (d / "results.json").write_text(json.dumps({**res, "reused_from": "elsewhere"}))
+    write_run(root, seed=2, R=fake_R(5, 60.0), job="z")
+    runs, dropped = load_runs(root)
+    assert "z" in set(runs["job"]) and ("a0", "z") in dropped
 
 
-def write_run(
-    root: Path,
-    benchmark="split_mnist",
-    method="er",
-    seed=0,
-    memory=100,
-    tau=0.5,
-    lam=0.0,
-    R=None,
-    extra_cfg=None,
-    job=None,
-) -> Path:
-    R = fake_R(5, 80.0) if R is None else np.asarray(R, dtype=float)
-    b = np.full(R.shape[1], 10.0)
-    cfg = {
-        "experiment": root.name,
-        "seed": seed,
-        "memory": memory,
-        "tau": tau,
-        "lambda": lam,
-        "lr": 0.1,
-        "benchmark": {"name": benchmark, "n_tasks": R.shape[1]},
-        "method": {"name": method},
-        "logger": {"name": "csv"},
-        "trainer": {"accelerator": "cpu", "progress_bar": False},
-        **(extra_cfg or {}),
-    }
-    res = {
-        "status": "finished",
-        "benchmark": benchmark,
-        "method": method,
-        "memory": memory,
-        "seed": seed,
-        "R": R.tolist(),
-        "b": b.tolist(),
-        "metrics": all_metrics(R, b),
-        "per_class": [],
-        "config": cfg,
-        "wall_time_s": 2.0,
-        "device": "cpu",
-    }
-    d = root / (job or f"benchmark={benchmark},lambda={lam},memory={memory},method={method},seed={seed},tau={tau}")
-    d.mkdir(parents=True, exist_ok=True)
+def test_dedupe_falls_back_to_the_normalised_config(tmp_path):
+    root = tmp_path / "table2"
+    write_run(root, seed=0, identity=False, reading=None, job="a")
+    # same result-affecting config; the logger and the experiment name do not count (normalize)
+    write_run(root, seed=0, identity=False, reading=None, extra_cfg={"logger": {"name": "wandb"}}, job="b")
+    write_run(root, seed=0, identity=False, reading=None, extra_cfg={"lr": 0.05}, job="c")
+    runs, dropped = load_runs(root)
+    assert sorted(runs["job"]) == ["a", "c"] and dropped == [("b", "a")]
+    assert set(runs["reading"]) == {UNLABELLED}
+    assert runs["key"].str.startswith("config:").all()
+    assert sorted(runs["variant"]) == ["lr=0.05", "lr=0.1"]  # varies within one cell: never pooled
+
+
+def test_status_against_the_grid(tmp_path):
+    root = tmp_path / "table2"
+    done = [write_run(root, method=m, seed=s).name for m in ("er", "adaer") for s in (0, 1)]
+    failed = root / "benchmark=split_fmnist,method=er,seed=1"
+    failed.mkdir(parents=True)
+    (failed / "failed.json").write_text(json.dumps({"error": "RuntimeError: CUDA out of memory", "attempt": 2}))
+    old = write_run(root, method="gem", seed=0).name  # from an earlier sweep
+    (root / done[0] / "results.stale-1.json").write_text("{}")
+    write_grid(root, [*done, failed.name, "never-ran"])
+    st = load_experiment(root).status
+    assert st["finished"] == 5 and st["grid"]["expected"] == 6
+    assert [f["job"] for f in st["failed"]] == [failed.name] and st["missing"] == ["never-ran"]
+    assert st["outside_grid"] == [old] and st["stale_files"] == 1
+    md = tb.status_markdown(st, "multirun/table2")
+    assert "RuntimeError: CUDA out of memory (attempt 2" in md and "`never-ran`" in md
+
+
+def test_mixed_environments_are_flagged(tmp_path):
+    root = tmp_path / "table2"
+    write_run(root, seed=0)
+    d = write_run(root, seed=1)
+    res = json.loads((d / "results.json").read_text())
+    res["identity"]["env"]["torch_threads"] = 2
     (d / "results.json").write_text(json.dumps(res))
-    return d
+    md = tb.status_markdown(load_experiment(root).status, "x")
+    assert "**mixed environments**" in md and "cpu / 2 / 2.13.0 (1 runs)" in md
 
 
-def write_grid(root: Path, dirs: list[str]) -> None:
-    (root / "grid.json").write_text(
-        json.dumps({"created": "now", "argv": [], "jobs": [{"overrides": [], "dir": d} for d in dirs]})
-    )
+# ----------------------------------------------------------------------------- statistics
+
+
+def _t4_two_sided_p(t: float) -> float:
+    """Independent reference: the t density with 4 degrees of freedom, integrated numerically."""
+    x = np.linspace(abs(t), 2000.0, 2_000_001)
+    pdf = 0.375 * (1 + x**2 / 4) ** -2.5  # Gamma(5/2) / (sqrt(4 pi) Gamma(2)) = 0.375
+    return float(2 * np.trapezoid(pdf, x))
+
+
+def test_paired_interval_and_tests_exact():
+    x = {0: 81.0, 1: 72.0, 2: 93.0, 3: 60.5, 4: 77.0, 5: 50.0}
+    y = {0: 80.0, 1: 70.0, 2: 90.0, 3: 61.0, 4: 75.0}  # seed 5 has no pair: left out
+    p = paired(x, y)
+    d = np.array([1.0, 2.0, 3.0, -0.5, 2.0])
+    assert p.n == 5 and p.mean == pytest.approx(1.5)
+    assert p.sd == pytest.approx(math.sqrt(7 / 4))  # squared deviations 0.25 + 0.25 + 2.25 + 4 + 0.25 = 7
+    half = 2.7764451051977987 * math.sqrt(7 / 4) / math.sqrt(5)  # t_{0.975, 4} from tables
+    assert (p.low, p.high) == pytest.approx((1.5 - half, 1.5 + half))
+    assert p.p_t == pytest.approx(_t4_two_sided_p(1.5 / (math.sqrt(7 / 4) / math.sqrt(5))), abs=1e-5)
+    # exact sign-flip: the share of the 32 sign patterns whose |mean| reaches the observed one
+    flips = [abs(np.mean(d * s)) >= 1.5 - 1e-12 for s in itertools.product((1, -1), repeat=5)]
+    assert p.p_signflip == pytest.approx(sum(flips) / 32) and sum(flips) == 4
+
+
+def test_paired_edge_cases():
+    assert one_sample([]).n == 0 and not one_sample([]).defined
+    one = one_sample([2.0])
+    assert one.n == 1 and not one.defined and cl.outcome(one) == cl.MISSING
+    same = one_sample([0.0, 0.0, 0.0])  # FWT in class-IL: the same value for both methods
+    assert (same.low, same.high) == (0.0, 0.0) and cl.outcome(same) == cl.IDENTICAL
+    const = one_sample([1.0, 1.0, 1.0])
+    assert (const.low, const.high) == (1.0, 1.0) and cl.outcome(const) == cl.SUPPORTED
+
+
+def test_summary_mean_sample_std_n(tmp_path):
+    root = tmp_path / "table2"
+    for s, acc in enumerate((80.0, 82.0, 84.0)):
+        write_run(root, method="er", seed=s, R=fake_R(5, acc, 60.0))
+    s = summarize(load_runs(root)[0]).iloc[0]
+    assert s["n"] == 3 and s["acc_mean"] == pytest.approx(82.0) and s["acc_std"] == pytest.approx(2.0)
+    assert s["first_task_final_mean"] == pytest.approx(60.0) and s["first_task_drop_mean"] == pytest.approx(30.0)
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def test_verdict_rules():
+    S, C, U, I, M = cl.SUPPORTED, cl.CONTRADICTED, cl.UNRESOLVED, cl.IDENTICAL, cl.MISSING
+    assert cl.verdict([S, S, S]) == cl.REPRODUCED
+    assert cl.verdict([S, U]) == cl.PARTLY and cl.verdict([S, C]) == cl.PARTLY and cl.verdict([S, M]) == cl.PARTLY
+    assert cl.verdict([C, U]) == cl.NOT and cl.verdict([C]) == cl.NOT
+    assert cl.verdict([U, I, M]) == cl.INCONCLUSIVE
+    assert cl.verdict([]) == cl.NOT_RUN and cl.verdict([M, M]) == cl.NOT_RUN
+
+
+def _claim_runs(tmp_path, adaer_minus_er: list[float]) -> pd.DataFrame:
+    """ER at 70 + seed noise shared with AdaER; AdaER = ER + the given per-seed difference."""
+    root = tmp_path / "table2"
+    for s, d in enumerate(adaer_minus_er):
+        er = 70.0 + 5 * np.sin(s)
+        write_run(root, method="er", seed=s, R=fake_R(5, er))
+        write_run(root, method="adaer", seed=s, R=fake_R(5, er + d))
+    return load_runs(root)[0]
+
+
+CLAIM = cl.Claim("t", "table2", "test", "AdaER beats ER", cl.beats("acc", ["adaer"], ["er"]), {"memory": 100})
+
+
+@pytest.mark.parametrize(
+    ("diffs", "expected"),
+    [
+        ([3.0, 2.5, 3.5, 3.0, 2.8], cl.REPRODUCED),  # clearly better in every seed
+        ([-3.0, -2.5, -3.5, -3.0, -2.8], cl.NOT),  # clearly worse
+        ([4.0, -4.0, 3.0, -3.5, 0.5], cl.INCONCLUSIVE),  # the seeds cannot separate them
+    ],
+)
+def test_claim_verdicts_on_constructed_runs(tmp_path, diffs, expected):
+    (j,) = cl.judge(CLAIM, _claim_runs(tmp_path, diffs))
+    assert j.reading == "paper_text" and j.verdict == expected
+    (c,) = j.comparisons
+    assert c.result.n == 5 and c.result.mean == pytest.approx(np.mean(diffs))
+
+
+def test_lower_is_better_is_oriented(tmp_path):
+    runs = _claim_runs(tmp_path, [3.0, 2.5, 3.5, 3.0, 2.8])  # AdaER forgets less (fake_R: Forget = 90 - final)
+    claim = cl.Claim("f", "table2", "test", "AdaER forgets least", cl.beats("forget", ["adaer"], ["er"]))
+    (j,) = cl.judge(claim, runs)
+    assert j.verdict == cl.REPRODUCED and j.comparisons[0].result.mean == pytest.approx(2.96)
+
+
+def test_claims_are_judged_per_reading(tmp_path):
+    root = tmp_path / "table2"
+    for s in range(4):
+        for r, d in (("paper_text", -3.0 - 0.1 * s), ("mir_code", 3.0 + 0.1 * s)):
+            write_run(root, method="er", seed=s, reading=r, R=fake_R(5, 70.0 + s))
+            write_run(root, method="adaer", seed=s, reading=r, R=fake_R(5, 70.0 + s + d))
+    got = {j.reading: j.verdict for j in cl.judge(CLAIM, load_runs(root)[0])}
+    assert got == {"paper_text": cl.NOT, "mir_code": cl.REPRODUCED}
+
+
+# ----------------------------------------------------------------------------- tables
 
 
 @pytest.fixture
 def table2_runs(tmp_path):
     root = tmp_path / "multirun" / "table2"
-    dirs = []
-    # ER: final rows averaging 80, 82, 84 -> Acc mean 82, sample std 2; AdaER: 3 seeds of 90
-    for seed, acc in enumerate((80.0, 82.0, 84.0)):
-        dirs.append(write_run(root, method="er", seed=seed, R=fake_R(5, acc)).name)
-        dirs.append(write_run(root, method="adaer", seed=seed, R=fake_R(5, 90.0)).name)
-    dirs.append(write_run(root, benchmark="split_fmnist", method="er", seed=0, R=fake_R(5, 70.0)).name)
-    # a failed run and a never-run one in the grid
-    failed = root / "benchmark=split_fmnist,method=er,seed=1"
-    failed.mkdir(parents=True)
-    (failed / "failed.json").write_text(json.dumps({"error": "RuntimeError: CUDA out of memory", "attempt": 2}))
-    write_grid(root, [*dirs, failed.name, "benchmark=split_fmnist,method=er,seed=2"])
+    for seed, acc in enumerate((80.0, 82.0, 84.0)):  # ER: Acc 82 ± 2
+        write_run(root, method="er", seed=seed, R=fake_R(5, acc))
+        write_run(root, method="er", seed=seed, reading="mir_code", R=fake_R(5, acc + 4))
+        write_run(root, method="adaer", seed=seed, R=fake_R(5, 90.0))
+    write_run(root, benchmark="split_fmnist", method="er", seed=0, R=fake_R(5, 70.0))
     return tmp_path
 
 
-def test_summary_mean_std_n(table2_runs):
-    runs = agg.load_runs(table2_runs / "multirun" / "table2")
-    s = agg.summarize(runs)
-    er = s[(s.method == "er") & (s.benchmark == "split_mnist")].iloc[0]
-    assert er["n"] == 3
-    assert er["acc_mean"] == pytest.approx(82.0)
-    assert er["acc_std"] == pytest.approx(2.0)  # sample std of 80, 82, 84
-    assert er["forget_mean"] == pytest.approx(90.0 - 82.0)
-    assert er["first_task_final_mean"] == pytest.approx(82.0)
-
-
-def test_table2_cells_paper_values_and_status(table2_runs):
-    res = agg.aggregate("table2", table2_runs / "multirun", table2_runs / "results")
+def test_table2_readings_side_by_side_with_the_paper(table2_runs):
+    res = aggregate("table2", table2_runs / "multirun", table2_runs / "results")
     md = (table2_runs / "results" / "table2" / "table2.md").read_text()
     tex = (table2_runs / "results" / "table2" / "table2.tex").read_text()
-    # ER on split-MNIST: ours 82.0 ± 2.0 beside the paper's 86.4 (Table II)
-    assert "| ER | 82.0 ± 2.0 [86.4] | 8.0 ± 2.0 [11.6] |" in md
-    assert "| AdaER | 90.0 ± 0.0 [89.6] |" in md
-    assert r"$82.0 \pm 2.0$ {\scriptsize[86.4]}" in tex
-    assert r"\multicolumn{5}{c}{split-MNIST}" in tex
-    # rows in the paper's order, one seed -> no std, a benchmark with no AdaER run -> dash
+    head = "| Method | Acc paper_text | Acc mir_code | Acc paper | Forget paper_text | Forget mir_code | Forget paper |"
+    assert head in md
+    # ER on split-MNIST: paper_text 82.0 ± 2.0, mir_code 86.0 ± 2.0, the paper's 86.4; Forget 90 - Acc
+    assert "| ER | 82.0 ± 2.0 | 86.0 ± 2.0 | 86.4 | 8.0 ± 2.0 | 4.0 ± 2.0 | 11.6 |" in md
+    assert "| AdaER | 90.0 ± 0.0 | – | 89.6 |" in md  # no mir_code run of AdaER
+    assert "| ER | 70.0 (n=1) | – | 69.6 |" in md  # split-FMNIST: one seed (no std), one reading
     assert md.index("| ER |") < md.index("| AdaER |")
-    assert "| 70.0 [69.6] |" in md
-    # the claims beside ours: AdaER 3.7% over ER on split-MNIST -> ours 100 (90/82 - 1)
-    assert f"| {100 * (90 / 82 - 1):.1f} |" in md
-    st = res["status"]
-    assert st["grid"]["expected"] == 9 and st["finished_in_grid"] == 7
-    assert [f["job"] for f in st["failed"]] == ["benchmark=split_fmnist,method=er,seed=1"]
-    assert st["missing"] == ["benchmark=split_fmnist,method=er,seed=2"]
-    assert "RuntimeError: CUDA out of memory (attempt 2" in md
-    assert (table2_runs / "results" / "table2" / "accuracy_matrix_split_mnist.png").is_file()
-    assert (table2_runs / "results" / "table2" / "accuracy_matrix_split_mnist.pdf").is_file()
-    assert (table2_runs / "results" / "table2" / "runs.csv").read_text().count("\n") == 8
+    assert "BWT" in md and "Bwt" not in md.split("### Notes")[0]  # labels from clsuite.metrics.METRICS
+    assert r"82.0 $\pm$ 2.0" in tex and r"\multicolumn{3}{c}{Acc}" in tex
+    assert res["runs"] == 10 and (table2_runs / "results" / "table2" / "runs.csv").read_text().count("\n") == 11
 
 
-def test_strict_exit_status(table2_runs, capsys):
+def test_adhoc_sweep_gets_a_plain_table_of_its_axes(tmp_path):
+    root = tmp_path / "multirun" / "lr_probe"
+    for lr, acc in ((0.05, 60.0), (0.1, 70.0)):
+        for s in (0, 1):
+            write_run(root, method="er", seed=s, extra_cfg={"lr": lr}, R=fake_R(5, acc + s), job=f"lr={lr},seed={s}")
+    aggregate("lr_probe", tmp_path / "multirun", tmp_path / "results")
+    md = (tmp_path / "results" / "lr_probe" / "lr_probe.md").read_text()
+    assert "| method | lr | Acc (%) | Forget (% points) | BWT (% points) | FWT (% points) |" in md
+    assert "| ER | 0.05 | 60.5 ± 0.7 |" in md and "| ER | 0.1 | 70.5 ± 0.7 |" in md
+    table = md.split("### lr_probe")[1].split("### Figures")[0]
+    assert "[" not in table and "paper" not in table  # no paper values on a sweep the paper does not have
+
+
+def test_aggregate_cli_strict_and_errors(table2_runs, capsys):
+    root = table2_runs / "multirun" / "table2"
+    write_grid(root, [p.parent.name for p in root.rglob("results.json")] + ["never-ran"])
     args = ["table2", "--multirun-dir", str(table2_runs / "multirun"), "--out", str(table2_runs / "results")]
-    assert agg.main(args) == 0
-    assert agg.main([*args, "--strict"]) == 1
-    assert agg.main(["nope", "--multirun-dir", str(table2_runs / "multirun")]) == 2
+    assert main_aggregate(args) == 0 and main_aggregate([*args, "--strict"]) == 1
+    assert main_aggregate(["nope", "--multirun-dir", str(table2_runs / "multirun")]) == 2
     assert "error: no runs" in capsys.readouterr().err
-
-
-def test_variants_are_kept_apart(tmp_path):
-    root = tmp_path / "multirun" / "table2"
-    write_run(root, seed=0, R=fake_R(5, 80.0), job="a")
-    write_run(root, seed=0, R=fake_R(5, 60.0), extra_cfg={"memory_per_class": True}, job="b")
-    runs = agg.load_runs(root)
-    assert sorted(runs["variant"]) == ["memory_per_class=None", "memory_per_class=True"]
-    s = agg.summarize(runs)
-    assert sorted(s["acc_mean"]) == [60.0, 80.0]
-    # and nothing of the ignored keys (logger, device) makes a variant
-    write_run(root, seed=1, R=fake_R(5, 80.0), extra_cfg={"logger": {"name": "wandb"}}, job="c")
-    assert agg.load_runs(root)["variant"].nunique() == 2
 
 
 def test_paper_values_transcribed():
@@ -157,49 +241,62 @@ def test_paper_values_transcribed():
     assert pv.table2_value("split_fmnist", "joint", "forget") is None
     assert all(len(pv.TABLE2[b]) == 14 for b in pv.TABLE2_BENCHMARKS)
     assert set(pv.METHOD_ORDER) == set(pv.TABLE2["split_mnist"])
-    assert {c.experiment for c in pv.CLAIMS} <= set(agg.RECIPES)
+    assert {q.experiment for q in pv.QUOTES} <= {c.experiment for c in cl.CLAIMS}
+    assert pv.method_label("my_method") == "my_method" and pv.order_methods(["zz", "adaer", "er"]) == [
+        "er",
+        "adaer",
+        "zz",
+    ]
 
 
 def test_fmt():
-    assert agg.fmt(82.0, 2.0) == "82.0 ± 2.0"
-    assert agg.fmt(82.0, float("nan")) == "82.0"
-    assert agg.fmt(float("nan")) == "N/A"
-    assert agg.fmt(82.0, 2.0, 2, n_all=5) == "82.0 ± 2.0 (n=2)"
+    assert tb.fmt(82.0, 2.0) == "82.0 ± 2.0"
+    assert tb.fmt(82.0, float("nan")) == "82.0"
+    assert tb.fmt(float("nan")) == "N/A"
+    assert tb.fmt(82.0, 2.0, 2, n_all=5) == "82.0 ± 2.0 (n=2)"
+    assert tb.paper_number(-7.07) == "-7.07" and tb.paper_number(86.4) == "86.4" and tb.paper_number(None) == "N/A"
 
 
-def test_figure_recipes(tmp_path):
-    """memory, first_task, imbalance, tau and cifar100 each give their figure files (PNG + PDF)."""
-    mr = tmp_path / "multirun"
-    for m, base in (("er", 70.0), ("adaer", 80.0)):
-        for mem in (50, 100, 200):
-            for seed in (0, 1):
-                write_run(
-                    mr / "memory", method=m, memory=mem, seed=seed, R=fake_R(5, base + mem / 50 + seed, 60 + seed)
-                )
-        for lam in (0.0, 0.5, 0.9):
-            write_run(mr / "imbalance", benchmark="split_fmnist", method=m, lam=lam, R=fake_R(5, base - 20 * lam))
-        write_run(mr / "first_task", method=m, R=fake_R(5, base, base - 20))
-        write_run(mr / "cifar100", benchmark="split_cifar100", method=m, R=fake_R(50, base / 4, base / 3))
-    for tau in (0.1, 0.5, 0.9):
-        write_run(mr / "tau", benchmark="split_fmnist", method="adaer", tau=tau, R=fake_R(5, 70 + 5 * tau))
-    expect = {
-        "memory": ["fig5_memory_acc", "fig6_memory_bwt"],
-        "first_task": ["fig7_first_task"],
-        "cifar100": ["fig8_cifar100", "accuracy_matrix_split_cifar100"],
-        "imbalance": ["fig9_imbalance"],
-        "tau": ["fig10_tau"],
-    }
-    for exp, stems in expect.items():
-        res = agg.aggregate(exp, mr, tmp_path / "results")
-        names = {p.name for p in res["figures"]}
-        for stem in stems:
-            assert {f"{stem}.png", f"{stem}.pdf"} <= names, (exp, names)
-    md = (tmp_path / "results" / "memory" / "memory.md").read_text()
-    assert "| ER | 71.5 ± 0.7 | 72.5 ± 0.7 [86.4] | 74.5 ± 0.7 |" in md  # M=100 cell beside Table II
-    tau_md = (tmp_path / "results" / "tau" / "tau.md").read_text()
-    assert "| 0.5 | 72.5 |" in tau_md
-    imb = (tmp_path / "results" / "imbalance" / "imbalance.md").read_text()
-    assert "λ=0.5" in imb
-    cif = (tmp_path / "results" / "cifar100" / "cifar100.md").read_text()
-    assert "| ER | 17.5 [20.2]" not in cif  # the CIFAR100 paper numbers are text claims, not Table II cells
-    assert "final first-task accuracy: ER 29%" in cif
+def test_quoted_number_checked_per_seed(tmp_path):
+    root = tmp_path / "memory"
+    for s, (a50, a200) in enumerate(((60.0, 75.0), (62.0, 80.6), (58.0, 72.5))):
+        write_run(root, method="gem", seed=s, memory=50, R=fake_R(5, a50))
+        write_run(root, method="gem", seed=s, memory=200, R=fake_R(5, a200))
+    (q,) = [q for q in pv.QUOTES if q.method == "gem" and q.experiment == "memory"]
+    c = cl.check_quote(q, load_runs(root)[0], "paper_text")
+    assert c.ours.n == 3 and c.ours.mean == pytest.approx(np.mean([25.0, 30.0, 25.0]))  # 100 (a200 / a50 - 1)
+    assert c.inside == "no"  # the paper's 49.9% is far outside
+
+
+def test_results_fixture_is_plausible():
+    from tests.results_fixtures import plausible_R
+
+    R = plausible_R(5, 0.7, seed=0)
+    assert np.all(np.triu(R, 1) == 0) and np.all((R >= 0) & (R <= 100))
+    assert np.all(np.diag(R) > 85) and R[-1, 0] < R[0, 0]
+
+
+def test_variants_are_shown_apart_not_pooled(tmp_path):
+    root = tmp_path / "multirun" / "table2"
+    for s in (0, 1):
+        write_run(root, method="er", seed=s, R=fake_R(5, 80.0), job=f"a{s}")
+        write_run(root, method="er", seed=s, R=fake_R(5, 60.0), extra_cfg={"batch_size": 10}, job=f"b{s}")
+    aggregate("table2", tmp_path / "multirun", tmp_path / "results")
+    md = (tmp_path / "results" / "table2" / "table2.md").read_text()
+    assert "| ER | 80.0 ± 0.0 | 86.4 |" not in md  # the two settings never share a cell ...
+    assert "runs with other settings (variants)" in md
+    assert "| ER | 10 | 60.0 ± 0.0 |" in md and "| ER | – | 80.0 ± 0.0 |" in md  # ... each has its own row
+
+
+def test_machine_facts_come_from_the_results_file(tmp_path):
+    d = write_run(tmp_path / "table2", device="cuda:0")
+    res = json.loads((d / "results.json").read_text())
+    res["versions"] |= {"cpu": "Some CPU 9000", "gpu": "Some GPU X"}
+    (d / "results.json").write_text(json.dumps(res))
+    r = load_runs(tmp_path / "table2")[0].iloc[0]
+    assert (r["device"], r["cpu"], r["torch"], r["commit"]) == (
+        "cuda:0 (Some GPU X)",
+        "Some CPU 9000",
+        "2.13.0",
+        "abc1234",
+    )

@@ -14,10 +14,11 @@ from clsuite.callbacks import MemoryUpdate
 from clsuite.experiment import build, make_trainer
 from clsuite.learner import ContinualLearner
 from clsuite.memory.buffer import Memory
+from clsuite.memory.class_ring import ClassRingBuffer
+from clsuite.memory.gss_greedy import GSSGreedy
+from clsuite.memory.herding import HerdingMemory, herding
 from clsuite.memory.reservoir import Reservoir
-from clsuite.methods.gss import GSSGreedy
-from clsuite.methods.hal import RingBuffer
-from clsuite.methods.icarl import ICaRL, ICaRLMemory, herding
+from clsuite.methods.icarl import ICaRL
 from clsuite.models.nets import MLP
 from tests.conftest import make_cfg, run_cfg
 
@@ -72,14 +73,14 @@ def test_icarl_herding_selects_a_representative_balanced_memory():
     memory = Memory(8, (4,), 4)
     ox, oy = clusters(4, centres[:2], seed=2)
     memory.append(ox, oy, torch.zeros_like(oy))
-    policy = ICaRLMemory("herding")
+    policy = HerdingMemory()
     learner = SimpleNamespace(net=IdentityFeatures(4, 4), memory=memory)
     nx, ny = clusters(30, centres[2:], seed=3)
     ny = ny + 2
     for i in range(0, 60, 20):
         policy.update(memory, nx[i : i + 20], ny[i : i + 20], torch.ones(20, dtype=torch.long), learner)
     assert memory.class_counts().tolist() == [4, 4, 0, 0]  # herding waits for the task to end
-    policy.select(memory, learner)
+    policy.on_task_end(memory, learner)
     assert memory.class_counts().tolist() == [2, 2, 2, 2]
     kept_old = memory.x[: memory.size][memory.y[: memory.size] == 0]
     assert torch.equal(kept_old, ox[oy == 0][:2])  # first m in herding order
@@ -117,7 +118,7 @@ def test_gss_keeps_gradient_diverse_samples_over_near_duplicates():
 # -- HAL -----------------------------------------------------------------------
 def test_hal_ring_buffer_keeps_the_last_samples_of_each_class():
     memory = Memory(4, (1,), 2)
-    policy = RingBuffer()
+    policy = ClassRingBuffer()
     x = torch.arange(10, dtype=torch.float).unsqueeze(1)
     y = torch.tensor([0, 1, 0, 1, 0, 0, 0, 1, 1, 1])
     for i in range(0, 10, 3):
@@ -164,7 +165,7 @@ def test_hal_anchors_are_learned_at_task_end_and_fixed_within_a_task():
 # -- whole runs -------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["icarl", "icarl_reservoir", "hal", "gss"])
 def test_trains_synthetic_tasks_end_to_end(tmp_path, method):
-    over = ["method=icarl", "method.selection=reservoir"] if method == "icarl_reservoir" else [f"method={method}"]
+    over = ["method=icarl", "update@method.update=reservoir"] if method == "icarl_reservoir" else [f"method={method}"]
     res = run_cfg(tmp_path, *over, "benchmark.iters_per_batch=3")
     R = np.asarray(res["R"])
     assert all(R[k, k] > 60 for k in range(len(R)))  # each task is learned ...

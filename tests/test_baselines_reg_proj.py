@@ -12,8 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from clsuite.memory.buffer import Memory
+from clsuite.memory.task_ring import TaskRingBuffer
 from clsuite.methods.agem import AGEM, agem_project
-from clsuite.methods.gem import GEM, TaskRingBuffer, gem_project
+from clsuite.methods.gem import GEM, gem_project
 from clsuite.methods.grads import flat_grad, flat_params, grad_vector, write_grad
 from clsuite.methods.oewc import OnlineEWC, empirical_fisher
 from clsuite.methods.si import SI
@@ -38,6 +39,7 @@ def tiny_learner(net, memory=None, current_task=0):
         memory=memory,
         current_task=current_task,
         logits=lambda x, t, net_out=None: net(x) if net_out is None else net_out,
+        logit_mask=lambda t: torch.ones(len(t), net.head.out_features, dtype=torch.bool),
     )
 
 

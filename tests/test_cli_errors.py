@@ -3,6 +3,7 @@ before any training, and no results file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,32 @@ ROOT = Path(__file__).resolve().parents[1]
         (["lambda=1.0"], "lambda (imbalance) must be in [0, 1), got 1.0"),
         (["lambda=-0.1"], "lambda (imbalance) must be in [0, 1)"),
         (["tau=1.5"], "tau must be in [0, 1], got 1.5"),
-        (["lr=0"], "lr must be > 0"),
+        (["lr=0"], "lr must be a finite number > 0, got 0"),
+        (["lr=nan"], "lr must be a finite number, got nan"),
+        (["lr=inf"], "lr must be a finite number, got inf"),
+        (["lr=-1"], "lr must be a finite number > 0, got -1"),
+        (["memory=nan"], "memory must be a whole number >= 0, got nan"),
+        (["memory=inf"], "memory must be a whole number >= 0, got inf"),
+        (["memory=50.0"], "memory must be a whole number >= 0, got 50.0 (write 50)"),
+        (["batch_size=nan"], "batch_size must be a whole number >= 1, got nan"),
+        (["batch_size=inf"], "batch_size must be a whole number >= 1, got inf"),
+        (["replay_size=nan"], "replay_size must be a whole number >= 1, got nan"),
+        (["replay_size=0"], "replay_size must be a whole number >= 1, got 0"),
+        (["seed=-1"], "seed must be a whole number in [0, 4294967295], got -1"),
+        (["seed=1.5"], "seed must be a whole number in [0, 4294967295], got 1.5"),
+        (["seed=nan"], "seed must be a whole number in [0, 4294967295], got nan"),
+        ([f"seed={2**32}"], "seed must be a whole number in [0, 4294967295], got 4294967296"),
+        (["trainer.threads=0"], "trainer.threads must be a whole number >= 1 or null, got 0"),
+        (["trainer.precision=bogus"], "unknown trainer.precision 'bogus'; valid choices: transformer-engine"),
+        (["trainer.accelerator=tpu"], "unknown trainer.accelerator 'tpu'; valid choices: auto, cpu, gpu"),
+        (["data.val_fraction=0.999"], "data.val_fraction=0.999 leaves 0 training samples per class of 100"),
+        (["benchmark.n_tasks=4"], "benchmark.n_tasks must be a whole number in [1, 3], got 4"),
+        (["benchmark.n_tasks=0"], "benchmark.n_tasks must be a whole number in [1, 3], got 0"),
+        (["benchmark.train_per_class=0"], "benchmark.train_per_class must be a whole number in [1, 120] or null"),
+        (["benchmark.train_per_class=121"], "benchmark.train_per_class must be a whole number in [1, 120] or null"),
+        (["benchmark=split_mnist", "benchmark.train_per_class=6000"], "in [1, 5421] or null, got 6000"),
+        (["benchmark=split_mnist", "benchmark.n_tasks=6"], "benchmark.n_tasks must be a whole number in [1, 5], got 6"),
+        (["resume=sometimes"], "unknown resume 'sometimes'; valid choices: strict, config_only, off"),
         (["scenario=foo"], "unknown scenario 'foo'; valid choices: class_il, task_il, domain_il"),
         (["replay_loss=sum"], "valid choices: concat, split"),
         (["eval_split=val"], "needs data.val_fraction > 0"),
@@ -38,6 +64,45 @@ def test_validate_rejects_with_one_line(overrides, needle):
 
 def test_defaults_are_valid():
     validate(make_cfg())
+    validate(make_cfg("benchmark=split_mnist", "data.root=/"))  # the real benchmark's sizes are in range
+    validate(make_cfg("trainer.threads=null", "seed=4294967295", "memory=0"))
+
+
+def test_gpu_without_cuda(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        ConfigError, match=r"^trainer.accelerator='gpu' but no CUDA device is available; valid here: auto, cpu$"
+    ):
+        validate(make_cfg("trainer=gpu"))
+
+
+def test_unreadable_data_file(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    f = raw / "train-images-idx3-ubyte.gz"
+    f.write_bytes(b"x")
+    f.chmod(0)
+    if os.access(f, os.R_OK):  # (root reads everything)
+        pytest.skip("running as root")
+    with pytest.raises(ConfigError, match=r"^unreadable data file .*train-images-idx3-ubyte.gz: permission denied$"):
+        validate(make_cfg("benchmark=split_mnist", f"data.root={tmp_path}"))
+
+
+@pytest.mark.parametrize(
+    "arg,needle",
+    [
+        ("+memroy=50", "unknown key 'memroy' in '+memroy=50' (did you mean 'memory'?); valid top-level keys: "),
+        ("memroy=50", "unknown key 'memroy' in 'memroy=50' (did you mean 'memory'?)"),
+        ("+trainer.foo=1", "unknown key 'trainer.foo'"),
+    ],
+)
+def test_unknown_keys(arg, needle):
+    with pytest.raises(ConfigError) as e:
+        check_overrides([arg])
+    assert str(e.value).startswith(needle) and "\n" not in str(e.value)
+    check_overrides(["memory=50", "++memory=20", "hydra.run.dir=x", "logger.project=p", "--multirun"])
 
 
 @pytest.mark.parametrize(
@@ -67,6 +132,8 @@ def test_cli_unknown_method_and_bad_tau(tmp_path):
     assert p.stderr.startswith("error: unknown method 'nope'; valid choices:") and "adaer" in p.stderr
     p = _run("tau=2", "benchmark=synthetic", "logger=none", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.strip() == "error: tau must be in [0, 1], got 2"
+    p = _run("+memroy=50", "benchmark=synthetic", "logger=none", cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith("error: unknown key 'memroy'") and len(p.stderr.splitlines()) == 1
     assert not list(tmp_path.rglob("results.json"))
 
 

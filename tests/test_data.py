@@ -177,3 +177,30 @@ def test_missing_files_error_names_folder_files_and_remedy(tmp_path):
 def test_parameter_counts():
     assert sum(p.numel() for p in build_model("mlp", (1, 28, 28), 10).parameters()) == 478_410
     assert sum(p.numel() for p in build_model("resnet18", (3, 32, 32), 10).parameters()) == 1_094_750
+
+
+def test_download_fetches_md5_checked_files_into_root(tmp_path, monkeypatch):
+    """data.download=true (what `make run` passes without ../shared/datasets): the four MNIST files
+    are fetched from the mirror, md5-checked, kept; a file with the wrong md5 is not kept.
+    The mirror here is a local folder (file:// URL): no network at test time."""
+    from clsuite.data import files
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for i, f in enumerate(files.MNIST_LIKE["MNIST"]["files"]):
+        (mirror / f).write_bytes(bytes([i]) * 100)
+    spec = {
+        "mirror": mirror.as_uri() + "/",
+        "files": {f: files.md5(mirror / f) for f in files.MNIST_LIKE["MNIST"]["files"]},
+    }
+    monkeypatch.setitem(files.MNIST_LIKE, "MNIST", spec)
+    monkeypatch.setattr(files, "_read_idx", lambda path: np.zeros((2, 28, 28), dtype=np.uint8))
+    files.load_mnist_like(tmp_path / "data", "MNIST", download=True)
+    raw = tmp_path / "data" / "MNIST" / "raw"
+    assert sorted(p.name for p in raw.iterdir()) == sorted(spec["files"])
+    # a corrupted download: DataError, nothing kept
+    (raw / "t10k-labels-idx1-ubyte.gz").unlink()
+    spec["files"]["t10k-labels-idx1-ubyte.gz"] = "0" * 32
+    with pytest.raises(files.DataError, match="has the wrong md5"):
+        files.load_mnist_like(tmp_path / "data", "MNIST", download=True)
+    assert not (raw / "t10k-labels-idx1-ubyte.gz").exists() and not list(raw.glob("*.part"))

@@ -26,7 +26,19 @@ def test_results_file_complete(tmp_path):
     res = run_cfg(tmp_path)
     on_disk = json.loads((tmp_path / "results.json").read_text())
     assert on_disk["R"] == res["R"]
-    for key in ("R", "b", "metrics", "per_class", "config", "seed", "versions", "wall_time_s"):
+    for key in (
+        "R",
+        "b",
+        "metrics",
+        "per_class",
+        "config",
+        "seed",
+        "versions",
+        "wall_time_s",
+        "identity",
+        "reading",
+        "digest",
+    ):
         assert key in on_disk
     assert set(on_disk["metrics"]) == {"acc", "forget", "bwt", "fwt"}
     assert on_disk["config"]["method"]["name"] == "adaer"  # the default method

@@ -63,3 +63,69 @@ def test_all_metrics_and_joint_row():
 def test_non_square_rejected():
     with pytest.raises(ValueError, match="square"):
         forgetting(np.zeros((2, 3)))
+
+
+# -- awkward matrices (issue 11): rises, falls, a final row above the earlier maximum ---------
+# T = 4. Task 0 falls (80 -> 60), rises after it was learned (90) and ends above every earlier
+# row (95); task 1 falls; task 2 falls hard. Entries above the diagonal are non-zero (task-IL-like).
+R4 = np.array(
+    [
+        [80.0, 55.0, 20.0, 15.0],
+        [60.0, 70.0, 45.0, 25.0],
+        [90.0, 50.0, 85.0, 52.0],
+        [95.0, 40.0, 30.0, 75.0],
+    ]
+)
+b4 = np.array([10.0, 20.0, 30.0, 40.0])
+
+
+def test_forgetting_max_is_over_rows_before_the_last_only():
+    # max_{l<3}: task 0 -> 90 (not the final 95), task 1 -> 70, task 2 -> 85
+    # (90 - 95) + (70 - 40) + (85 - 30) = -5 + 30 + 55; a max over every row would give 0 for task 0
+    assert forgetting(R4) == pytest.approx(80 / 3)
+    assert forgetting(R4) != pytest.approx(85 / 3)
+
+
+def test_forgetting_ignores_the_last_column_and_bwt_uses_the_diagonal():
+    # the last task has no forgetting: a huge R[0, 3] must not matter
+    R = R4.copy()
+    R[0, 3] = 99.0
+    assert forgetting(R) == pytest.approx(80 / 3)
+    # BWT: (95 - 80) + (40 - 70) + (30 - 85) = 15 - 30 - 55
+    assert backward_transfer(R4) == pytest.approx(-70 / 3)
+
+
+def test_awkward_matrix_acc_and_fwt():
+    assert average_accuracy(R4) == pytest.approx((95 + 40 + 30 + 75) / 4)
+    # FWT: R[0,1] - b1, R[1,2] - b2, R[2,3] - b3 = 35 + 15 + 12
+    assert forward_transfer(R4, b4) == pytest.approx(62 / 3)
+    m = all_metrics(R4, b4)
+    assert m == pytest.approx({"acc": 60.0, "forget": 80 / 3, "bwt": -70 / 3, "fwt": 62 / 3})
+
+
+def test_forgetting_of_a_task_that_only_improves_is_negative():
+    R = np.array([[50.0, 0.0], [70.0, 90.0]])
+    assert forgetting(R) == pytest.approx(-20.0)  # max_{l<1} R[l, 0] = 50, not max(50, 70)
+    assert backward_transfer(R) == pytest.approx(20.0)
+
+
+def test_nan_rows_propagate_instead_of_being_skipped():
+    # a missing measurement (NaN row, e.g. a diverged run) must not be silently averaged away
+    R = R4.copy()
+    R[1] = np.nan
+    assert math.isnan(forgetting(R)) and math.isnan(backward_transfer(R))  # R[1, 1] and R[1, 0] are NaN
+    assert average_accuracy(R) == pytest.approx(60.0)  # the final row is intact
+    R[1] = R4[1]
+    R[3] = np.nan
+    m = all_metrics(R, b4)
+    assert all(math.isnan(m[k]) for k in ("acc", "forget", "bwt"))
+    assert m["fwt"] == pytest.approx(62 / 3)  # FWT reads rows 0..T-2 only
+
+
+def test_single_task_and_joint_rows():
+    one = all_metrics(np.array([[64.0]]), np.array([9.0]))
+    assert one["acc"] == 64.0 and all(math.isnan(one[k]) for k in ("forget", "bwt", "fwt"))
+    # Joint: one final row (1 x T), with b given: only Acc is defined
+    joint = all_metrics(R4[-1:], b4)
+    assert joint["acc"] == pytest.approx(60.0)
+    assert all(math.isnan(joint[k]) for k in ("forget", "bwt", "fwt"))

@@ -1,20 +1,21 @@
 """The reproduction report (scripts/report.py) and the CIFAR path, end to end.
 
-Fast: the report is built from hand-made results files (no training) and every number in it comes
-from them. Slow: ER, MIR and AdaER train end to end with the reduced ResNet-18 on CIFAR-shaped
+Fast: the report is built from hand-made results files (tests/results_fixtures.py, no training):
+it never touches docs/ without runs, names what is missing, labels unknown methods by their name. Slow: ER, MIR and AdaER train end to end with the reduced ResNet-18 on CIFAR-shaped
 synthetic data (3x32x32, 10 classes in 5 tasks; split-CIFAR100's 5 iterations per batch too).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.test_aggregate import fake_R, write_run
+from clsuite.analysis import figures as fg
+from clsuite.analysis.report import main_report
+from tests.results_fixtures import fake_R, paper_suite, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR_SHAPED = [
@@ -29,41 +30,73 @@ CIFAR_SHAPED = [
 ]
 
 
-def _report():
-    spec = importlib.util.spec_from_file_location("report", ROOT / "scripts" / "report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture
+def png_only(monkeypatch):
+    """The paper's figures as PNG only: PDF export is the slow part and is not what these tests check."""
+    monkeypatch.setattr(fg, "FORMATS", ("png",))
 
 
-def test_report_is_built_from_results_files_only(tmp_path):
+def _docs(tmp_path: Path) -> Path:
+    """A docs/ folder as committed: a report and a figure that must survive a report without runs."""
+    docs = tmp_path / "docs"
+    (docs / "figures").mkdir(parents=True)
+    (docs / "REPRODUCTION.md").write_text("committed report\n")
+    (docs / "figures" / "committed.png").write_bytes(b"png")
+    return docs
+
+
+def _untouched(docs: Path) -> bool:
+    return (docs / "REPRODUCTION.md").read_text() == "committed report\n" and sorted(
+        p.name for p in (docs / "figures").iterdir()
+    ) == ["committed.png"]
+
+
+def test_fresh_clone_without_runs_leaves_docs_untouched(tmp_path, capsys):
+    docs = _docs(tmp_path)
+    args = ["--multirun-dir", str(tmp_path / "multirun"), "--results-dir", str(tmp_path / "results")]
+    assert main_report([*args, "--docs", str(docs)]) == 1
+    err = capsys.readouterr().err
+    assert "error: no runs under" in err and "docs/ untouched" in err
+    assert "section 'Table II' has no runs" in err and "make table2" in err  # what is missing, and how to fill it
+    assert _untouched(docs) and not (tmp_path / "results").exists()
+
+
+def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
+    docs = _docs(tmp_path)
     mr = tmp_path / "multirun"
-    for seed in (0, 1):
-        for m, final in (("er", 70.0), ("mir", 72.0), ("adaer", 74.0 + seed)):
-            for b in ("split_mnist", "split_fmnist"):
-                write_run(mr / "table2", benchmark=b, method=m, seed=seed, R=fake_R(5, final))
-    for lr, acc in ((0.03, 60.0), (0.05, 65.0), (0.1, 63.0), (0.2, 50.0)):
-        write_run(
-            mr / "readings_lrval",
-            method="er",
-            R=fake_R(5, acc),
-            extra_cfg={"lr": lr, "eval_split": "val"},
-            job=f"lr={lr}",
-        )
-    rep = _report()
-    path = rep.build(mr, tmp_path / "results", tmp_path / "docs")
-    md = path.read_text()
-    assert "74.5 ± 0.7" in md  # AdaER's Acc over the two seeds, ours
-    assert "| AdaER | 74.5 ± 0.7 | 89.6 |" in md  # beside the paper's value
-    assert "Not run" in md  # figures without runs are named, with their command
-    _, chosen = rep.lr_choice(mr)
-    assert chosen == {("split_mnist", "er"): 0.05}  # chosen on validation Acc
+    for s in (0, 1):
+        for m in ("er", "adaer"):
+            write_run(mr / "table2", method=m, seed=s, R=fake_R(5, 70.0 + s + 5 * (m == "adaer")))
+    args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results"), "--docs", str(docs)]
+    assert main_report(args) == 1  # sections memory, first_task, ... have no runs
+    err = capsys.readouterr().err
+    assert "not updated" in err and "section 'Memory size M (Figs. 5, 6)' has no runs" in err
+    assert _untouched(docs)
+    report = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
+    assert "Not run: `make fig-memory" in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
-def test_chosen_lr_needs_validation_runs(tmp_path, capsys):
-    rep = _report()
-    assert rep.main(["--chosen-lr", "--multirun-dir", str(tmp_path)]) == 2
-    assert "readings_lrval" in capsys.readouterr().err
+def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only):
+    """Every section filled (made-up runs, one benchmark): docs/ rewritten, no committed file deleted."""
+    docs = _docs(tmp_path)
+    mr = paper_suite(tmp_path / "multirun", seeds=range(3), benches=("split_mnist",))
+    write_run(mr / "table2", method="my_method", seed=0, R=fake_R(5, 50.0))  # a method the paper does not have
+    args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results"), "--docs", str(docs)]
+    assert main_report(args) == 0
+    md = (docs / "REPRODUCTION.md").read_text()
+    assert md == (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
+    assert "| my_method | 50.0 (n=1) |" in md  # its own name as label
+    assert (docs / "figures" / "committed.png").is_file()  # never deleted
+    figures = {p.name for p in (docs / "figures").iterdir()}
+    for stem in ("memory_fig5_fig6_memory_acc", "first_task_fig7_first_task", "tau_fig10a_tau_acc",
+                 "imbalance_fig9bc_imbalance", "ablation_fig11_ablation_acc", "table2_accuracy_matrix_split_mnist_paper_text"):  # fmt: skip
+        assert f"{stem}.png" in figures and f"](figures/{stem}.png)" in md
+    # claims: verdicts with their intervals; the machine facts come from the files
+    assert "| τ = 0.5 gives AdaER's best Acc | Sec. V-B, Fig. 10a | reproduced |" in md
+    assert "AdaER τ=0.5 vs τ=0.1, Acc" in md and "p (sign-flip, exact)" in md
+    assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
+    assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
+    assert "## 11. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow

@@ -19,6 +19,10 @@ def test_task_il_logits_are_masked_to_each_samples_task():
         allowed = set(learner.task_classes[k].tolist())
         finite = set(torch.isfinite(out[i]).nonzero().flatten().tolist())
         assert finite == allowed
+        assert set(learner.logit_mask(t)[i].nonzero().flatten().tolist()) == allowed  # the public mask
+    for scenario in ("class_il", "domain_il"):  # the whole head
+        _, other, _ = build(make_cfg(f"scenario={scenario}"))
+        assert other.logit_mask(t).all() and other.logit_mask(t).shape == (4, other.net.head.out_features)
 
 
 def test_task_il_forgets_less_than_class_il_for_online(tmp_path):

@@ -5,6 +5,7 @@ to each incoming batch after its update step (PROTOCOL section 2).
 ``AccuracyMatrix`` measures b (random-init accuracy per task) at the first fit
 start and one row of R at the end of every fit, on every task's test (or
 validation) split, micro-averaged, with per-class accuracies.
+``DivergenceGuard`` stops the run at a non-finite loss (``Diverged``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,61 @@ class MemoryUpdate(L.Callback):
             learner.update_policy.update(learner.memory, x, y, t, learner)
 
 
+class Diverged(RuntimeError):
+    """The training loss became non-finite (a run failure: no results file is written)."""
+
+
+class DivergenceGuard(L.Callback):
+    """Stops the run when the loss (``learner.last_loss``) is nan or inf.
+
+    No host-device sync per step: a device-side step counter and the first non-finite step
+    (and its loss) are updated with tensor ops on every batch; the flag is read every
+    ``check_every`` batches and at the end of every task, then ``Diverged`` names the step
+    and the task (an lr of 1e6 or nan used to finish with Acc at chance and status finished).
+    """
+
+    def __init__(self, check_every: int = 50):
+        self.check_every = max(1, int(check_every))
+        self._step = self._first = self._value = None
+        self._batches = 0
+
+    def on_train_start(self, trainer, learner):  # every task: counters on the learner's device
+        dev = learner.device
+        self._step = torch.zeros((), dtype=torch.long, device=dev)
+        self._first = torch.full((), -1, dtype=torch.long, device=dev)
+        self._value = torch.zeros((), device=dev)
+        self._batches = 0
+
+    def on_train_batch_end(self, trainer, learner, outputs, batch, batch_idx):
+        loss = learner.last_loss
+        if loss is None or self._step is None:
+            return
+        self._step += 1
+        newly = ~torch.isfinite(loss) & (self._first < 0)
+        self._first = torch.where(newly, self._step, self._first)
+        self._value = torch.where(newly, loss.float(), self._value)
+        self._batches += 1
+        if self._batches % self.check_every == 0:
+            self.check(learner)
+
+    def on_train_epoch_end(self, trainer, learner):
+        self.check(learner)
+
+    def check(self, learner) -> None:
+        if self._first is not None and (step := int(self._first)) >= 0:
+            raise Diverged(
+                f"loss is {float(self._value)} at step {step} of task {learner.current_task} "
+                f"(lr={learner.lr}): training diverged; no results written"
+            )
+
+
 @torch.no_grad()
 def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
     """Per task: (accuracy %, {class: accuracy %}) over ``split`` of every task."""
     was_training = learner.training
+    # Lightning's teardown at the end of every fit, before on_fit_end, moves the module to the
+    # CPU: on a GPU the net must come back to the data's device (the next fit moves it anyway)
+    learner.to(datamodule.device)
     learner.eval()
     accs, per_class = [], []
     for k in range(datamodule.n_tasks):

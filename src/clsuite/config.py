@@ -1,17 +1,35 @@
-"""Checks on a composed config, before any data is read or any step is taken.
+"""The config directory, its groups and options, and every check on a config before a run.
 
-Every failure is a ``ConfigError`` whose message is one line naming the bad
-value and the valid choices; ``run.py`` prints it and exits with status 2.
+One home for: ``CONF_DIR`` (the packaged copy ``clsuite/conf`` in an installed wheel, the
+repository's ``conf/`` in a checkout), the config groups (its sub-folders) and their options
+(its yaml files), the unknown-option / unknown-key check on overrides (:func:`check_overrides`,
+used by the command line, the sweep grid and ``clsuite.api``) and :func:`validate`, the check of
+a composed config. Every failure is a ``ConfigError`` whose message is one line naming the bad
+value and the valid range; the command line prints it as ``error: ...`` and exits with status 2,
+before any data is read or any step is taken (a sweep: before any job starts).
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import math
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = ("benchmark", "method", "model", "trainer", "logger", "launcher")
+
+def _conf_dir() -> Path:
+    packaged = Path(__file__).resolve().parent / "conf"  # pip install . (hatch force-include)
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "conf"
+
+
+CONF_DIR = _conf_dir()
+GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
+RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
+# Training samples per class of each source's smallest class (PROTOCOL section 1).
+SOURCE_SIZES = {"MNIST": (10, 5421), "FashionMNIST": (10, 6000), "cifar10": (10, 5000), "cifar100": (100, 500)}
+SEED_MAX = 2**32 - 1  # numpy's seed range
 
 
 class ConfigError(ValueError):
@@ -22,70 +40,180 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+def unknown_option(key: str, value: str) -> str | None:
+    """The error line for ``group=value`` when ``value`` has no yaml file in the group, else None."""
+    key = key.lstrip("+~")
+    if key not in GROUPS or (CONF_DIR / key / f"{value}.yaml").is_file():
+        return None
+    return f"unknown {key} {value!r}; valid choices: {', '.join(group_options(key))}"
+
+
+@functools.cache
+def top_level_keys() -> list[str]:
+    base = OmegaConf.load(CONF_DIR / "config.yaml")
+    return sorted({*(k for k in base if k not in ("defaults", "hydra")), *GROUPS})
+
+
 def check_overrides(args: list[str]) -> None:
-    """Unknown config-group options in command-line overrides (``method=foo``)."""
+    """Command-line overrides: unknown group options (``method=foo``) and unknown keys (``+memroy=50``)."""
+    known = top_level_keys()  # (cached: read once per process)
     for arg in args:
-        if "=" not in arg or arg.startswith(("-", "+", "~", "hydra")):
+        if "=" not in arg or arg.startswith("-"):
             continue
         key, value = arg.split("=", 1)
-        if key not in GROUPS or not (CONF_DIR / key).is_dir():
-            continue
-        values = value.split(",") if not value.startswith(("choice(", "range(", "glob(")) else []
-        valid = group_options(key)
-        for v in values:
-            if v.strip() and v.strip() not in valid:
-                raise ConfigError(f"unknown {key} {v.strip()!r}; valid choices: {', '.join(valid)}")
+        bare = key.lstrip("+~").split("@")[0]  # `update@method.update=reservoir`: the group is `update`
+        if bare.startswith(("hydra", "logger.")):
+            continue  # Hydra's own keys; logger options are passed through to the logger
+        adds = key.startswith("+") and not key.startswith("++")  # `+k=v` adds a key the suite never reads
+        if adds or bare.split(".")[0] not in known:
+            close = difflib.get_close_matches(bare.split(".")[0], known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown key {bare!r} in {arg!r}{hint}; valid top-level keys: {', '.join(known)}")
+        if bare in GROUPS and not value.startswith(("choice(", "range(", "glob(", "interval(")):
+            for v in value.split(","):
+                if v.strip() and (msg := unknown_option(bare, v.strip())):
+                    raise ConfigError(msg)
 
 
-def _num(cfg, key, default=None):
-    v = cfg.get(key, default)
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, got {v!r}") from None
+# ----------------------------------------------------------------------------- values
+
+
+def _get(cfg, dotted: str, default=None):
+    node = cfg
+    for k in dotted.split("."):
+        if node is None or k not in node:
+            return default
+        node = node[k]
+    return node
+
+
+def _number(cfg, key: str, default=None) -> float:
+    v = _get(cfg, key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ConfigError(f"{key} must be a number, got {v!r}")
+    if not math.isfinite(v):
+        raise ConfigError(f"{key} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _whole(cfg, key: str, lo: int, hi: int | None = None, default=None, allow_null: bool = False) -> int | None:
+    """An int in [lo, hi]; a float such as 50.0 is rejected (it would be a second identity of 50)."""
+    v = _get(cfg, key, default)
+    if v is None and allow_null:
+        return None
+    rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    what = f"{key} must be a whole number {rng}{' or null' if allow_null else ''}, got {v!r}"
+    if isinstance(v, float) and math.isfinite(v) and v == int(v) and lo <= v and (hi is None or v <= hi):
+        raise ConfigError(f"{what} (write {int(v)})")
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        raise ConfigError(what)
+    return int(v)
+
+
+def _choice(cfg, key: str, valid, default=None) -> str:
+    v = _get(cfg, key, default)
+    if v not in valid:
+        raise ConfigError(f"unknown {key} {v!r}; valid choices: {', '.join(map(str, valid))}")
+    return v
+
+
+def _precisions() -> tuple:
+    import typing
+
+    from lightning.fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
+
+    return (*typing.get_args(_PRECISION_INPUT_STR), *typing.get_args(_PRECISION_INPUT_STR_ALIAS), 16, 32, 64)
+
+
+# ----------------------------------------------------------------------------- the check
 
 
 def validate(cfg: DictConfig) -> None:
-    memory = _num(cfg, "memory")
-    if memory < 0 or memory != int(memory):
-        raise ConfigError(f"memory must be a whole number >= 0, got {cfg.memory!r}")
-    lam = _num(cfg, "lambda", 0.0)
+    """Every check a composed config must pass before a run; raises ``ConfigError`` (one line)."""
+    _whole(cfg, "seed", 0, SEED_MAX)
+    _whole(cfg, "memory", 0)
+    lam = _number(cfg, "lambda", 0.0)
     if not 0.0 <= lam < 1.0:
         raise ConfigError(f"lambda (imbalance) must be in [0, 1), got {cfg['lambda']!r}")
-    tau = _num(cfg, "tau", 0.5)
+    tau = _number(cfg, "tau", 0.5)
     if not 0.0 <= tau <= 1.0:
         raise ConfigError(f"tau must be in [0, 1], got {cfg.tau!r}")
-    if _num(cfg, "lr") <= 0:
-        raise ConfigError(f"lr must be > 0, got {cfg.lr!r}")
-    for key in ("batch_size", "replay_size"):
-        v = _num(cfg, key)
-        if v < 1 or v != int(v):
-            raise ConfigError(f"{key} must be a whole number >= 1, got {cfg[key]!r}")
-    iters = _num(cfg.benchmark, "iters_per_batch", 1)
-    if iters < 1 or iters != int(iters):
-        raise ConfigError(f"benchmark.iters_per_batch must be a whole number >= 1, got {iters!r}")
-    choices = {
-        "scenario": ("class_il", "task_il", "domain_il"),
-        "replay_loss": ("concat", "split"),
-        "eval_mask": ("all", "seen"),
-        "eval_split": ("test", "val"),
-    }
-    for key, valid in choices.items():
-        if cfg.get(key) not in valid:
-            raise ConfigError(f"unknown {key} {cfg.get(key)!r}; valid choices: {', '.join(valid)}")
-    d = cfg.data
-    if d.class_order not in ("natural", "random"):
-        raise ConfigError(f"unknown data.class_order {d.class_order!r}; valid choices: natural, random")
-    if d.imbalance_semantics not in ("keep", "ratio"):
-        raise ConfigError(f"unknown data.imbalance_semantics {d.imbalance_semantics!r}; valid choices: keep, ratio")
-    vf = _num(d, "val_fraction", 0.0)
+    if _number(cfg, "lr") <= 0:
+        raise ConfigError(f"lr must be a finite number > 0, got {cfg.lr!r}")
+    for key in ("momentum", "weight_decay"):
+        if _get(cfg, key) is not None and _number(cfg, key) < 0:
+            raise ConfigError(f"{key} must be a finite number >= 0, got {cfg[key]!r}")
+    batch_size = _whole(cfg, "batch_size", 1)
+    _whole(cfg, "replay_size", 1)
+    _whole(cfg, "candidates", 1, allow_null=True)  # the reading's keys (conf/reading/)
+    for key in ("memory_per_class", "exclude_current_task", "compare_to_old_logits"):
+        _choice(cfg, key, (True, False))
+    if _get(cfg, "method.lr") is not None and _number(cfg, "method.lr") <= 0:
+        raise ConfigError(f"method.lr must be a finite number > 0 or null (the run's lr), got {cfg.method.lr!r}")
+    _whole(cfg, "benchmark.iters_per_batch", 1, default=1)
+    _choice(cfg, "scenario", ("class_il", "task_il", "domain_il"))
+    _choice(cfg, "replay_loss", ("concat", "split"))
+    _choice(cfg, "eval_mask", ("all", "seen"))
+    _choice(cfg, "eval_split", ("test", "val"))
+    _choice(cfg, "resume", RESUME_MODES, default="strict")
+    _check_trainer(cfg)
+    _check_data(cfg, batch_size)
+
+
+def _check_trainer(cfg) -> None:
+    _whole(cfg, "trainer.threads", 1, allow_null=True)
+    _whole(cfg, "trainer.log_every_n_steps", 1, default=50)
+    precision = _get(cfg, "trainer.precision", "32-true")
+    valid = _precisions()
+    if precision not in valid:
+        raise ConfigError(f"unknown trainer.precision {precision!r}; valid choices: {', '.join(map(str, valid))}")
+    acc = _choice(cfg, "trainer.accelerator", ("auto", "cpu", "gpu"), default="auto")
+    index = _whole(cfg, "trainer.device_index", 0, allow_null=True)
+    if acc == "gpu" or index is not None:
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 and acc == "gpu":
+            raise ConfigError("trainer.accelerator='gpu' but no CUDA device is available; valid here: auto, cpu")
+        if index is not None and n and index >= n:
+            raise ConfigError(f"trainer.device_index must be in [0, {n - 1}] on this machine, got {index}")
+
+
+def _check_data(cfg, batch_size: int) -> None:
+    d, b = cfg.data, cfg.benchmark
+    _choice(cfg, "data.class_order", ("natural", "random"))
+    _choice(cfg, "data.imbalance_semantics", ("keep", "ratio"))
+    vf = _number(cfg, "data.val_fraction", 0.0)
     if not 0.0 <= vf < 1.0:
         raise ConfigError(f"data.val_fraction must be in [0, 1), got {d.val_fraction!r}")
     if cfg.eval_split == "val" and vf == 0.0:
         raise ConfigError("eval_split=val needs data.val_fraction > 0 (e.g. data.val_fraction=0.05)")
-    src = cfg.benchmark.source
-    if src != "synthetic" and not d.download and not Path(str(d.root)).is_dir():
+    src = b.source
+    if src == "synthetic":
+        n_classes = _whole(cfg, "benchmark.synthetic.num_classes", 1)
+        available = _whole(cfg, "benchmark.synthetic.train_per_class", 1)
+    elif src in SOURCE_SIZES:
+        n_classes, available = SOURCE_SIZES[src]
+    else:
+        raise ConfigError(f"unknown benchmark.source {src!r}; valid choices: {', '.join([*SOURCE_SIZES, 'synthetic'])}")
+    per_task = _whole(cfg, "benchmark.classes_per_task", 1, n_classes)
+    _whole(cfg, "benchmark.n_tasks", 1, n_classes // per_task)
+    per_class = _whole(cfg, "benchmark.train_per_class", 1, available, allow_null=True) or available
+    kept = per_class - round(vf * per_class)
+    if kept < 1:
+        raise ConfigError(
+            f"data.val_fraction={vf} leaves {kept} training samples per class of {per_class} (zero training "
+            f"steps); valid: data.val_fraction < {1 - 0.5 / per_class:.4f}"
+        )
+    if src == "synthetic":
+        return
+    root = Path(str(d.root))
+    if not d.download and not root.is_dir():
         raise ConfigError(
             f"data directory {d.root!r} does not exist; set DATA_DIR or data.root to the folder holding "
             f"{src}'s files (e.g. DATA_DIR=../shared/datasets), or pass data.download=true on a machine with network"
         )
+    from clsuite.data.files import unreadable
+
+    if problem := unreadable(root, src):
+        raise ConfigError(problem)

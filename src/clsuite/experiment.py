@@ -8,6 +8,7 @@ task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -22,13 +23,17 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.callbacks import AccuracyMatrix, MemoryUpdate
+from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
+from clsuite.identity import identity, pin_threads, seal, threads_of
 from clsuite.io import RESULTS_FILE, write_json_atomic
 from clsuite.learner import ContinualLearner
+from clsuite.loggers import RunLogger
 from clsuite.memory.buffer import Memory
 from clsuite.metrics import METRICS, all_metrics
 from clsuite.models.nets import build_model
+from clsuite.progress import task_progress_bar
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
@@ -42,7 +47,7 @@ def pick_device(trainer_cfg) -> torch.device:
     if acc == "cpu" or (acc == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise RuntimeError(f"trainer.accelerator={acc} but no CUDA device is available; use trainer=cpu")
+        raise ConfigError(f"trainer.accelerator={acc} but no CUDA device is available; valid here: cpu (trainer=cpu)")
     index = trainer_cfg.get("device_index")
     if index is None:
         index = int(os.environ.get("CLSUITE_GPU", 0))
@@ -54,8 +59,19 @@ def memory_capacity(cfg, num_classes: int) -> int:
     return int(cfg.memory) * (num_classes if cfg.memory_per_class else 1)
 
 
+def method_lr(cfg) -> float:
+    """The method's own ``lr`` when its config sets one, else the run's ``lr`` (the reading's)."""
+    lr = cfg.method.get("lr")
+    lr = float(cfg.lr if lr is None else lr)
+    if not lr > 0:
+        raise ValueError(f"learning rate must be > 0, got {lr!r} (method.lr or lr)")
+    return lr
+
+
 def build(cfg: DictConfig):
-    """(datamodule, learner, device) from a composed config."""
+    """(datamodule, learner, device) from a composed config: the method's replay policy
+    (``method.replay``), update policy (``method.update``) and plugin (``method.plugin``)
+    are instantiated from their config groups (conf/replay, conf/update, conf/method)."""
     dm = ContinualDataModule(
         OmegaConf.to_container(cfg.benchmark, resolve=True),
         {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
@@ -82,12 +98,12 @@ def build(cfg: DictConfig):
         replay=instantiate(m["replay"]) if m.get("replay") else None,
         update=instantiate(m["update"]) if m.get("update") else None,
         plugin=plugin,
-        lr=float(cfg.lr),
+        lr=method_lr(cfg),
         momentum=float(cfg.momentum),
         weight_decay=float(cfg.weight_decay),
         iters_per_batch=int(cfg.benchmark.iters_per_batch),
         replay_size=int(cfg.replay_size),
-        replay_loss=cfg.replay_loss,
+        replay_loss=cfg.method.get("replay_loss") or cfg.replay_loss,  # a method's own, else the reading's
         scenario=cfg.scenario,
         task_classes=dm.task_classes,
         eval_mask=cfg.eval_mask,
@@ -105,7 +121,7 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
         devices=[device.index or 0] if device.type == "cuda" else 1,
         max_epochs=0,
         logger=logger if logger is not None else False,
-        callbacks=callbacks,
+        callbacks=[*callbacks, task_progress_bar()] if progress else callbacks,
         enable_checkpointing=False,
         enable_model_summary=False,
         enable_progress_bar=bool(progress),
@@ -118,31 +134,42 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
 
 
 def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
-    """Train on the stream, fill R, write ``results.json`` into ``out_dir``."""
+    """Train on the stream, fill R, write ``results.json`` into ``out_dir``.
+
+    Threads (torch and BLAS) are pinned first, so the launcher cannot move the numbers; a
+    non-finite loss raises ``Diverged`` (no results file). The results record the run's
+    identity (``clsuite.identity``) and are sealed against hand edits.
+    """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
+    pin_threads(threads_of(cfg))
     dm, learner, device = build(cfg)
-    log_row = None
-    if logger is not None:
-
-        def log_row(i, accs):
-            logger.log_metrics(
-                {f"acc/task{j}": a for j, a in enumerate(accs)} | {"acc/avg": float(np.mean(accs))}, step=i
-            )
-
-    acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=log_row)
-    trainer = make_trainer(cfg, device, [MemoryUpdate(), acc_cb], logger)
+    empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
+    if empty:
+        raise ConfigError(
+            f"task {empty[0]} has no training samples (data.val_fraction={cfg.data.val_fraction}, "
+            f"benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
+        )
+    run_log = RunLogger(logger, every=int(cfg.trainer.log_every_n_steps)) if logger is not None else None
+    acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)
+    guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
+    trainer = make_trainer(cfg, device, [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else [])], logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
     for epoch, task in enumerate(schedule):
         dm.set_task(task)
         learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
         trainer.fit_loop.max_epochs = epoch + 1  # one more pass: the next task
-        trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
+        try:
+            trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
+        except Exception:
+            guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
+            raise
     R, b = acc_cb.R, np.asarray(acc_cb.b)
     results = {
         "status": "finished",
         "benchmark": cfg.benchmark.name,
         "method": cfg.method.name,
+        "reading": cfg.get("reading"),
         "memory": int(cfg.memory),
         "memory_capacity": learner.memory.capacity,
         "seed": int(cfg.seed),
@@ -155,10 +182,11 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
         "wall_time_s": time.perf_counter() - t0,
         "train_time_s": acc_cb.train_time_s,
         "device": str(device),
+        "identity": identity(cfg, device.type),
         "config": OmegaConf.to_container(cfg, resolve=True),
         "versions": versions(),
     }
-    write_json_atomic(out_dir / RESULTS_FILE, results)
+    write_json_atomic(out_dir / RESULTS_FILE, seal(results))
     return results
 
 
@@ -173,7 +201,18 @@ def versions() -> dict:
         "hydra": hydra.__version__,
         "numpy": np.__version__,
         "platform": platform.platform(),
+        "cpu": cpu_model(),  # read by the report (clsuite.analysis): the machine comes from the results files
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what ``platform`` knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def format_report(results: dict) -> str:

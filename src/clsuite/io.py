@@ -11,19 +11,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from pathlib import Path
 
 RESULTS_FILE = "results.json"  # one finished run (written last, atomically)
 FAILED_FILE = "failed.json"  # one failed sweep job (error line, traceback, attempts)
 GRID_FILE = "grid.json"  # the expected job folders of a sweep
-LOG_FILE = "sweep_log.jsonl"  # one line per sweep job: ran / skipped / reused / failed
+LOG_FILE = "sweep_log.jsonl"  # one line per sweep job: ran / skipped / reused / busy / interrupted / failed
+LOCK_FILE = "running.lock"  # a sweep job in progress: holder pid, host, start time (clsuite.sweep.JobLock)
+OVERRIDES_FILE = "overrides.json"  # a job folder whose name is hashed (overrides too long) keeps them here
+STALE_PREFIX = "results.stale-"  # an older result of the job, kept when its identity no longer matches
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
     """Write ``obj`` as JSON to ``path`` atomically; on any error remove the temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=1, allow_nan=True, default=str)

@@ -2,7 +2,8 @@
 
 One incoming batch B_t -> ``iters_per_batch`` updates, each re-selecting its
 replay batch R from the memory (PROTOCOL section 2). The memory itself is
-updated after the batch by the ``MemoryUpdate`` callback.
+updated after the batch by the ``MemoryUpdate`` callback. The three seams a
+method fills, and the order they are called in: ``clsuite.methods.base``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
 from clsuite.methods.base import Plugin
+from clsuite.replay.base import ReplayPolicy
 
 LOSS_FORMS = ("concat", "split")
 
@@ -23,8 +26,8 @@ class ContinualLearner(L.LightningModule):
         net,
         *,
         memory: Memory,
-        replay=None,
-        update=None,
+        replay: ReplayPolicy | None = None,
+        update: UpdatePolicy | None = None,
         plugin: Plugin | None = None,
         lr: float = 0.1,
         momentum: float = 0.0,
@@ -52,6 +55,8 @@ class ContinualLearner(L.LightningModule):
         self._optimizer = None
         self.train_steps = 0  # real updates on incoming batches (all tasks)
         self.last_loss: torch.Tensor | None = None  # the last iteration's total loss, detached, on the device
+        self.last_loss_parts: dict[str, torch.Tensor] = {}  # its "current" / "replay" parts, detached
+        self.want_loss_parts = False  # set by clsuite.loggers.RunLogger before a logging step
 
     # -- optimisation --------------------------------------------------------
     def configure_optimizers(self):
@@ -63,16 +68,20 @@ class ContinualLearner(L.LightningModule):
         return self._optimizer
 
     # -- forward -------------------------------------------------------------
-    def _task_mask(self, t):
-        """[B, C] bool: the classes of each sample's task (task-IL)."""
-        mask = torch.zeros(len(t), self.net.head.out_features, dtype=torch.bool, device=t.device)
+    def logit_mask(self, t: torch.Tensor) -> torch.Tensor:
+        """[B, C] bool: the logits sample i may use, given its task id t[i]: the whole
+        head (class-/domain-IL) or its task's classes (task-IL)."""
+        C = self.net.head.out_features
+        if self.scenario != "task_il":
+            return torch.ones(len(t), C, dtype=torch.bool, device=t.device)
+        mask = torch.zeros(len(t), C, dtype=torch.bool, device=t.device)
         return mask.scatter_(1, self.task_classes[t], True)
 
     def logits(self, x, t, net_out=None):
-        """Training logits: the whole head (class-/domain-IL) or the task's classes (task-IL)."""
+        """Training logits (of ``x``, or the given ``net_out``), -inf outside ``logit_mask(t)``."""
         out = self.net(x) if net_out is None else net_out
         if self.scenario == "task_il":
-            out = out.masked_fill(~self._task_mask(t), float("-inf"))
+            out = out.masked_fill(~self.logit_mask(t), float("-inf"))
         return out
 
     def forward(self, x, t):
@@ -98,8 +107,14 @@ class ContinualLearner(L.LightningModule):
             return F.cross_entropy(self.logits(x, t), y)
         mx, my, mt = self.memory.get(idx)
         if self.replay_loss_form == "split":
-            return F.cross_entropy(self.logits(x, t), y) + F.cross_entropy(self.logits(mx, mt), my)
-        return F.cross_entropy(self.logits(torch.cat([x, mx]), torch.cat([t, mt])), torch.cat([y, my]))
+            current, replay = F.cross_entropy(self.logits(x, t), y), F.cross_entropy(self.logits(mx, mt), my)
+            self.last_loss_parts = {"current": current.detach(), "replay": replay.detach()}
+            return current + replay
+        out, target = self.logits(torch.cat([x, mx]), torch.cat([t, mt])), torch.cat([y, my])
+        if self.want_loss_parts:  # a logging step only: the mean loss over B_t and over R
+            ce = F.cross_entropy(out.detach(), target, reduction="none")
+            self.last_loss_parts = {"current": ce[: len(y)].mean(), "replay": ce[len(y) :].mean()}
+        return F.cross_entropy(out, target)
 
     def select_replay(self, x, y, t):
         if self.replay is None or len(self.memory) == 0:
@@ -110,6 +125,7 @@ class ContinualLearner(L.LightningModule):
         x, y, t = batch
         opt = self.optimizers()
         for _ in range(self.iters_per_batch):
+            self.last_loss_parts = {}
             idx = self.select_replay(x, y, t)
             loss = self.plugin.loss(self, x, y, t, idx)
             if loss is None:
@@ -131,6 +147,9 @@ class ContinualLearner(L.LightningModule):
         self.plugin.on_task_start(self, task)
 
     def on_train_end(self) -> None:
-        """Task end: Lightning runs this before ``on_fit_end``, so the plugin's task-end
-        work (Fisher, herding, anchors, ...) is done before the row of R is measured."""
+        """Task end: Lightning runs this before ``on_fit_end``, so the update policy's
+        task-end work (herding) and then the plugin's (Fisher, anchors, ...) are done
+        before the row of R is measured."""
+        if self.update_policy is not None and self.plugin.uses_memory:
+            self.update_policy.on_task_end(self.memory, self)
         self.plugin.on_task_end(self, self.current_task, self.trainer.datamodule)

@@ -1,20 +1,59 @@
-"""Loggers: CSV (default), W&B (offline unless asked) or none.
+"""Loggers: CSV (default), W&B (offline unless asked) or none, and what a run logs to them.
 
-W&B gets the per-task accuracies as they come, and at the end the accuracy
-matrix as a table and a heatmap image; ``wandb.finish()`` runs in a ``finally``
-so that every job of a multirun is its own W&B run.
+:func:`make_logger` opens the Lightning logger of a run; :class:`RunLogger` (a callback that
+``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs:
+
+- every ``trainer.log_every_n_steps`` incoming batches: ``train/loss`` (the learner's
+  ``last_loss``) and, where the loss has them, ``train/loss_current`` and ``train/loss_replay``
+  (``learner.last_loss_parts``), against ``train/step`` (incoming batches trained on, all tasks).
+  The detached losses are read (``.item()``) only at those steps: no device sync on other steps;
+- after each task i: ``acc/task<j>`` = R[i, j], ``acc/seen`` = the mean over the tasks seen so
+  far, against the axis ``task`` = i.
+
+CSV writes both kinds of rows to ``csv/metrics.csv`` (``step`` = train/step). W&B gets a run per
+job (name, group, tags: ``clsuite.wandb_sync.describe``); at its end the results file adds
+the run's identity to its config, b, the final metrics and the accuracy matrix
+(``clsuite.wandb_sync.log_results``), and the run is finished (failed when the job raised), so
+that every multirun job is its own W&B run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+from pathlib import Path
 
+import lightning as L
+import torch
+from lightning.pytorch.loggers import WandbLogger
 from omegaconf import OmegaConf
+
+from clsuite.io import RESULTS_FILE, read_json
+from clsuite.wandb_sync import (
+    STEP_AXIS,
+    init_run,
+    log_results,
+    mark_mirrored,
+    results_sha,
+    row_metrics,
+    wandb_settings,
+)
+
+KINDS = ("csv", "wandb", "none")
+
+
+def _overrides() -> list[str]:
+    """The Hydra overrides of this job (they name the run), or none outside Hydra."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
 
 
 @contextlib.contextmanager
 def make_logger(cfg, out_dir):
+    """The Lightning logger of a run (None for ``logger=none``), closed after the run."""
     kind = cfg.logger.name
     if kind == "none":
         yield None
@@ -25,46 +64,51 @@ def make_logger(cfg, out_dir):
         yield CSVLogger(out_dir, name="csv", version="")
         return
     if kind != "wandb":
-        raise ValueError(f"unknown logger {kind!r}; valid: csv, wandb, none")
-    import wandb
-    from lightning.pytorch.loggers import WandbLogger
-
-    mode = cfg.logger.mode
-    os.environ.setdefault("WANDB_SILENT", "true")
-    logger = WandbLogger(
-        project=cfg.logger.project,
-        entity=cfg.logger.get("entity"),
-        group=cfg.logger.group,
-        tags=list(cfg.logger.tags),
-        name=cfg.logger.get("run_name"),
-        save_dir=str(out_dir),
-        offline=(mode == "offline"),
-        mode=mode,
-        config=OmegaConf.to_container(cfg, resolve=True),
-    )
+        raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
+    config = OmegaConf.to_container(cfg, resolve=True)
+    run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
+    exit_code = 1
     try:
-        yield logger
-        log_matrix(logger, out_dir)
+        yield WandbLogger(experiment=run)  # a given run: Lightning adds no trainer/global_step axis
+        res = read_json(Path(out_dir) / RESULTS_FILE)
+        if res is not None:
+            log_results(run, res)
+        exit_code = 0
     finally:
-        wandb.finish()
+        run.finish(exit_code=exit_code)
+    mark_mirrored(run, out_dir, results_sha(out_dir), wandb_settings(config["logger"])["mode"])
 
 
-def log_matrix(logger, out_dir) -> None:
-    """R as a W&B table and a heatmap image, read back from the results file."""
-    import json
-    from pathlib import Path
+class RunLogger(L.Callback):
+    """Training loss every ``every`` incoming batches; per-task accuracies after each task."""
 
-    import wandb
+    def __init__(self, logger, every: int = 50):
+        self.logger, self.every = logger, max(1, int(every))
+        self.wandb = logger.experiment if isinstance(logger, WandbLogger) else None  # log on our own axes
+        self.learner = None
 
-    path = Path(out_dir) / "results.json"
-    if not path.is_file():
-        return
-    res = json.loads(path.read_text())
-    R = res["R"]
-    cols = [f"task{j}" for j in range(len(R[0]))]
-    table = wandb.Table(columns=["after", *cols], data=[[f"task{i}", *row] for i, row in enumerate(R)])
-    from clsuite.plots import heatmap
+    def on_fit_start(self, trainer, learner):
+        self.learner = learner
 
-    png = heatmap(R, Path(out_dir) / "accuracy_matrix.png", title=f"{res['method']} on {res['benchmark']}")
-    logger.experiment.log({"accuracy_matrix": table, "accuracy_matrix_heatmap": wandb.Image(str(png))})
-    logger.experiment.summary.update(res["metrics"])
+    def _log(self, metrics: dict, step: int) -> None:
+        if self.wandb is not None:
+            self.wandb.log(metrics)
+        else:
+            self.logger.log_metrics(metrics, step=step)
+
+    def on_train_batch_start(self, trainer, learner, batch, batch_idx):
+        learner.want_loss_parts = (learner.train_steps + 1) % self.every == 0  # the concat form's parts
+
+    def on_train_batch_end(self, trainer, learner, outputs, batch, batch_idx):
+        step = learner.train_steps
+        if step % self.every or learner.last_loss is None:
+            return
+        parts = getattr(learner, "last_loss_parts", None) or {}
+        names = ["train/loss", *(f"train/loss_{k}" for k in parts)]
+        values = torch.stack([learner.last_loss, *parts.values()]).float().tolist()  # one device sync
+        self._log({STEP_AXIS: step, **dict(zip(names, values))}, step)
+
+    def log_row(self, i: int, accs) -> None:
+        """AccuracyMatrix's ``on_row``: row i of R, measured after the task just trained."""
+        seen = self.learner.seen_tasks if self.learner is not None else i + 1
+        self._log(row_metrics(i, accs, seen), self.learner.train_steps if self.learner is not None else i)

@@ -78,15 +78,41 @@ class Metric:
     label: str
     higher_is_better: bool
     formula: str
+    unit: str = "%"  # axis and column unit: accuracies in %, differences of accuracies in points
+    bounds: tuple[float, float] = (-100.0, 100.0)  # the values it can take (error bars are clipped to them)
+
+    @property
+    def axis_label(self) -> str:
+        return f"{self.label} ({self.unit})"
 
 
 # The one registry of metrics: the CLI summary, tables, figures and the report all read it.
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("acc", "Acc", True, "mean_j R[T-1, j]"),
-        Metric("forget", "Forget", False, "mean_{j<T-1} max_{l<T-1} R[l, j] - R[T-1, j]"),
-        Metric("bwt", "BWT", True, "mean_{j<T-1} R[T-1, j] - R[j, j]"),
-        Metric("fwt", "FWT", True, "mean_{j>=1} R[j-1, j] - b[j]"),
+        Metric("acc", "Acc", True, "mean_j R[T-1, j]", "%", (0.0, 100.0)),
+        Metric("forget", "Forget", False, "mean_{j<T-1} max_{l<T-1} R[l, j] - R[T-1, j]", "% points"),
+        Metric("bwt", "BWT", True, "mean_{j<T-1} R[T-1, j] - R[j, j]", "% points"),
+        Metric("fwt", "FWT", True, "mean_{j>=1} R[j-1, j] - b[j]", "% points"),
     )
+}
+
+
+def first_task_final(R) -> float:
+    """R[T-1, 0]: accuracy on the first task after the last one (Fig. 7); NaN unless R is square, T > 1."""
+    R = np.asarray(R, dtype=float)
+    return float(R[-1, 0]) if R.ndim == 2 and R.shape[0] == R.shape[1] > 1 else float("nan")
+
+
+def first_task_drop(R) -> float:
+    """R[0, 0] - R[T-1, 0]: how much of the first task is lost by the end of the stream (Fig. 7)."""
+    R = np.asarray(R, dtype=float)
+    return float(R[0, 0] - R[-1, 0]) if R.ndim == 2 and R.shape[0] == R.shape[1] > 1 else float("nan")
+
+
+# The metrics plus the first-task quantities of Figs. 7, 8, 10 (computed from R by the analysis).
+QUANTITIES: dict[str, Metric] = {
+    **METRICS,
+    "first_task_final": Metric("first_task_final", "task-1 Acc at the end", True, "R[T-1, 0]", "%", (0.0, 100.0)),
+    "first_task_drop": Metric("first_task_drop", "task-1 drop", False, "R[0, 0] - R[T-1, 0]", "% points"),
 }

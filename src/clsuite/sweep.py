@@ -1,27 +1,37 @@
-"""Sweep plumbing: resume, failure records, the expected grid, and a GPU per parallel job.
+"""Sweep plumbing: identity-checked resume, job locks, failure records, the grid, a GPU per job.
 
-Every job of a multirun (``python src/run.py -m ...`` or a sweep config in ``sweeps/``) goes
-through :class:`Job`:
+Every job of a multirun (``clsuite -m ...``, ``python src/run.py -m ...`` or a sweep config in
+``sweeps/``) goes through :class:`Job` (driven by ``clsuite.cli``):
 
-- **resume**: a job whose folder already holds a ``results.json`` with the same resolved config
-  (:func:`normalize` drops the keys that cannot change the result, :data:`IGNORED_KEYS`) is
-  skipped. With a different config the old file is kept as ``results.stale-<n>.json`` and the job
-  reruns. ``results.json`` is written atomically at the very end of a run, so a sweep killed at any
-  moment loses no finished run. ``CLSUITE_RESUME=0`` reruns everything.
-- **reuse**: a finished run is also indexed by the hash of its normalised config in
-  ``multirun/.index/``; a job of another experiment with the identical config (e.g. M=100 of the
-  memory sweep = Table II) copies that result instead of training again (``reused_from`` names
-  the source). ``CLSUITE_REUSE=0`` turns this off.
-- **failures**: an exception in a job writes ``failed.json`` (error line, traceback, attempt
-  count) beside where ``results.json`` would be, and the other jobs go on; a later rerun retries
-  the job and deletes ``failed.json`` when it succeeds. The sweep ends with exit status 1 when a
-  job failed, after every job has run.
-- **log**: one JSON line per job (ran / skipped / reused / failed, wall time) in
-  ``<sweep dir>/sweep_log.jsonl``; :class:`SweepCallback` prints the sweep's summary from it.
-- **grid**: :class:`SweepCallback` expands the sweep (sweeper params + command-line overrides) at
-  the start into ``<sweep dir>/grid.json``, the list of expected job folders that
-  ``scripts/aggregate.py`` checks for missing and failed runs, and rejects an unknown config-group
-  option anywhere in the grid with one ``error:`` line (exit 2) before any job starts.
+- **lock** (``clsuite.locks``): the job first creates ``running.lock`` in its folder atomically (pid, host, process
+  start time; a heartbeat keeps it fresh). A second sweep, a rerun, or a rerun after a killed
+  submitter finds it held and leaves the job alone (``busy``); a lock whose holder died (same
+  host: the pid is gone or was reused; another host: no heartbeat for ``CLSUITE_LOCK_STALE_S``,
+  default 600 s) is stale and taken over.
+- **resume**: a job whose folder already holds a sealed ``results.json`` with the same
+  *identity* (``clsuite.identity``: config + code + data + threads/device/torch) is skipped.
+  Otherwise the old file is kept as ``results.stale-<n>.json``, the job reruns, and the sweep
+  summary counts why (config / code / data / threads / device / torch changed, no identity,
+  edited by hand). ``resume=config_only`` (or ``CLSUITE_RESUME=config_only``) compares the
+  normalised config only; ``resume=off`` (or ``CLSUITE_RESUME=0``) reruns everything.
+- **reuse**: a finished run is also indexed by its identity key in ``multirun/.index/``; a job of
+  another experiment with the identical identity (e.g. M=100 of the memory sweep = Table II)
+  copies that result instead of training again (``reused_from`` names the source).
+  ``CLSUITE_REUSE=0`` turns this off.
+- **failures**: an exception in a job (divergence, a bad file, a crash) writes ``failed.json``
+  (error line, traceback, attempt count) where ``results.json`` would be, and the other jobs go
+  on; a SIGTERM / SIGINT writes it with ``status: interrupted``. A rerun retries exactly the
+  jobs without results; ``failed.json`` is deleted on success. Writing the record cannot end the
+  sweep either (a full disk: a warning, no temporary file left). The sweep exits 1 when a job
+  failed, 143 / 130 when it was interrupted.
+- **log**: one JSON line per job (ran / skipped / reused / busy / interrupted / failed, wall time,
+  why it reran) in ``<sweep dir>/sweep_log.jsonl``; :class:`SweepCallback` prints the summary.
+- **grid**: :class:`SweepCallback` expands the sweep (sweeper params + command-line overrides),
+  composes and validates *every* job (``clsuite.config.validate``: one ``error:`` line, exit 2,
+  before any job starts) and only then writes ``<sweep dir>/grid.json``, the expected job
+  folders ``scripts/aggregate.py`` checks for missing and failed runs. Folder names longer than
+  :data:`MAX_DIRNAME` characters are shortened with a hash (:func:`job_dirname`); the job writes
+  its overrides inside (``overrides.json``).
 - **GPUs**: ``launcher=joblib`` sets ``CLSUITE_GPU_POOL=1`` in its jobs; each job then takes a free
   slot of a lock-file pool (``fcntl.flock``, released by the OS even when the job dies) and runs on
   that GPU through ``CLSUITE_GPU`` (read by ``clsuite.experiment.pick_device``).
@@ -30,7 +40,6 @@ through :class:`Job`:
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime as dt
 import hashlib
 import json
@@ -46,85 +55,26 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.io import FAILED_FILE, GRID_FILE, LOG_FILE, RESULTS_FILE, write_json_atomic
-from clsuite.io import read_json as _read_json
+from clsuite import identity as ident
+from clsuite.config import RESUME_MODES, ConfigError, unknown_option
+from clsuite.identity import IGNORED_KEYS, config_diff, config_hash, normalize  # noqa: F401  (re-exported)
+from clsuite.io import (
+    FAILED_FILE,
+    GRID_FILE,
+    LOG_FILE,
+    OVERRIDES_FILE,
+    RESULTS_FILE,
+    STALE_PREFIX,
+    read_json,
+    write_json_atomic,
+)
+from clsuite.locks import HOST, JobLock, holder_alive  # noqa: F401  (re-exported)
 
 INDEX_DIR = ".index"
+MAX_DIRNAME = 200  # a job folder name longer than this (file systems stop at 255 bytes) is hashed
 
-# Keys of the resolved config that do not change a run's result: where it is logged, how it is
-# launched, where the data files live, progress output, and which device runs it (CPU and GPU
-# give the same result up to float rounding; a sweep resumed on another machine keeps its runs).
-IGNORED_KEYS = (
-    "experiment",
-    "logger",
-    "launcher",
-    "trainer.progress_bar",
-    "trainer.log_every_n_steps",
-    "trainer.threads",
-    "trainer.device_index",
-    "trainer.accelerator",
-    "data.root",
-    "data.download",
-    "data.verify_md5",
-)
-
-GROUPS_CHECKED = ("benchmark", "method", "model", "trainer", "logger", "launcher")
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-# Set by SweepCallback.on_multirun_end in the process that launched the sweep (run.py reads it).
+# Set by SweepCallback.on_multirun_end in the process that launched the sweep (clsuite.cli reads it).
 LAST_SUMMARY: dict | None = None
-
-
-# ----------------------------------------------------------------------------- config identity
-
-
-def _container(cfg) -> dict:
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    return copy.deepcopy(cfg)
-
-
-def _drop_nulls(d):
-    if isinstance(d, dict):
-        return {k: _drop_nulls(v) for k, v in d.items() if v is not None}
-    return d
-
-
-def normalize(cfg) -> dict:
-    """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values.
-
-    A key added to the configs later with a null default (``trainer.threads: null``) then leaves
-    the identity of the runs made before it unchanged: absent and null compare equal.
-    """
-    d = _drop_nulls(_container(cfg))
-    d.pop("hydra", None)
-    for key in IGNORED_KEYS:
-        *parents, leaf = key.split(".")
-        node = d
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-            if node is None:
-                break
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return d
-
-
-def config_hash(cfg) -> str:
-    blob = json.dumps(normalize(cfg), sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two (normalised) configs, with both values."""
-    out = []
-    for k in sorted(set(a) | set(b), key=str):
-        va, vb = a.get(k, "<absent>"), b.get(k, "<absent>")
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += config_diff(va, vb, f"{prefix}{k}.")
-        elif va != vb:
-            out.append(f"{prefix}{k}: {va!r} -> {vb!r}")
-    return out
 
 
 def _env_flag(name: str, default: bool = True) -> bool:
@@ -132,14 +82,33 @@ def _env_flag(name: str, default: bool = True) -> bool:
     return default if v is None or v == "" else v.lower() not in ("0", "false", "no", "off")
 
 
+def resume_mode(cfg: dict) -> str:
+    """``strict`` (default), ``config_only`` or ``off``: the ``resume`` key, else ``$CLSUITE_RESUME``."""
+    env = (os.environ.get("CLSUITE_RESUME") or "").lower()
+    if env in ("0", "false", "no", "off"):
+        return "off"
+    if env in RESUME_MODES:
+        return env
+    return str(cfg.get("resume") or "strict")
+
+
+def job_dirname(name: str) -> str:
+    """The override dirname, or a prefix of it plus a hash when it is too long for a folder name."""
+    if len(name.encode()) <= MAX_DIRNAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    prefix = name.encode()[: MAX_DIRNAME - 40].decode(errors="ignore").rsplit(",", 1)[0]
+    return f"{prefix},hash={digest}"
+
+
 # ----------------------------------------------------------------------------- one job
 
 
 class Job:
-    """Resume / reuse / failure bookkeeping of one multirun job (folder ``out_dir``)."""
+    """Lock / resume / reuse / failure bookkeeping of one multirun job (folder ``out_dir``)."""
 
     def __init__(self, cfg, out_dir, sweep_dir=None, overrides=(), job_num: int = 0):
-        self.cfg = _container(cfg)
+        self.cfg = ident._container(cfg)
         self.out_dir = Path(out_dir)
         self.sweep_dir = Path(sweep_dir) if sweep_dir is not None else self.out_dir.parent
         self.overrides = list(overrides)
@@ -147,6 +116,10 @@ class Job:
         self.norm = normalize(self.cfg)
         self.hash = config_hash(self.norm)
         self.name = self.out_dir.name
+        self.mode = resume_mode(self.cfg)
+        self.identity: dict | None = None  # the identity this job's run will have (computed once)
+        self.rerun_reasons: list[str] = []
+        self.lock = JobLock(self.out_dir)
 
     # -- where things are
     @property
@@ -157,103 +130,128 @@ class Job:
     def failed_path(self) -> Path:
         return self.out_dir / FAILED_FILE
 
-    @property
-    def index_path(self) -> Path:
-        return self.sweep_dir.parent / INDEX_DIR / f"{self.hash}.json"
+    def index_path(self, key: str | None = None) -> Path:
+        if key is None:
+            key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
+        return self.sweep_dir.parent / INDEX_DIR / f"{key}.json"
+
+    def expected(self) -> dict:
+        if self.identity is None:
+            self.identity = ident.expected(self.cfg)
+        return self.identity
 
     # -- resume
+    def mismatch(self, res: dict) -> list[tuple[str, str]]:
+        """Why a finished result cannot stand for this job ([] when it can)."""
+        if res.get("digest") is not None and not ident.seal_ok(res):
+            return [("edited", "the results file was edited after it was written")]
+        if self.mode == "config_only":
+            old = normalize(res.get("config", {}))
+            return [] if old == self.norm else [("config", "; ".join(config_diff(old, self.norm)[:3]))]
+        if res.get("digest") is None and res.get("identity"):
+            return [("edited", "the results file carries no digest")]
+        return ident.differences(res.get("identity"), self.expected())
+
     def finished(self) -> tuple[dict, str] | None:
-        """(results, "skipped" | "reused") when this config already has a result, else None."""
-        if not _env_flag("CLSUITE_RESUME"):
+        """(results, "skipped" | "reused") when this job already has a result, else None."""
+        if self.mode == "off":
             return None
-        res = _read_json(self.results_path)
+        res = read_json(self.results_path)
         if res is not None and res.get("status", "finished") == "finished":
-            if normalize(res.get("config", {})) == self.norm:
+            why = self.mismatch(res)
+            if not why:
                 self.failed_path.unlink(missing_ok=True)
                 self.register()
                 return res, "skipped"
-            changed = config_diff(normalize(res.get("config", {})), self.norm)
+            self.rerun_reasons = sorted({r for r, _ in why})
             stale = self._stale_name()
             os.replace(self.results_path, stale)
-            print(
-                f"rerun {self.name}: config changed ({'; '.join(changed[:3])}); old results kept as {stale.name}",
-                file=sys.stderr,
-            )
+            detail = "; ".join(f"{r} changed ({d})" if r in ident.REASONS[:6] else d for r, d in why)
+            print(f"rerun {self.name}: {detail}; old results kept as {stale.name}", file=sys.stderr)
         if _env_flag("CLSUITE_REUSE"):
-            entry = _read_json(self.index_path)
+            entry = read_json(self.index_path())
             if entry:
                 src = Path(entry["path"])
-                src = src if src.is_absolute() else self.index_path.parent.parent / src
-                res = _read_json(src)
-                if (
-                    res is not None
-                    and src.resolve() != self.results_path.resolve()
-                    and normalize(res.get("config", {})) == self.norm
-                ):
+                src = src if src.is_absolute() else self.sweep_dir.parent / src
+                res = read_json(src)
+                if res is not None and src.resolve() != self.results_path.resolve() and not self.mismatch(res):
                     res["config"]["experiment"] = self.cfg.get("experiment")
                     res["reused_from"] = str(src)
-                    write_json_atomic(self.results_path, res)
+                    write_json_atomic(self.results_path, ident.seal(res))
                     self.failed_path.unlink(missing_ok=True)
                     return res, "reused"
         return None
 
     def _stale_name(self) -> Path:
         n = 1
-        while (p := self.out_dir / f"results.stale-{n}.json").exists():
+        while (p := self.out_dir / f"{STALE_PREFIX}{n}.json").exists():
             n += 1
         return p
 
     def register(self) -> None:
-        """Index this job's finished result by config hash (for reuse by other experiments)."""
-        try:
-            root = self.index_path.parent.parent
-            rel = os.path.relpath(self.results_path.resolve(), root.resolve())
-            if not self.index_path.exists():
-                write_json_atomic(self.index_path, {"path": rel, "experiment": self.cfg.get("experiment")})
-        except OSError:
-            pass
+        """Index this job's finished result by identity key and config hash (for reuse elsewhere)."""
+        res = read_json(self.results_path) or {}
+        keys = [self.hash]
+        if (res.get("identity") or {}).get("key"):
+            keys.append(res["identity"]["key"][:20])
+        for key in keys:
+            try:
+                root = self.sweep_dir.parent
+                rel = os.path.relpath(self.results_path.resolve(), root.resolve())
+                write_json_atomic(self.index_path(key), {"path": rel, "experiment": self.cfg.get("experiment")})
+            except OSError:
+                pass
 
     # -- outcome records
     def succeeded(self, wall_s: float) -> None:
         self.failed_path.unlink(missing_ok=True)
         self.register()
-        self.log("ran", wall_s=wall_s)
+        self.log("ran", wall_s=wall_s, reasons=self.rerun_reasons)
 
-    def failed(self, exc: BaseException, wall_s: float = 0.0) -> str:
+    def failed(self, exc: BaseException, wall_s: float = 0.0, status: str = "failed") -> str:
+        """Record a failure (``failed.json`` + a log line); never raises (a full disk: a warning)."""
         line = error_line(exc)
-        prev = _read_json(self.failed_path) or {}
-        record = {
-            "status": "failed",
-            "error": line,
-            "attempt": int(prev.get("attempt", 0)) + 1,
-            "time": dt.datetime.now().isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
-            "overrides": self.overrides,
-            "benchmark": _get(self.cfg, "benchmark.name"),
-            "method": _get(self.cfg, "method.name"),
-            "memory": self.cfg.get("memory"),
-            "seed": self.cfg.get("seed"),
-            "traceback": "".join(traceback.format_exception(exc)),
-            "config": self.cfg,
-        }
-        write_json_atomic(self.failed_path, record)
-        self.log("failed", wall_s=wall_s, error=line)
+        try:
+            prev = read_json(self.failed_path) or {}
+            record = {
+                "status": status,
+                "error": line,
+                "attempt": int(prev.get("attempt", 0)) + 1,
+                "time": dt.datetime.now().isoformat(timespec="seconds"),
+                "host": HOST,
+                "overrides": self.overrides,
+                "benchmark": _get(self.cfg, "benchmark.name"),
+                "method": _get(self.cfg, "method.name"),
+                "memory": self.cfg.get("memory"),
+                "seed": self.cfg.get("seed"),
+                "traceback": "".join(traceback.format_exception(exc)),
+                "config": self.cfg,
+            }
+            write_json_atomic(self.failed_path, record)
+        except Exception as e:  # (the record is lost; the sweep goes on)
+            print(f"warning: {self.name}: could not write {FAILED_FILE}: {error_line(e)}", file=sys.stderr)
+        self.log(status, wall_s=wall_s, error=line, reasons=self.rerun_reasons)
         return line
 
     def log(self, status: str, **extra) -> None:
-        rec = {
-            "time": time.time(),
-            "sweep_id": os.environ.get("CLSUITE_SWEEP_ID"),
-            "job": self.name,
-            "status": status,
-            **extra,
-        }
+        rec = {"time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID"), "job": self.name, "status": status}
+        rec.update({k: v for k, v in extra.items() if v not in (None, [])})
         try:
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
             with open(self.sweep_dir / LOG_FILE, "a") as f:  # one short line per write: O_APPEND keeps lines whole
                 f.write(json.dumps(rec, default=str) + "\n")
         except OSError:
             pass
+        from clsuite.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
+
+        if status != "busy" and (line := sweep_progress(self.sweep_dir)):
+            print(line, file=sys.stderr)
+
+    def write_overrides(self) -> None:
+        """A hashed folder name: the overrides it stands for, written inside."""
+        if self.name.rsplit(",", 1)[-1].startswith("hash="):
+            with contextlib.suppress(OSError):
+                write_json_atomic(self.out_dir / OVERRIDES_FILE, self.overrides)
 
 
 def error_line(exc: BaseException) -> str:
@@ -285,11 +283,7 @@ def jobs_per_gpu() -> int:
     return max(1, int(os.environ.get("CLSUITE_JOBS_PER_GPU", "1")))
 
 
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+cpu_count = ident.cpu_count
 
 
 def n_parallel_jobs() -> int:
@@ -371,9 +365,19 @@ def gpu_slot(trainer_cfg=None, job_num: int = 0, poll_s: float = 2.0):
         time.sleep(poll_s)
 
 
+RUN_ID = uuid.uuid4().hex[:6]  # this process's run: the last part of a single run's folder name
+
+
 def _register_resolvers() -> None:
-    if not OmegaConf.has_resolver("clsuite_n_jobs"):
-        OmegaConf.register_new_resolver("clsuite_n_jobs", n_parallel_jobs)
+    """``${clsuite_n_jobs:}`` (launcher=joblib), ``${clsuite_run_id:}`` (hydra.run.dir: two runs
+    started in the same second get two folders) and ``${clsuite_dirname:...}`` (hydra.sweep.subdir)."""
+    for name, fn in (
+        ("clsuite_n_jobs", n_parallel_jobs),
+        ("clsuite_run_id", lambda: RUN_ID),
+        ("clsuite_dirname", job_dirname),
+    ):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn, use_cache=name == "clsuite_run_id")
 
 
 _register_resolvers()
@@ -403,32 +407,80 @@ def expand_grid(config: DictConfig) -> list[dict]:
     out = []
     for job in jobs:
         parsed = parser.parse_overrides(job)
-        name = get_overrides_dirname(parsed, list(od.exclude_keys), od.item_sep, od.kv_sep)
+        name = job_dirname(get_overrides_dirname(parsed, list(od.exclude_keys), od.item_sep, od.kv_sep))
         out.append({"overrides": list(job), "dir": name if subdir_is_dirname else None})
     return out
 
 
-def unknown_options(jobs: list[dict], conf_dir: Path = CONF_DIR) -> list[str]:
-    """``group 'option'`` for every config-group option in the grid that has no yaml file."""
-    bad: dict[str, set] = {}
+def unknown_options(jobs: list[dict]) -> list[str]:
+    """One error line per config group with an option in the grid that has no yaml file."""
+    bad: dict[str, list[str]] = {}
     for job in jobs:
         for o in job["overrides"]:
             key, _, value = o.partition("=")
-            key = key.lstrip("+~")
-            if key in GROUPS_CHECKED and (conf_dir / key).is_dir() and not (conf_dir / key / f"{value}.yaml").is_file():
-                bad.setdefault(key, set()).add(value)
-    return [
-        f"unknown {k} {', '.join(repr(v) for v in sorted(vs))} in the sweep; valid choices: "
-        + ", ".join(sorted(p.stem for p in (conf_dir / k).glob("*.yaml")))
-        for k, vs in sorted(bad.items())
-    ]
+            if msg := unknown_option(key, value):
+                bad.setdefault(key.lstrip("+~"), []).append(msg)
+    return [msgs[0].replace("; valid", " in the sweep; valid", 1) for _, msgs in sorted(bad.items())]
+
+
+def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
+    """Compose and validate every job of the sweep (``ConfigError`` names the first bad job).
+
+    Hydra composes once per distinct set of group choices (``benchmark=``, ``method=``, Hydra
+    keys, deletions); each job's plain values (seed, memory, tau, ...) are then set on a copy,
+    which must name existing keys unless added with ``+``, and the copy is validated.
+    """
+    import copy
+
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import open_dict
+
+    from clsuite.config import GROUPS, check_overrides, validate
+
+    n_jobs = config.hydra.launcher.get("n_jobs")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
+        raise ConfigError(f"hydra.launcher.n_jobs must be a whole number >= 1 (or -1: one per core), got {n_jobs!r}")
+    name = config.hydra.job.config_name
+    parser = OverridesParser.create()
+    bases: dict[tuple, DictConfig] = {}
+    missing = object()
+    for job in jobs:
+        where = f"job {job.get('dir') or ' '.join(job['overrides'])}"
+        check_overrides(job["overrides"])
+        try:
+            composed, plain = [], []
+            for text, o in zip(job["overrides"], parser.parse_overrides(job["overrides"])):
+                key = o.key_or_group
+                if key in GROUPS or key.startswith("hydra") or o.is_delete() or o.package is not None or "/" in key:
+                    composed.append(text)
+                else:
+                    plain.append((key, o.value(), o.is_add() or o.is_force_add()))
+            if tuple(composed) not in bases:
+                bases[tuple(composed)] = compose(config_name=name, overrides=composed)
+            cfg = copy.deepcopy(bases[tuple(composed)])
+            with open_dict(cfg):
+                for key, value, add in plain:
+                    if not add and OmegaConf.select(cfg, key, default=missing) is missing:
+                        raise ConfigError(f"unknown key {key!r}")
+                    OmegaConf.update(cfg, key, value, merge=True, force_add=add)
+        except ConfigError as e:
+            raise ConfigError(f"{e} ({where})") from None
+        except Exception as e:  # a composition error (a bad value type, a missing file)
+            raise ConfigError(f"{where} does not compose: {error_line(e)}") from None
+        try:
+            validate(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"{e} ({where})") from None
 
 
 def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = None) -> dict:
-    """Counts of ran / skipped / reused / failed jobs of one sweep invocation (its log lines)."""
+    """Counts of ran / skipped / reused / busy / interrupted / failed jobs of one sweep invocation,
+    and why jobs reran (``reruns``: {reason: count})."""
     sweep_dir = Path(sweep_dir)
-    counts = {"ran": 0, "skipped": 0, "reused": 0, "failed": 0}
+    counts = {"ran": 0, "skipped": 0, "reused": 0, "busy": 0, "interrupted": 0, "failed": 0}
     failed: list[str] = []
+    reasons: dict[str, int] = {}
     path = sweep_dir / LOG_FILE
     if path.is_file():
         for line in path.read_text().splitlines():
@@ -439,9 +491,11 @@ def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = 
             if sweep_id is not None and rec.get("sweep_id") != sweep_id:
                 continue
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
-            if rec["status"] == "failed":
+            for r in rec.get("reasons") or ():
+                reasons[r] = reasons.get(r, 0) + 1
+            if rec["status"] in ("failed", "interrupted"):
                 failed.append(f"{rec['job']}: {rec.get('error', '')}")
-    out = {**counts, "failed_jobs": failed, "sweep_dir": str(sweep_dir)}
+    out = {**counts, "reruns": reasons, "failed_jobs": failed, "sweep_dir": str(sweep_dir)}
     if grid is not None:
         out["expected"] = len(grid)
         dirs = [g["dir"] for g in grid if g.get("dir")]
@@ -464,18 +518,24 @@ class SweepCallback(_HydraCallback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
+        os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
         sweeper = str(config.hydra.sweeper.get("_target_", ""))
         if not sweeper.endswith("BasicSweeper"):
             return
         try:
-            self.grid = expand_grid(config)
+            grid = expand_grid(config)
         except Exception as e:  # (glob() sweeps and the like: no grid file)
             print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
             return
-        errors = unknown_options(self.grid)
-        if errors:
-            print(f"error: {errors[0]}", file=sys.stderr)
+        errors = unknown_options(grid)
+        try:
+            if errors:
+                raise ConfigError(errors[0])
+            validate_grid(config, grid)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        self.grid = grid  # every job composed and validated: only now is the grid the sweep's
         sweep_dir = Path(str(config.hydra.sweep.dir))
         write_json_atomic(
             sweep_dir / GRID_FILE,
@@ -483,14 +543,14 @@ class SweepCallback(_HydraCallback):
                 "experiment": config.get("experiment"),
                 "sweep_id": sweep_id,
                 "created": dt.datetime.now().isoformat(timespec="seconds"),
-                "host": socket.gethostname(),
+                "host": HOST,
                 "argv": sys.argv,
                 "launcher": str(config.hydra.launcher.get("_target_", "")),
-                "n_jobs": len(self.grid),
-                "jobs": self.grid,
+                "n_jobs": len(grid),
+                "jobs": grid,
             },
         )
-        print(f"sweep {config.get('experiment')}: {len(self.grid)} jobs -> {sweep_dir}/", file=sys.stderr)
+        print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global LAST_SUMMARY
@@ -498,12 +558,21 @@ class SweepCallback(_HydraCallback):
         LAST_SUMMARY = s
         exp = config.get("experiment")
         msg = (
-            f"sweep {exp}: {s['ran']} ran, {s['skipped']} skipped (finished before), {s['reused']} reused "
-            f"(same config in another experiment), {s['failed']} failed"
+            f"sweep {exp}: {s['ran']} ran, {s['skipped']} skipped (results match), {s['reused']} reused "
+            f"(same identity in another experiment), {s['busy']} busy (running elsewhere), "
+            f"{s['interrupted']} interrupted, {s['failed']} failed"
         )
         if "expected" in s:
             msg += f"; {s['finished_total']}/{s['expected']} of the grid have results"
         print(msg, file=sys.stderr)
+        if s["reruns"]:
+            why = ", ".join(
+                f"{r} changed: {n}" if r in ident.REASONS[:6] else f"{r}: {n}" for r, n in sorted(s["reruns"].items())
+            )
+            print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:
             print(f"  failed: {line}", file=sys.stderr)
         print(f"  tables and figures: python scripts/aggregate.py {exp}", file=sys.stderr)
+        from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
+
+        log_sweep_charts(config)

@@ -81,13 +81,50 @@ def md5(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns) -> md5: each file hashed once per process
+
+
+def file_md5(path: str | Path) -> str:
+    """md5 of a data file, memoised on (path, size, mtime): the loader's check and the run's
+    identity (``clsuite.identity.data_identity``) share one hash. Unreadable: ``DataError``."""
+    path = Path(path).resolve()
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in _DIGESTS:
+            _DIGESTS[key] = md5(path)
+    except OSError as e:
+        raise DataError(f"unreadable data file {path}: {e.strerror or e}") from None
+    return _DIGESTS[key]
+
+
+def source_files(source: str) -> list[str]:
+    """The files a source reads, relative to ``data.root`` (the run's data identity)."""
+    if source in MNIST_LIKE:
+        return [f"{source}/raw/{f}" for f in MNIST_LIKE[source]["files"]]
+    if source in CIFAR:
+        spec = CIFAR[source]
+        return [f"{spec['folder']}/{f}" for f in (*spec["train"], *spec["test"])]
+    return []
+
+
+def unreadable(root: str | Path, source: str) -> str | None:
+    """A one-line problem with a source's files under ``root`` that needs no hashing, else None."""
+    root = Path(root)
+    for rel in source_files(source):
+        p = root / rel
+        if p.exists() and not os.access(p, os.R_OK):
+            return f"unreadable data file {p}: permission denied"
+        if p.is_dir():
+            return f"data file {p} is a directory"
+    return None
+
+
 def _check(path: Path, expected: str, how: str, verify: bool = True) -> None:
     if not path.is_file():
         raise DataError(f"missing data file {path} ({how})")
-    if not verify:
-        return
-    got = md5(path)
-    if got != expected:
+    got = file_md5(path)  # also without verify: the run's identity records it
+    if verify and got != expected:
         raise DataError(f"corrupted data file {path}: md5 {got}, expected {expected} ({how})")
 
 
@@ -137,8 +174,11 @@ def load_mnist_like(root: str | Path, name: str, download: bool = False, verify:
 def _read_cifar_batches(folder: Path, names, label_key: str):
     xs, ys = [], []
     for n in names:
-        with open(folder / n, "rb") as f:
-            d = pickle.load(f, encoding="latin1")  # md5-verified official file
+        try:
+            with open(folder / n, "rb") as f:
+                d = pickle.load(f, encoding="latin1")  # md5-verified official file
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError) as e:
+            raise DataError(f"unreadable CIFAR file {folder / n}: {e}") from None
         xs.append(np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
         ys.append(np.asarray(d[label_key], dtype=np.int64))
     return np.concatenate(xs), np.concatenate(ys)

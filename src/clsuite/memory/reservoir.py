@@ -4,12 +4,14 @@ After N stream samples every one of them is in memory with probability M/N.
 Vectorised over the incoming batch: sample i (the (N+i)-th seen) draws
 j ~ U[0, N+i) and replaces slot j when j < M; when two samples of one batch
 draw the same slot the later one wins, exactly as the sequential algorithm.
+Under a reading (PROTOCOL 8) only the capacity changes (``memory_per_class``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
 
 
@@ -22,42 +24,33 @@ def reservoir_slots(seen_before: int, n: int, capacity: int, device) -> torch.Te
     return torch.where(j < capacity, j, torch.full_like(j, -1))
 
 
-def _keep_last(slots: torch.Tensor) -> torch.Tensor:
-    """Mask of the entries that are the last write to their slot (and not -1)."""
-    n = len(slots)
-    later_same = (slots[:, None] == slots[None, :]) & torch.ones(n, n, dtype=torch.bool, device=slots.device).triu(1)
-    return (slots >= 0) & ~later_same.any(dim=1)
-
-
-def fill_then_draw(memory: Memory, x, y, t, logits=None):
+def fill_then_draw(memory: Memory, x, y, t, draw_device=None):
     """The part every reservoir-style update shares: append what fits in the
     free slots, then draw j ~ U[0, N) for each remaining sample and count it
     as seen. Returns (index of the first remaining sample, their draws: the slot
-    each would replace or -1), or None when every sample was appended."""
+    each would replace or -1, on ``draw_device``, default the memory's), or None
+    when every sample was appended."""
     if memory.capacity == 0:
         memory.seen += len(y)
         return None
     n_free = min(len(y), memory.capacity - memory.size)
     if n_free:
-        memory.append(x[:n_free], y[:n_free], t[:n_free], None if logits is None else logits[:n_free])
+        memory.append(x[:n_free], y[:n_free], t[:n_free])
     memory.seen += n_free
     rest = len(y) - n_free
     if rest == 0:
         return None
-    slots = reservoir_slots(memory.seen, rest, memory.capacity, memory.device)
+    slots = reservoir_slots(memory.seen, rest, memory.capacity, draw_device or memory.device)
     memory.seen += rest
     return n_free, slots
 
 
-class Reservoir:
+class Reservoir(UpdatePolicy):
     """Memory update policy: classic reservoir sampling."""
 
-    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        drawn = fill_then_draw(memory, x, y, t, logits)
+    def update(self, memory: Memory, x, y, t, learner=None) -> None:
+        drawn = fill_then_draw(memory, x, y, t)
         if drawn is None:
             return
         start, slots = drawn
-        keep = _keep_last(slots)
-        if keep.any():
-            src = keep.nonzero().squeeze(1) + start
-            memory.replace(slots[keep], x[src], y[src], t[src], None if logits is None else logits[src])
+        memory.place(slots, x[start:], y[start:], t[start:])  # the later of two draws of one slot wins

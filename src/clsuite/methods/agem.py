@@ -16,9 +16,13 @@ Adaptations to the online class-IL protocol (each one a config choice):
   reservoir, which needs no task boundary.
 - R is drawn only from slots of past tasks (``RandomReplay(exclude_current_task)``):
   as in both reference codes, whose reference batch never holds the current task.
-- |R| = 20, the paper's (AdaER) replay batch size for every replay method; the
-  A-GEM code uses 256, Mammoth 128 (``minibatch_size``).
+- |R| = ``replay_size``, the reading's replay batch size for every replay method
+  (paper_text 20, mir_code 10); the A-GEM code uses 256, Mammoth 128 (``minibatch_size``).
 - One head over all classes (class-IL): both losses are plain CE over the head.
+
+Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; R from
+past tasks only is A-GEM's own under every reading; ``replay_loss`` does not
+apply (the loss is B_t's alone, R enters through g_ref).
 """
 
 from __future__ import annotations

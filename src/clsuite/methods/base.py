@@ -1,35 +1,45 @@
-"""The hooks a method plugs into the learner's step (all optional).
+"""The method-plugin seam: the hooks a method plugs into the learner's step.
 
-A method is a replay policy (which memory slots to replay, ``clsuite.replay``),
-a memory-update policy (``clsuite.memory``) and, for methods that change the
-loss, the gradient or the classifier, a ``Plugin`` from this package. The
-learner calls, for every update on an incoming batch B_t::
+A method is three parts, each chosen in its config (``conf/method/<name>.yaml``):
+a replay policy (which memory slots to replay: ``clsuite.replay.base.ReplayPolicy``),
+a memory-update policy (which samples to keep: ``clsuite.memory.base.UpdatePolicy``)
+and, for methods that change the loss, the gradient or the classifier, a
+``Plugin`` from this package. Every hook is optional: the base class does nothing.
 
-    idx  = replay.select(learner, x, y, t, n)          # R, slots of M
-    loss = plugin.loss(...) or CE over R + B_t         # Alg. 1 line 10
-    loss = loss + plugin.penalty(...)                  # EWC, SI, ...
-    backward; plugin.before_step(...)                  # GEM / A-GEM projection
-    optimizer.step(); plugin.after_step(...)           # SI path integral
+Call order::
 
-and ``on_task_start`` / ``on_task_end`` around each task, ``predict`` at test
-time (iCaRL's nearest-mean classifier).
+    plugin.setup(learner)                                # once: net, optimizer, memory exist
+    for each task k:
+        plugin.on_task_start(learner, k)
+        for each incoming batch B_t = (x, y, t), iters_per_batch times:
+            idx  = replay.select(learner, x, y, t, |R|)  # None while the memory is empty
+            loss = plugin.loss(learner, x, y, t, idx)    # None: CE over R + B_t (Alg. 1 line 10)
+            loss = loss + plugin.penalty(learner, x, y, t)   # EWC, SI, ...
+            backward
+            plugin.before_step(learner, x, y, t, idx)    # may rewrite .grad: GEM, A-GEM, SI, HAL
+            optimizer.step()
+            plugin.after_step(learner)                   # SI's path integral
+        update.update(memory, x, y, t, learner)          # after the batch (if uses_memory)
+        update.on_task_end(memory, learner)              # task end (if uses_memory): herding
+        plugin.on_task_end(learner, k, datamodule)       # Fisher, anchors, previous network
+        (the row R[k, :] is measured, with plugin.predict(learner, x, t) when it returns scores)
 """
 
 from __future__ import annotations
 
 
 class Plugin:
-    #: True when the method keeps and replays an episodic memory
+    #: False for methods without an episodic memory (no capacity, no update calls)
     uses_memory = True
 
     def setup(self, learner) -> None:
         """Called once the network, optimizer and memory exist."""
 
     def on_task_start(self, learner, task: int) -> None:
-        pass
+        """Before the first batch of ``task``."""
 
     def on_task_end(self, learner, task: int, datamodule) -> None:
-        pass
+        """After the last batch of ``task`` (and the update policy's ``on_task_end``)."""
 
     def loss(self, learner, x, y, t, idx):
         """Return a loss tensor to replace the default replay loss, or None."""
@@ -43,7 +53,7 @@ class Plugin:
         """Runs after backward, before optimizer.step(): may rewrite .grad."""
 
     def after_step(self, learner) -> None:
-        pass
+        """Runs after optimizer.step()."""
 
     def predict(self, learner, x, t):
         """Return class scores to replace the network's logits at test time, or None."""

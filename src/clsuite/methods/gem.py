@@ -16,15 +16,15 @@ update is biased towards the past tasks' gradients; margin = 0 is the paper's
 exact projection (eq. 10). ``eps`` (1e-3 in the code) regularises G G'.
 
 Adaptations to the online class-IL protocol:
-- Memory (``TaskRingBuffer`` below): GEM's code keeps a ring buffer of the last
-  ``n_memories`` samples of each task, filled online as the task streams by.
-  Here the total M is shared: each of the T tasks gets a ring buffer of M // T
-  slots (slots k*(M//T) .. (k+1)*(M//T)-1 for task k), written after every
-  batch. Mammoth's GEM instead rebalances the buffer at each task end from the
-  whole task's data, which the online protocol does not allow.
+- Memory (``update: task_ring``, ``clsuite.memory.task_ring.TaskRingBuffer``):
+  GEM's per-task ring buffers, the run's total M shared out as M // T per task.
 - Class-IL: one head over all classes; every loss (B_t and each M_k) is CE over
   the whole head (the code masks outputs per task only on CIFAR100 task-IL).
 - The memory gradients g_k are taken in the network's training mode, as GEM's code.
+
+Under a reading (PROTOCOL 8): |B_t| and the memory budget M follow it; the
+per-task layout (M // T slots per task) is GEM's own; there is no replay batch,
+so |R|, ``replay_loss`` and ``exclude_current_task`` do not apply.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import quadprog
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.buffer import Memory
 from clsuite.methods.base import Plugin
 from clsuite.methods.grads import flat_grad, grad_vector, write_grad
 
@@ -69,33 +68,3 @@ class GEM(Plugin):
         G = torch.stack(G)
         if bool((G @ g < 0).any()):
             write_grad(params, gem_project(g, G, self.margin, self.eps))
-
-
-class TaskRingBuffer:
-    """Memory update: one ring buffer of M // T slots per task (GEM's ``n_memories``).
-
-    Task k owns slots [k*n, (k+1)*n), n = M // T; its samples overwrite the
-    oldest of them once full. T comes from ``n_tasks`` or the learner.
-    """
-
-    def __init__(self, n_tasks: int | None = None):
-        self.n_tasks = n_tasks
-        self.count: dict[int, int] = {}  # samples of task k written so far
-
-    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        memory.seen += len(y)
-        n_tasks = self.n_tasks or len(learner.task_classes)
-        n = memory.capacity // n_tasks
-        if n == 0:
-            return
-        for k in torch.unique(t).tolist():
-            sel = (t == k).nonzero().squeeze(1)
-            c = self.count.get(k, 0)  # the i-th sample of task k goes to slot k*n + i mod n
-            slots = k * n + (c + torch.arange(len(sel), device=memory.device)) % n
-            self.count[k] = c + len(sel)
-            slots, sel = slots[-n:], sel[-n:]  # a batch longer than n: only its last n survive
-            memory.replace(slots, x[sel], y[sel], t[sel], None if logits is None else logits[sel])
-            end = k * n + min(self.count[k], n)
-            if end > memory.size:
-                memory.t[memory.size : k * n] = -1  # slots of a skipped task: no task's memory
-                memory.size = end

@@ -9,10 +9,6 @@ from __future__ import annotations
 import torch
 
 
-def params_of(net) -> list[torch.Tensor]:
-    return list(net.parameters())
-
-
 def flat_params(params) -> torch.Tensor:
     """theta as one vector (differentiable: usable inside a penalty)."""
     return torch.cat([p.reshape(-1) for p in params])

@@ -30,8 +30,14 @@ Adaptations (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``):
   ``anchor_steps`` SGD steps with lr = ``anchor_lr`` (default: the learner's lr);
   the anchors of one task are optimised together (their losses are independent).
   Anchor learning and fine-tuning run in eval mode (BatchNorm statistics untouched).
-- Memory: per-class FIFO ring buffer (``RingBuffer`` below; authors' ER-Ring with
-  M / classes slots per class, stored compactly) or reservoir (set ``update``).
+- Memory: per-class FIFO ring buffer (``update: class_ring``,
+  ``clsuite.memory.class_ring.ClassRingBuffer``: the authors' ER-Ring with
+  M // classes slots per class) or reservoir (``update@method.update=reservoir``).
+
+Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; the
+per-class ring buffer, R drawn from the whole ring (``exclude_current_task:
+false``) and one loss over B_t + R (``method.replay_loss: concat``: the ER step of
+Alg. 1 and Mammoth's ``observe``, which concatenates the buffer batch) are HAL's own.
 """
 
 from __future__ import annotations
@@ -40,36 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from clsuite.memory.buffer import Memory
 from clsuite.methods.base import Plugin
-
-
-class RingBuffer:
-    """Memory-update policy: per class, a FIFO of the last M // classes samples."""
-
-    def __init__(self):
-        self.stamp: torch.Tensor | None = None  # arrival time of each slot's sample
-
-    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        if self.stamp is None:
-            self.stamp = torch.zeros(memory.capacity, dtype=torch.long, device=memory.device)
-        m = memory.capacity // memory.num_classes
-        arrival = memory.seen + torch.arange(len(y), device=y.device)
-        memory.seen += len(y)
-        if m == 0:
-            return
-        for c in y.unique():
-            src = torch.nonzero(y == c).squeeze(1)[-m:]  # only the last m can stay
-            held = torch.nonzero(memory.y[: memory.size] == c).squeeze(1)
-            n_new = min(len(src), m - len(held))
-            if n_new:
-                slots = memory.append(x[src[:n_new]], y[src[:n_new]], t[src[:n_new]])
-                self.stamp[slots] = arrival[src[:n_new]]
-            src = src[n_new:]
-            if len(src):  # overwrite the oldest
-                oldest = held[self.stamp[held].argsort()[: len(src)]]
-                memory.replace(oldest, x[src], y[src], t[src])
-                self.stamp[oldest] = arrival[src]
 
 
 class HAL(Plugin):

@@ -12,25 +12,27 @@
 - Classification (Alg. 1): nearest mean of exemplars, y* = argmin_y ||phi(x) - mu_y||
   with phi L2-normalised and mu_y the renormalised mean of phi over the exemplars
   of class y. Classes without exemplars score -inf.
-- Exemplars: ``selection=herding`` (default, the paper's Alg. 4: greedily add the
-  sample that brings the exemplar mean closest to the class mean; reduce old
-  classes to their first m = M / classes-seen exemplars, Alg. 5) or
-  ``selection=reservoir`` (online iCaRL of Mai et al. 2021 / RaptorMai).
+- Exemplars: the memory-update policy ``update: herding``
+  (``clsuite.memory.herding.HerdingMemory``, default: the paper's Alg. 4 and 5,
+  run at each task end through the update policy's ``on_task_end`` hook) or
+  ``update: reservoir`` (online iCaRL of Mai et al. 2021 / RaptorMai).
 
 Adaptations to the online class-IL protocol:
 - Each batch is seen once, so iCaRL's training set "new data + exemplars"
   becomes B_t + a random replay batch R from the memory (RaptorMai's online
   iCaRL); old-class targets of R come from the previous network as well.
-- Herding needs the whole task: the ``ICaRLMemory`` update policy keeps the
-  current task's stream (each batch as it arrives) and herds over it at the
-  task end (as Mammoth does over the task's train set at end_task), before
-  the task's row of R is measured. During task k the memory therefore holds
-  only exemplars of tasks < k (Mammoth's behaviour).
+- Herding needs the whole task: ``HerdingMemory`` keeps the current task's
+  stream and herds over it at the task end (see ``clsuite.memory.herding``).
 - Class means are recomputed from the memory at every prediction call (at most
   M forward passes, in eval mode), so they always match the current network;
   no horizontally flipped copies (no augmentation online).
 - Before any training (b, the random-init accuracy) the memory is empty and the
   network's own head is used.
+
+Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; herding
+(m = M // classes seen per class) and the loss (BCE over B_t + R, so
+``replay_loss`` does not apply) are iCaRL's own, and R is drawn from the whole
+memory (``exclude_current_task: false``; with herding it holds past tasks only).
 """
 
 from __future__ import annotations
@@ -40,76 +42,8 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import Reservoir
+from clsuite.memory.herding import features
 from clsuite.methods.base import Plugin
-
-SELECTIONS = ("herding", "reservoir")
-
-
-@torch.no_grad()
-def features(net, x, chunk: int = 1000) -> torch.Tensor:
-    """phi(x), L2-normalised, computed in eval mode."""
-    was_training = net.training
-    net.eval()
-    f = torch.cat([net(x[i : i + chunk], return_features=True)[1] for i in range(0, len(x), chunk)])
-    net.train(was_training)
-    return F.normalize(f.flatten(1), dim=1)
-
-
-def herding(phi: torch.Tensor, m: int) -> torch.Tensor:
-    """Alg. 4: indices p_1..p_m, p_k = argmin_x || mu - (phi(x) + sum_{j<k} phi(p_j)) / k ||."""
-    mu, running = phi.mean(0), torch.zeros_like(phi[0])
-    free = torch.ones(len(phi), dtype=torch.bool, device=phi.device)
-    chosen = []
-    for k in range(1, min(m, len(phi)) + 1):
-        cost = (mu - (running + phi) / k).norm(dim=1).masked_fill(~free, float("inf"))
-        i = int(cost.argmin())
-        chosen.append(i)
-        running += phi[i]
-        free[i] = False
-    return torch.tensor(chosen, dtype=torch.long, device=phi.device)
-
-
-class ICaRLMemory:
-    """Memory-update policy: reservoir per batch, or herding over the task's stream."""
-
-    def __init__(self, selection: str = "herding"):
-        if selection not in SELECTIONS:
-            raise ValueError(f"unknown selection {selection!r}; valid: {', '.join(SELECTIONS)}")
-        self.selection = selection
-        self.reservoir = Reservoir()
-        self.stream: list[tuple[torch.Tensor, ...]] = []  # the current task's batches
-
-    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
-        if self.selection == "reservoir":
-            self.reservoir.update(memory, x, y, t)
-            return
-        self.stream.append((x.detach(), y, t))
-        memory.seen += len(y)
-
-    @torch.no_grad()
-    def select(self, memory: Memory, learner) -> None:
-        """Alg. 5 then Alg. 4: keep m exemplars per old class, herd m per new class."""
-        if self.selection != "herding" or not self.stream or memory.capacity == 0:
-            return
-        x, y, t = (torch.cat(a) for a in zip(*self.stream, strict=True))
-        new = y.unique()
-        mx, my, mt = memory.get(torch.arange(memory.size, device=memory.device))
-        keep_old = ~torch.isin(my, new)
-        mx, my, mt = mx[keep_old], my[keep_old], mt[keep_old]
-        old = my.unique()
-        m = memory.capacity // (len(old) + len(new))
-        parts = [torch.nonzero(my == c).squeeze(1)[:m] for c in old]  # Alg. 5: first m, herding order
-        parts = [(mx[i], my[i], mt[i]) for i in parts]
-        for c in new:  # Alg. 4 on the task's stream
-            i = torch.nonzero(y == c).squeeze(1)
-            i = i[herding(features(learner.net, x[i]), m)]
-            parts.append((x[i], y[i], t[i]))
-        nx, ny, nt = (torch.cat(a) for a in zip(*parts, strict=True))
-        memory.size = 0
-        memory.append(nx, ny, nt)
-        self.stream = []  # the task is closed
 
 
 class ICaRL(Plugin):
@@ -135,8 +69,7 @@ class ICaRL(Plugin):
         return bce.sum(dim=1).mean()
 
     def on_task_end(self, learner, task, datamodule) -> None:
-        if isinstance(learner.update_policy, ICaRLMemory):
-            learner.update_policy.select(learner.memory, learner)  # herding over the task's stream
+        # the update policy (HerdingMemory) has herded the task's exemplars just before
         self.old_net = copy.deepcopy(learner.net).eval().requires_grad_(False)
 
     @torch.no_grad()

@@ -15,6 +15,8 @@ Adaptations (following Mammoth's ``ewc_on``, the best-known reproduction):
   top of the config is the imbalance degree.
 - No memory: oEWC is a regularisation method (``uses_memory = False``).
 - Class-IL: one head over all classes, p(y|x) is the softmax over the whole head.
+
+Under a reading (PROTOCOL 8) only |B_t| and lr change; oEWC has no memory.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
     names = [n for n, _ in net.named_parameters()]
     params = {n: p.detach() for n, p in net.named_parameters()}
     buffers = dict(net.named_buffers())
-    # the scenario's logit mask (0 or -inf), computed outside vmap
-    mask = learner.logits(x, t, net_out=torch.zeros(len(y), net.head.out_features, device=x.device))
+    # the scenario's logit mask as an additive 0 / -inf term, computed outside vmap
+    mask = torch.zeros(len(y), net.head.out_features, device=x.device).masked_fill(
+        ~learner.logit_mask(t), float("-inf")
+    )
 
     def log_p(p, xi, yi, mi):  # yi one-hot: indexing by a tensor is data-dependent under vmap
         out = functional_call(net, (p, buffers), (xi.unsqueeze(0),))[0] + mi

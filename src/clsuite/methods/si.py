@@ -17,6 +17,8 @@ facebookresearch/agem, the reference code of A-GEM):
   with SGD on the task loss alone omega = lr g^2 >= 0, but the surrogate's pull
   can make -g.delta_theta negative; a negative importance would reward moving.
 - theta~ starts at the initial parameters; no memory (``uses_memory = False``).
+
+Under a reading (PROTOCOL 8) only |B_t| and lr change; SI has no memory.
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ class MLP(nn.Module):
             layers += [nn.Linear(a, b), nn.ReLU()]
         self.features = nn.Sequential(nn.Flatten(), *layers)
         self.head = nn.Linear(dims[-1], num_classes)
-        self.feature_dim = dims[-1]
 
     def forward(self, x, return_features: bool = False):
         h = self.features(x)
@@ -61,7 +60,6 @@ class ReducedResNet18(nn.Module):
             c = w
         self.layers = nn.Sequential(*layers)
         self.head = nn.Linear(8 * nf, num_classes)
-        self.feature_dim = 8 * nf
 
     def forward(self, x, return_features: bool = False):
         out = F.relu(self.bn1(self.conv1(x)))

@@ -10,6 +10,12 @@ For each incoming batch B_t once memory holds samples (PROTOCOL section 3):
   5. R = R_e + R_t (the learner then updates on R + B_t, Alg. 1 line 10).
 tau = 1: q = 0, pure top-|R| (MIR-like). tau = 0: no p_j, R_t is drawn with
 equal quotas over the tasks in memory. Memory smaller than |R|: all of it.
+
+Under a reading (PROTOCOL 8): ``candidates`` (null: all of M, the paper's s in
+R^M; mir_code: C = 50 random candidates, as MIR) and ``exclude_current_task``
+(score and replay only past tasks' slots) come from it, as do |B_t|, |R|, the
+replay loss and the memory budget. The scores are always Eq. 4 (no stored
+logits: ``compare_to_old_logits`` is MIR's scoring, not C-CMR's).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import math
 
 import torch
 
+from clsuite.replay.base import ReplayPolicy
 from clsuite.replay.virtual import score_slots
 
 
@@ -51,7 +58,7 @@ def round_half_up(v: float) -> int:
     return math.floor(v + 0.5)
 
 
-class CCMRReplay:
+class CCMRReplay(ReplayPolicy):
     def __init__(self, tau: float = 0.5, candidates: int | None = None, exclude_current_task: bool = False):
         if not 0.0 <= tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {tau}")
@@ -70,16 +77,17 @@ class CCMRReplay:
         q = n - p
         top = s.topk(p).indices  # R_e: the p most interfered (Alg. 1 line 7)
         R_e = pool[top]
-        rest_mask = torch.ones(len(pool), dtype=torch.bool, device=pool.device)
-        rest_mask[top] = False
-        rest = pool[rest_mask]  # M - R_e
+        in_top = torch.zeros(len(pool), dtype=torch.uint8, device=pool.device)
+        in_top[top] = 1
+        rest = pool[in_top.argsort(stable=True)[: len(pool) - p]]  # M - R_e, in pool order (no host sync)
         if q == 0:
             return R_e
         n_tasks = int(mem.t[pool].max()) + 1
+        per_task = torch.zeros(n_tasks, dtype=torch.long, device=pool.device)  # bincount, without its sync on a GPU
         if p > 0:
-            p_j = torch.bincount(mem.t[R_e], minlength=n_tasks)
+            p_j = per_task.index_add_(0, mem.t[R_e], torch.ones_like(R_e))
         else:  # tau = 0: equal weight to every task present in memory
-            p_j = (torch.bincount(mem.t[rest], minlength=n_tasks) > 0).long()
+            p_j = (per_task.index_add_(0, mem.t[rest], torch.ones_like(rest)) > 0).long()
         q_j = largest_remainder(p_j, q)  # Eq. 5, sum q_j = q
         R_t = rest[sample_per_group(mem.t[rest], q_j)]
         short = q - len(R_t)

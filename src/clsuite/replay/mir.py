@@ -8,14 +8,20 @@ Options from the official code that the paper is silent on:
 exclude_task=task)``), ``compare_to_old_logits`` (its split-MNIST script). The
 replay-loss form (mean over R + B_t, or mean(B_t) + mean(R) as MIR's code) is
 the top-level ``replay_loss`` key.
+
+Under a reading (PROTOCOL 8): ``exclude_current_task``, ``compare_to_old_logits``,
+``replay_loss``, |B_t|, |R| and the memory budget follow it (all are notions of
+MIR's code); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
+own under every reading.
 """
 
 from __future__ import annotations
 
+from clsuite.replay.base import ReplayPolicy
 from clsuite.replay.virtual import score_slots
 
 
-class MIRReplay:
+class MIRReplay(ReplayPolicy):
     def __init__(self, candidates: int = 50, exclude_current_task: bool = False, compare_to_old_logits: bool = False):
         self.candidates = candidates
         self.exclude_current_task = exclude_current_task

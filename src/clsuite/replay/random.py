@@ -1,9 +1,17 @@
-"""Random replay (ER, Rolnick et al. 2019): |R| slots drawn uniformly from M."""
+"""Random replay (ER, Rolnick et al. 2019): |R| slots drawn uniformly from M.
+
+``exclude_current_task``: draw only from past tasks' slots, as MIR's code does for
+its ER baseline (``buffer.sample(..., exclude_task=task)``). ER follows the
+reading's ``exclude_current_task``; A-GEM fixes it to true, GSS, HAL and iCaRL
+to false (their own codes; conf/method/*.yaml).
+"""
 
 from __future__ import annotations
 
+from clsuite.replay.base import ReplayPolicy
 
-class RandomReplay:
+
+class RandomReplay(ReplayPolicy):
     def __init__(self, exclude_current_task: bool = False):
         # MIR's code replays only past tasks' samples (``buffer.sample(..., exclude_task=task)``)
         self.exclude_current_task = exclude_current_task

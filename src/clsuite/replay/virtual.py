@@ -18,25 +18,30 @@ from torch.func import functional_call
 
 
 def _buffers(net) -> dict:
+    """Clones of the BatchNorm buffers. In train mode the outputs do not depend on the running
+    statistics (only the clones' own update does), so the passes of one scoring share one set."""
     return {k: v.clone() for k, v in net.named_buffers()}
 
 
-def forward_with(learner, params: dict, x, t):
+def forward_with(learner, params: dict, x, t, buffers: dict | None = None):
     """Logits of the network under ``params`` (theta or theta'), buffers untouched."""
-    return learner.logits(x, t, net_out=functional_call(learner.net, (params, _buffers(learner.net)), (x,)))
+    buffers = _buffers(learner.net) if buffers is None else buffers
+    return learner.logits(x, t, net_out=functional_call(learner.net, (params, buffers), (x,)))
 
 
-def virtual_params(learner, x, y, t, lr: float | None = None) -> dict:
+def virtual_params(learner, x, y, t, lr: float | None = None, buffers: dict | None = None) -> dict:
     """theta' (Eq. 3): one SGD step of size alpha (the learning rate) on B_t alone."""
     params = dict(learner.net.named_parameters())
-    loss = F.cross_entropy(forward_with(learner, params, x, t), y)
+    loss = F.cross_entropy(forward_with(learner, params, x, t, buffers), y)
     grads = torch.autograd.grad(loss, list(params.values()))
     alpha = learner.lr if lr is None else lr
     return {k: (p - alpha * g).detach() for (k, p), g in zip(params.items(), grads, strict=True)}
 
 
 @torch.no_grad()
-def interference_scores(learner, theta_prime: dict, slots: torch.Tensor, compare_to_old_logits: bool = False):
+def interference_scores(
+    learner, theta_prime: dict, slots: torch.Tensor, compare_to_old_logits: bool = False, buffers: dict | None = None
+):
     """s(m) (Eq. 4) for the memory ``slots``, one batched pass under theta and one under theta'.
 
     ``compare_to_old_logits`` (MIR's split-MNIST script): score against
@@ -45,20 +50,22 @@ def interference_scores(learner, theta_prime: dict, slots: torch.Tensor, compare
     mem = learner.memory
     mx, my, mt = mem.get(slots)
     theta = {k: p.detach() for k, p in learner.net.named_parameters()}
-    pre_logits = forward_with(learner, theta, mx, mt)
+    buffers = _buffers(learner.net) if buffers is None else buffers
+    pre_logits = forward_with(learner, theta, mx, mt, buffers)
     pre = F.cross_entropy(pre_logits, my, reduction="none")
-    post = F.cross_entropy(forward_with(learner, theta_prime, mx, mt), my, reduction="none")
+    post = F.cross_entropy(forward_with(learner, theta_prime, mx, mt, buffers), my, reduction="none")
     if compare_to_old_logits:
         old = F.cross_entropy(mem.logits[slots], my, reduction="none")
         better = pre < old
-        mem.logits[slots[better]] = pre_logits[better]
+        mem.logits[slots] = torch.where(better[:, None], pre_logits, mem.logits[slots])  # slots distinct: no sync
         pre = torch.minimum(pre, old)
     return post - pre
 
 
 def score_slots(learner, x, y, t, slots: torch.Tensor, compare_to_old_logits: bool = False) -> torch.Tensor:
     """Virtual step on B_t, then s(m) for ``slots``; each slot keeps its latest score."""
-    theta_prime = virtual_params(learner, x, y, t)
-    s = interference_scores(learner, theta_prime, slots, compare_to_old_logits)
+    buffers = _buffers(learner.net)  # one set of clones for the three passes
+    theta_prime = virtual_params(learner, x, y, t, buffers=buffers)
+    s = interference_scores(learner, theta_prime, slots, compare_to_old_logits, buffers)
     learner.memory.score[slots] = s
     return s

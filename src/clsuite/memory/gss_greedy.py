@@ -31,6 +31,11 @@ RaptorMai's ``gss_greedy_update.py``):
 - Replay and loss: random replay of |R| memory samples, one loss over R + B_t
   (the suite's ER step, RaptorMai's GSS = ER agent + GSS update), instead of the
   authors' separate update steps on B_t and on the memory batch.
+
+Under a reading (PROTOCOL 8): |B_t|, |R|, the memory budget and ``replay_loss``
+follow it (mir_code's mean(B_t) + mean(R) sums the gradients the authors'
+two steps take one after the other); R from the whole memory (``exclude_current_task: false``)
+is GSS's own.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
 
 
@@ -48,8 +54,7 @@ def flat_grads(learner, x, y, t, groups: int = 0) -> torch.Tensor:
     net = learner.net
     params = {k: v.detach() for k, v in net.named_parameters()}
     buffers = dict(net.named_buffers())
-    C = net.head.out_features
-    allowed = learner.logits(x, t, net_out=torch.zeros(len(y), C, device=x.device)).isfinite()  # task-IL mask
+    allowed = learner.logit_mask(t)  # the scenario's mask (task-IL: the sample's task's classes)
 
     def loss(p, xb, yb, mb):
         out = functional_call(net, (p, buffers), (xb,)).masked_fill(~mb, float("-inf"))
@@ -67,7 +72,7 @@ def flat_grads(learner, x, y, t, groups: int = 0) -> torch.Tensor:
     return torch.cat([v.reshape(v.shape[0], -1) for v in g.values()], dim=1)
 
 
-class GSSGreedy:
+class GSSGreedy(UpdatePolicy):
     """Memory-update policy: GSS-greedy (Alg. 2), vectorised over the incoming batch."""
 
     def __init__(self, n_mem_grads: int = 10, mem_batch: int = 1, empty_score: float = 0.1):
@@ -89,7 +94,7 @@ class GSSGreedy:
         g = F.normalize(flat_grads(learner, x, y, t), dim=1)
         return (g @ G.T).max(dim=1).values + 1.0
 
-    def update(self, memory: Memory, x, y, t, learner=None, logits=None) -> None:
+    def update(self, memory: Memory, x, y, t, learner=None) -> None:
         if learner is None:
             raise ValueError("GSS needs the learner (its network) to score samples")
         n = len(y)

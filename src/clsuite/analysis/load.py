@@ -1,0 +1,283 @@
+"""Load the runs of an experiment: results files -> one row per distinct run, and the sweep's status.
+
+Steps (``load_experiment``):
+
+1. Find every ``results.json`` under ``multirun/<experiment>/`` (bookkeeping folders skipped;
+   superseded ``results.stale-<n>.json`` files are counted, never read as runs).
+2. One row per file: the grouping keys (benchmark, method, reading, M, tau, lambda, seed), the
+   quantities of ``clsuite.metrics.QUANTITIES`` (the metrics as written by the run; the first-task
+   numbers computed from R), R and b, and the facts of the machine that made it (device, torch
+   threads, versions, code commit) read from the file itself.
+3. Deduplicate by run identity: ``identity.key`` (the hash of config, code, data and environment
+   written by ``src/run.py``); files written before that field existed get the hash of their
+   normalised config (``clsuite.identity.config_hash``) instead. A run copied from another experiment
+   (``reused_from``) and the same job reached twice count once.
+4. ``variant``: config keys, other than the grouping keys, that take several values within one
+   group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
+5. Status against the sweep's ``grid.json``: finished, failed (``failed.json`` and no results),
+   missing (expected, neither finished nor failed), outside the grid (left by an earlier sweep),
+   stale files, and whether the runs mix code versions or environments (thread counts move
+   results: PROTOCOL, "compare runs only when everything that moves numbers is equal").
+
+The reading (``paper_text`` / ``mir_code``, the paper's open choices settled two ways) is the
+top-level ``reading`` of the results file; files from before readings existed are ``unlabelled``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from clsuite.identity import config_hash, normalize
+from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_json
+from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
+
+CONDITIONS = ("memory", "tau", "lambda")
+KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
+SKIP_DIRS = {".submitit", "wandb", ".hydra", "csv", ".index"}
+UNLABELLED = "unlabelled"
+READINGS = ("paper_text", "mir_code")  # conf/reading/: the paper's text, MIR's public code
+_FLAT_SKIP = {"seed", "benchmark.name", "method.name", "reading", *CONDITIONS}
+
+
+@dataclass
+class Experiment:
+    """The distinct runs of one experiment folder and its status against the sweep's grid."""
+
+    name: str
+    path: Path
+    runs: pd.DataFrame
+    status: dict = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.runs.empty
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, list) else v
+    return out
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _get(d, dotted: str, default=None):
+    for k in dotted.split("."):
+        if not isinstance(d, dict) or k not in d:
+            return default
+        d = d[k]
+    return d
+
+
+def identity_key(res: dict) -> str:
+    """The run's identity: ``identity.key``, else the SHA-256 of its normalised config."""
+    key = _get(res, "identity.key")
+    return str(key) if key else "config:" + config_hash(res.get("config", {}))
+
+
+def _device(res: dict) -> str:
+    """``cpu``, or ``cuda:0 (<GPU model>)`` when the file names the GPU."""
+    dev, gpu = str(res.get("device", "unknown")), (res.get("versions") or {}).get("gpu")
+    return f"{dev} ({gpu})" if gpu and dev.startswith("cuda") else dev
+
+
+def _commit(res: dict) -> str:
+    """The code that made the run: the commit's first 10 digits, ``+dirty`` with uncommitted changes."""
+    code = _get(res, "identity.code", {}) or {}
+    c = str(code.get("commit") or "unknown")[:10]
+    return c + ("+dirty" if code.get("dirty_hash") else "")
+
+
+def reading_of(res: dict) -> str:
+    r = res.get("reading")
+    if r is None:
+        r = res.get("config", {}).get("reading")
+    if isinstance(r, dict):  # a config group holding its own name
+        r = r.get("name")
+    return str(r) if r else UNLABELLED
+
+
+def order_readings(readings) -> list[str]:
+    """``paper_text``, ``mir_code``, other readings alphabetically, ``unlabelled`` last."""
+    rs = set(readings)
+    known = [r for r in READINGS if r in rs]
+    return known + sorted(rs - set(known) - {UNLABELLED}) + ([UNLABELLED] if UNLABELLED in rs else [])
+
+
+def files(exp_dir: Path, name: str) -> list[Path]:
+    return sorted(p for p in Path(exp_dir).rglob(name) if not (SKIP_DIRS & set(p.relative_to(exp_dir).parts[:-1])))
+
+
+def run_row(res: dict, job: str) -> dict:
+    cfg = res.get("config", {})
+    R = np.asarray(res.get("R", []), dtype=float)
+    m = res.get("metrics", {})
+    env = _get(res, "identity.env", {}) or {}
+    versions = res.get("versions", {}) or {}
+    threads = env.get("torch_threads", _get(cfg, "trainer.threads"))
+    return {
+        "job": job,
+        "benchmark": res.get("benchmark", _get(cfg, "benchmark.name")),
+        "method": res.get("method", _get(cfg, "method.name")),
+        "reading": reading_of(res),
+        "memory": int(res.get("memory", cfg.get("memory", 0))),
+        "tau": _num(cfg.get("tau")),
+        "lambda": _num(cfg.get("lambda")),
+        "seed": int(res.get("seed", cfg.get("seed", 0))),
+        **{k: _num(m.get(k)) for k in METRICS},
+        "first_task_final": first_task_final(R),
+        "first_task_drop": first_task_drop(R),
+        "wall_time_s": _num(res.get("wall_time_s")),
+        "train_time_s": _num(res.get("train_time_s")),
+        "device": _device(res),
+        "torch_threads": "unknown" if threads is None else str(threads),
+        "torch": str(versions.get("torch", env.get("torch", "unknown"))),
+        "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
+        "commit": _commit(res),
+        "key": identity_key(res),
+        "reused_from": res.get("reused_from"),
+        "R": R,
+        "b": np.asarray(res.get("b", []), dtype=float),
+        "flat": {k: v for k, v in _flatten(normalize(cfg)).items() if k not in _FLAT_SKIP},
+        "versions": versions,
+    }
+
+
+COLUMNS = [
+    "job", "benchmark", "method", "reading", *CONDITIONS, "seed", *QUANTITIES, "wall_time_s", "train_time_s",
+    "device", "torch_threads", "torch", "cpu", "commit", "key", "reused_from", "R", "b", "flat", "versions",
+]  # fmt: skip
+
+
+def dedupe(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """One row per identity key (a run trained here preferred to a copy); the dropped (job, kept job)."""
+    kept: dict[str, dict] = {}
+    dropped = []
+    for r in sorted(rows, key=lambda r: (r["reused_from"] is not None, r["job"])):
+        if r["key"] in kept:
+            dropped.append((r["job"], kept[r["key"]]["job"]))
+        else:
+            kept[r["key"]] = r
+    return sorted(kept.values(), key=lambda r: r["job"]), dropped
+
+
+def variants(rows: list[dict]) -> list[str]:
+    """``key=value,...`` of the config keys that vary within one group of the grouping keys."""
+    group = [tuple(str(r[k]) for k in ("benchmark", "method", "reading", *CONDITIONS)) for r in rows]
+    keys = sorted({k for r in rows for k in r["flat"]})
+    varying = []
+    for k in keys:
+        seen: dict[tuple, set] = {}
+        for g, r in zip(group, rows):
+            seen.setdefault(g, set()).add(json.dumps(r["flat"].get(k), sort_keys=True, default=str))
+        if any(len(v) > 1 for v in seen.values()):
+            varying.append(k)
+    return [",".join(f"{k}={r['flat'].get(k)}" for k in varying) for r in rows]
+
+
+def load_runs(exp_dir) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS` + ``variant``) and the duplicates."""
+    exp_dir = Path(exp_dir)
+    rows = []
+    for path in files(exp_dir, RESULTS_FILE):
+        res = read_json(path)
+        if res is None or res.get("status", "finished") != "finished":
+            continue
+        rows.append(run_row(res, str(path.parent.relative_to(exp_dir))))
+    rows, dropped = dedupe(rows)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df.insert(COLUMNS.index("seed"), "variant", variants(rows) if rows else [])
+    return df, dropped
+
+
+def load_failures(exp_dir) -> list[dict]:
+    """Jobs whose last attempt failed (a ``failed.json`` and no results file beside it)."""
+    exp_dir = Path(exp_dir)
+    out = []
+    for path in files(exp_dir, FAILED_FILE):
+        if (path.parent / RESULTS_FILE).is_file():
+            continue
+        rec = read_json(path) or {"error": "unreadable failed.json"}
+        out.append(
+            {
+                "job": str(path.parent.relative_to(exp_dir)),
+                "error": rec.get("error", ""),
+                "attempt": rec.get("attempt", 1),
+                "time": rec.get("time", ""),
+                "host": rec.get("host", ""),
+            }
+        )
+    return out
+
+
+def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> dict:
+    """Finished / failed / missing / outside the grid / stale / duplicates / mixed code or environment."""
+    exp_dir = Path(exp_dir)
+    done = set(runs["job"]) | {d for d, _ in dropped}
+    failed = {f["job"] for f in failures}
+    out = {
+        "finished": len(runs),
+        "failed": failures,
+        "duplicates": [{"job": d, "same_run_as": k} for d, k in dropped],
+        "stale_files": len(files(exp_dir, "results.stale-*.json")),
+        "grid": None,
+        "missing": [],
+        "outside_grid": [],
+        "commits": runs["commit"].value_counts().to_dict() if not runs.empty else {},
+        "environments": runs.groupby(["device", "torch_threads", "torch"]).size().to_dict() if not runs.empty else {},
+    }
+    grid = read_json(exp_dir / GRID_FILE)
+    if grid is not None and all(j.get("dir") for j in grid.get("jobs", [])):
+        expected = [j["dir"] for j in grid["jobs"]]
+        out["grid"] = {"expected": len(expected), "created": grid.get("created"), "argv": grid.get("argv")}
+        out["missing"] = [d for d in expected if d not in done and d not in failed]
+        out["outside_grid"] = sorted(done - set(expected))
+    out["environments"] = {" / ".join(k): v for k, v in out["environments"].items()}
+    return out
+
+
+def load_experiment(exp_dir) -> Experiment:
+    exp_dir = Path(exp_dir)
+    runs, dropped = load_runs(exp_dir)
+    return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, runs, dropped, load_failures(exp_dir)))
+
+
+def experiment_names(multirun) -> list[str]:
+    """The experiment folders of ``multirun`` that hold a results file, a failure record or a grid."""
+    root = Path(multirun)
+    if not root.is_dir():
+        return []
+    return sorted(
+        d.name
+        for d in root.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and ((d / GRID_FILE).is_file() or files(d, RESULTS_FILE) or files(d, FAILED_FILE))
+    )
+
+
+def select(df: pd.DataFrame, **where) -> pd.DataFrame:
+    """Rows matching every ``key=value`` (floats compared with a tolerance); ``None`` matches all."""
+    mask = np.ones(len(df), dtype=bool)
+    for k, v in where.items():
+        if v is None:
+            continue
+        if k in CONDITIONS:
+            mask &= np.isclose(df[k].astype(float), float(v))
+        else:
+            mask &= (df[k] == v).to_numpy()
+    return df[mask]

@@ -1,0 +1,416 @@
+"""Per-experiment tables and figures, and the reproduction report, built only from results files.
+
+    python scripts/aggregate.py table2 memory   # multirun/<exp>/ -> results/<exp>/ (tables, figures, CSV, status)
+    python scripts/report.py                    # every experiment -> results/report/REPRODUCTION.md + figures/
+    python scripts/report.py --docs             # ... and docs/REPRODUCTION.md + docs/figures/, if every section has runs
+
+``aggregate(experiment)`` writes into ``results/<experiment>/``: ``<experiment>.md`` / ``.tex``
+(the section's tables), its figures (PNG + PDF), ``runs.csv`` (one row per distinct run),
+``summary.csv`` (one row per cell) and ``status.json``. What is built depends on the experiment:
+a paper experiment (:data:`SECTIONS`: ``table2``, ``memory``, ``first_task``, ``tau``,
+``imbalance``, ``ablation``, ``cifar100``, ``ablation_cifar100``) gets the paper's layout; any
+other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its swept axes.
+
+``build_report`` never destroys: it writes ``results/report/`` and touches ``docs/`` only with
+``docs=True`` and only when every required section has runs (the CIFAR-100 sections are
+optional: they need the CIFAR-100 files). It never deletes a file in ``docs/``; figures it
+writes replace those of the same name. Exit status of ``scripts/report.py``: 0 when a report was
+written (sections without runs are named, with the command that fills them, on stderr and in
+the report); 1 when there is no run at all (nothing written) or when ``--docs`` was asked and a
+required section has no runs (``docs/`` untouched, ``results/report/`` written): a build step
+that did not do what it was asked must fail, so that ``make report DOCS=1`` cannot pass
+silently on a fresh clone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from clsuite.analysis import figures as fg
+from clsuite.analysis import paper_values as pv
+from clsuite.analysis import tables as tb
+from clsuite.analysis.claims import check_quotes, judge_all
+from clsuite.analysis.load import Experiment, experiment_names, load_experiment, order_readings, select
+from clsuite.analysis.stats import summarize
+
+Built = tuple[list[tb.Table], list[Path]]
+
+
+# ----------------------------------------------------------------------------- per experiment
+
+
+def _table2(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    t2 = select(s, **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+    off = s[~s.index.isin(t2.index) & (s["variant"] == "")]  # M, tau or lambda other than Table II's
+    extra = [tb.adhoc(off, f"{e.name}: runs under other conditions than Table II's")] if not off.empty else []
+    return tb.table2(s, f"Table II ({e.name})") + extra, _heatmaps(e, out, "Table II runs")
+
+
+def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
+    """One heatmap figure per (benchmark, reading)."""
+    figs = []
+    for (b, r), g in e.runs.groupby(["benchmark", "reading"]):
+        title = f"{pv.bench_label(b)}, reading {r}: mean accuracy matrix R[i, j] (%) per method ({what})"
+        figs += fg.heatmaps(g, title, out / f"accuracy_matrix_{b}_{r}")
+    return figs
+
+
+def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"), what="") -> Built:
+    tables = [
+        tb.pivot(s, f"{fig[0]}{what}: Acc (%) against M", "acc", "memory"),
+        tb.pivot(s, f"{fig[1]}{what}: BWT (% points) against M", "bwt", "memory"),
+    ]
+    stem = "fig11_ablation" if what else "fig5_fig6_memory"
+    figs = fg.vs_condition(s, "acc", "memory", f"{fig[0]}{what}: averaged test accuracy against the memory size M",
+                           out / f"{stem}_acc")  # fmt: skip
+    figs += fg.vs_condition(s, "bwt", "memory", f"{fig[1]}{what}: backward transfer against the memory size M",
+                            out / f"{stem}_bwt")  # fmt: skip
+    return tables, figs
+
+
+def _ablation(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    return _memory(e, out, s, ("Fig. 11 (ablation)", "Ablation"), ", C-CMR and E-BRS against ER, MIR, AdaER")
+
+
+def _first_task(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    tables = [
+        tb.pivot(s, "Fig. 7: accuracy on task 1 after the last task (%)", "first_task_final", None),
+        tb.pivot(
+            s,
+            "Fig. 7: drop of the accuracy on task 1, after task 1 minus after the last task (% points)",
+            "first_task_drop",
+            None,
+        ),
+    ]
+    return tables, fg.first_task(e.runs, "Fig. 7: accuracy on task 1 as the tasks are learned", out / "fig7_first_task")
+
+
+def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    tables = [
+        tb.pivot(s, "Fig. 10a: AdaER's Acc (%) against τ", "acc", None, row_key="tau"),
+        tb.pivot(s, "Fig. 10b-c: AdaER's task-1 accuracy after the last task (%) against τ", "first_task_final", None,
+                 row_key="tau"),
+    ]  # fmt: skip
+    figs = fg.levels(s, "acc", "tau", "Fig. 10a: AdaER's averaged test accuracy against τ", out / "fig10a_tau_acc")
+    figs += fg.first_task(e.runs, "Fig. 10b-c: AdaER's accuracy on task 1 for each τ", out / "fig10bc_tau_first_task",
+                          by="tau")  # fmt: skip
+    return tables, figs
+
+
+def _imbalance(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    tables = [tb.pivot(s, "Fig. 9: Acc (%) against the imbalance λ", "acc", "lambda")]
+    figs = fg.bars(
+        s, "acc", "Fig. 9a: averaged test accuracy at λ = 0.5", out / "fig9a_imbalance_05", **{"lambda": 0.5}
+    )
+    figs += fg.vs_condition(s, "acc", "lambda", "Fig. 9b-c: averaged test accuracy against λ", out / "fig9bc_imbalance")
+    return tables, figs
+
+
+def _cifar100(e: Experiment, out: Path, s: pd.DataFrame, fig: str = "Fig. 8") -> Built:
+    tables = [tb.adhoc(s, f"{fig}: split-CIFAR100"), tb.pivot(s, f"{fig}: task-1 accuracy after the last task (%)",
+                                                              "first_task_final", None)]  # fmt: skip
+    stem = fig.lower().replace(". ", "").replace(" ", "_")
+    figs = fg.bars(s, "acc", f"{fig}a: averaged test accuracy on split-CIFAR100", out / f"{stem}a_cifar100_acc")
+    figs += fg.first_task(e.runs, f"{fig}b: accuracy on task 1 of split-CIFAR100", out / f"{stem}b_cifar100_first_task")
+    return tables, figs
+
+
+def _ablation_cifar100(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    return _cifar100(e, out, s, "Fig. 12 (ablation)")
+
+
+def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    title = f"{e.name}: every swept setting (mean ± std over seeds)"
+    return [tb.adhoc(s, title)], _heatmaps(e, out, e.name) if e.runs["variant"].eq("").all() else []
+
+
+@dataclass(frozen=True)
+class Section:
+    experiment: str
+    title: str
+    command: str  # what fills it
+    build: Callable[[Experiment, Path, pd.DataFrame], Built]
+    optional: bool = False  # not needed for docs/ (CIFAR-100 data needed)
+
+
+_MK = "make {target} SEEDS=5 LAUNCHER=joblib"
+SECTIONS = (
+    Section("table2", "Table II", _MK.format(target="table2") + " READING=paper_text,mir_code", _table2),
+    Section("memory", "Memory size M (Figs. 5, 6)", _MK.format(target="fig-memory"), _memory),
+    Section("first_task", "The first task through the stream (Fig. 7)", _MK.format(target="fig-first-task"), _first_task),
+    Section("tau", "τ (Fig. 10)", _MK.format(target="fig-tau"), _tau),
+    Section("imbalance", "Imbalance λ (Fig. 9)", _MK.format(target="fig-imbalance"), _imbalance),
+    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _MK.format(target="fig-ablation"), _ablation),
+    Section("cifar100", "split-CIFAR100 (Fig. 8)", _MK.format(target="fig-cifar100"), _cifar100, optional=True),
+    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _MK.format(target="fig-ablation-cifar100"),
+            _ablation_cifar100, optional=True),
+)  # fmt: skip
+BY_NAME = {s.experiment: s for s in SECTIONS}
+
+
+def aggregate(experiment: str, multirun="multirun", out_root="results", layout: str | None = None) -> dict:
+    """Tables, figures, CSVs and status of one experiment -> ``out_root/experiment/``."""
+    exp_dir = Path(multirun) / experiment
+    if not exp_dir.is_dir():
+        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run its sweep first, e.g. make {experiment})")
+    e = load_experiment(exp_dir)
+    out = Path(out_root) / experiment
+    out.mkdir(parents=True, exist_ok=True)
+    s = summarize(e.runs)
+    section = BY_NAME.get(layout or experiment)
+    tables, figs = (section.build if section else _adhoc)(e, out, s) if not e.empty else ([], [])
+    rest = s[s["variant"] != ""]  # settings the paper's layouts leave out: shown, never pooled
+    if section and not rest.empty:
+        tables.append(tb.adhoc(rest, f"{experiment}: runs with other settings (variants), not in the tables above"))
+    e.runs.drop(columns=["R", "b", "flat", "versions"]).to_csv(out / "runs.csv", index=False)
+    s.to_csv(out / "summary.csv", index=False, float_format="%.4f")
+    (out / "status.json").write_text(json.dumps(e.status, indent=1, default=str))
+    head = [f"# {experiment}", "", f"Built by `python scripts/aggregate.py {experiment}` from {len(e.runs)} distinct "
+            f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.", ""]  # fmt: skip
+    md = head + [t.markdown() for t in tables] + ["### Figures", ""]
+    md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"] + [
+        "",
+        tb.status_markdown(e.status, str(exp_dir)),
+    ]
+    if section and section.experiment == "table2":
+        md += ["### Notes on the paper's Table II", "", *[f"- {n}" for n in pv.TABLE2_NOTES], ""]
+    (out / f"{experiment}.md").write_text("\n".join(md))
+    tex = [
+        f"% {experiment}: generated by scripts/aggregate.py from {exp_dir}/",
+        "% needs \\usepackage{booktabs,graphicx}",
+        "",
+    ]
+    (out / f"{experiment}.tex").write_text("\n".join(tex + [t.latex() for t in tables]))
+    return {"experiment": e, "out": out, "tables": tables, "figures": figs, "summary": s, "runs": len(e.runs),
+            "status": e.status}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def provenance(experiments: dict[str, Experiment]) -> list[str]:
+    """Machines, versions, code and compute, read from the results files (each distinct run once)."""
+    runs = pd.concat([e.runs for e in experiments.values() if not e.empty]).drop_duplicates("key")
+
+    def counts(col) -> str:
+        return ", ".join(f"{k} ({v} runs)" for k, v in runs[col].value_counts().items())
+
+    versions = runs["versions"].apply(
+        lambda v: ", ".join(f"{k} {v[k]}" for k in ("python", "torch", "lightning") if k in v)
+    )
+    return [
+        f"- runs: {len(runs)} distinct (by identity) in {sum(not e.empty for e in experiments.values())} experiments; "
+        f"compute {runs['wall_time_s'].sum() / 3600:.2f} job-hours (a run reused by several experiments counted once)",
+        f"- devices: {counts('device')}; torch threads: {counts('torch_threads')}",
+        f"- machines: {counts('cpu')}",
+        "- versions: " + ", ".join(f"{k or 'unknown'} ({v} runs)" for k, v in versions.value_counts().items()),
+        f"- code: {counts('commit')}",
+    ]  # fmt: skip
+
+
+def reading_fit(s: pd.DataFrame) -> tb.Table:
+    """Per reading and benchmark: mean |ours - paper| of Acc over the methods the paper reports."""
+    t = tb.Table("Which reading is closer to the paper's Table II", ["reading", "benchmark", "methods", "mean |ours − paper| Acc (points)", "ours below the paper"])  # fmt: skip
+    s = select(s[s["variant"] == ""], **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+    for (r, b), g in s.groupby(["reading", "benchmark"]):
+        paper = g["method"].map(lambda m, b=b: pv.table2_value(b, m, "acc"))
+        ok = paper.notna()
+        if ok.any():
+            gap = g.loc[ok, "acc_mean"] - paper[ok].astype(float)
+            t.add(
+                [
+                    r,
+                    pv.bench_label(b),
+                    int(ok.sum()),
+                    f"{gap.abs().mean():.1f}",
+                    f"{int((gap < 0).sum())} of {int(ok.sum())}",
+                ]
+            )
+    return t
+
+
+def fwt_note(runs: pd.DataFrame) -> str:
+    """FWT in class-IL: the same for every method of one (benchmark, reading, seed)?"""
+    r = runs[runs["fwt"].notna()]
+    if r.empty:
+        return ""
+    spread = r.groupby(["benchmark", "reading", "seed"])["fwt"].agg(lambda v: v.max() - v.min()).max()
+    return (
+        f"FWT differs between the methods of one (benchmark, reading, seed) by at most {spread:.2g} points. "
+        "In class-IL a model does not predict the classes of a task before it is trained on them, so its "
+        "accuracy on task j just before task j is 0 and FWT = -(mean of b over tasks 2..T): it measures the "
+        "initialisation (shared by the methods of one seed), not the method, and cannot rank methods."
+        if spread < 1e-6
+        else f"FWT differs between the methods of one (benchmark, reading, seed) by up to {spread:.2g} points."
+    )
+
+
+def _figure_lines(paths: list[Path], exp: str, figdir: Path) -> list[str]:
+    out = []
+    for p in paths:
+        if p.suffix == ".png":
+            shutil.copyfile(p, figdir / f"{exp}_{p.name}")
+            out += [f"![{exp}: {p.stem}](figures/{exp}_{p.name})", ""]
+    return out
+
+
+def build_report(multirun="multirun", results="results", docs: Path | None = None) -> dict:
+    """Write ``results/report/``; with ``docs``, also ``docs/`` when every required section has runs."""
+    multirun, results = Path(multirun), Path(results)
+    names = experiment_names(multirun)
+    if not names:
+        return {"written": False, "missing": [s for s in SECTIONS if not s.optional], "docs": False}
+    out = results / "report"
+    figdir = out / "figures"
+    figdir.mkdir(parents=True, exist_ok=True)
+    built = {n: aggregate(n, multirun, results) for n in names}
+    experiments = {n: b["experiment"] for n, b in built.items()}
+    missing = [s for s in SECTIONS if experiments.get(s.experiment) is None or experiments[s.experiment].empty]
+    judged = judge_all(experiments)
+
+    md = ["# Reproduction report: AdaER and its baselines, measured", "",
+          "<!-- GENERATED by `make report` (clsuite.analysis.report) from multirun/**/results.json: do not edit -->", "",
+          "Every number is read from a `results.json` under `multirun/<experiment>/`; the paper's numbers "
+          "(`src/clsuite/analysis/paper_values.py`) appear only in [brackets] or in columns named *paper*. "
+          "Cells: mean ± sample std over seeds. Comparisons between methods are paired by seed (same split and "
+          "initialisation) with 95% t intervals. Tasks are numbered 1..T everywhere (task 1 is the first). Rebuild: `make report` (here: `results/report/`) or "
+          "`make report DOCS=1` (this page). Measured history (older readings): "
+          "[docs/history/](history/2026-11-25-d5793f4/REPRODUCTION.md).", "",
+          "## Provenance (from the results files)", "", *provenance(experiments), "",
+          "## Summary: the paper's claims", ""]  # fmt: skip
+    md += [tb.verdicts(judged).markdown(), f"Rules, intervals and every comparison: section {len(SECTIONS) + 1}.", ""]
+    for i, sec in enumerate(SECTIONS, 1):
+        md += [f"## {i}. {sec.title}", ""]
+        e = experiments.get(sec.experiment)
+        if e is None or e.empty:
+            md += [f"Not run: `{sec.command}`" + (" (needs the CIFAR-100 files)" if sec.optional else "") + ".", ""]
+            continue
+        seeds = sorted(e.runs["seed"].unique().tolist())
+        md += [f"Command: `{sec.command}`; {len(e.runs)} distinct runs, seeds {seeds}, readings "
+               f"{', '.join(order_readings(e.runs['reading']))}. Tables (also LaTeX) and PDFs: `results/{sec.experiment}/`.", ""]  # fmt: skip
+        md += _figure_lines(built[sec.experiment]["figures"], sec.experiment, figdir)
+        md += [t.markdown() for t in built[sec.experiment]["tables"]]
+        if sec.experiment == "table2":
+            fit = reading_fit(built["table2"]["summary"])
+            md += ([fit.markdown()] if fit.rows else []) + [fwt_note(e.runs), "", "Notes on the paper's Table II:", ""]
+            md += [f"- {n}" for n in pv.TABLE2_NOTES] + [""]
+    md += [f"## {len(SECTIONS) + 1}. The paper's claims, checked", "", _rules(), "", tb.claims_markdown(judged)]
+    quotes = check_quotes(experiments)
+    md += [f"## {len(SECTIONS) + 2}. The paper's quoted numbers, beside ours", ""]
+    md += [tb.quotes(quotes).markdown() if quotes else "No run matches a quoted number yet.", ""]
+    others = [n for n in names if n not in BY_NAME]
+    md += [f"## {len(SECTIONS) + 3}. Other experiments (ad-hoc sweeps)", ""]
+    for n in others:
+        md += (
+            [f"### {n}", ""]
+            + _figure_lines(built[n]["figures"], n, figdir)
+            + [t.markdown(4) for t in built[n]["tables"]]
+        )
+    md += [] if others else ["None.", ""]
+    md += [f"## {len(SECTIONS) + 4}. Runs: finished, failed, missing", ""]
+    for n in names:
+        md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
+    text = "\n".join(md).rstrip() + "\n"
+    (out / "REPRODUCTION.md").write_text(text)
+    (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
+    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged}
+    if docs is not None and not [s for s in missing if not s.optional]:
+        (Path(docs) / "figures").mkdir(parents=True, exist_ok=True)
+        for p in figdir.glob("*.png"):
+            shutil.copyfile(p, Path(docs) / "figures" / p.name)
+        (Path(docs) / "REPRODUCTION.md").write_text(text)
+        result["docs"] = True
+        result["unreferenced"] = sorted(
+            p for p in (Path(docs) / "figures").iterdir() if f"figures/{p.name}" not in text
+        )
+    return result
+
+
+def _rules() -> str:
+    """The verdict rules, as stated in clsuite.analysis.claims."""
+    from clsuite.analysis import claims
+
+    doc = claims.__doc__ or ""
+    return (
+        doc[doc.index("Rules") : doc.index("The paper's numbers quoted")]
+        .strip()
+        .replace("``", "`")
+        .replace(":func:", "")
+    )
+
+
+def _claim_json(j) -> dict:
+    return {
+        "claim": j.claim.key,
+        "reading": j.reading,
+        "verdict": j.verdict,
+        "comparisons": [
+            {"benchmark": c.benchmark, "label": c.label, "outcome": c.outcome, **c.result.__dict__}
+            for c in j.comparisons
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def main_aggregate(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Tables and figures of experiments from their results files.")
+    ap.add_argument("experiments", nargs="+", help="folders of multirun/, e.g. table2 memory")
+    ap.add_argument("--multirun-dir", default="multirun")
+    ap.add_argument("--out", default="results", help="output root: <out>/<experiment>/ (default: results)")
+    ap.add_argument("--layout", choices=sorted(BY_NAME), help="a paper section's layout (default: by the name)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a run of the grid is missing or failed")
+    args = ap.parse_args(argv)
+    incomplete = False
+    for exp in args.experiments:
+        try:
+            res = aggregate(exp, args.multirun_dir, args.out, args.layout)
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        st = res["experiment"].status
+        grid = (
+            f" ({st['finished'] - len(st['outside_grid'])}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
+        )
+        print(
+            f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing -> {res['out']}/"
+        )
+        for f in st["failed"]:
+            print(f"  failed: {f['job']}: {f['error']}", file=sys.stderr)
+        incomplete |= bool(st["failed"] or st["missing"])
+    return 1 if (args.strict and incomplete) else 0
+
+
+def main_report(argv=None, root: Path | None = None) -> int:
+    root = root or Path.cwd()
+    ap = argparse.ArgumentParser(description="The reproduction report from multirun/**/results.json (trains nothing).")
+    ap.add_argument("--multirun-dir", default=str(root / "multirun"))
+    ap.add_argument("--results-dir", default=str(root / "results"))
+    ap.add_argument("--docs", nargs="?", const=str(root / "docs"), default=None,
+                    help="also update docs/REPRODUCTION.md and docs/figures/ (only when every required section has runs)")  # fmt: skip
+    a = ap.parse_args(argv)
+    res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None)
+    for s in res["missing"]:
+        print(f"{'note' if s.optional else 'missing'}: section '{s.title}' has no runs in "
+              f"{a.multirun_dir}/{s.experiment}/ (fill it: {s.command})", file=sys.stderr)  # fmt: skip
+    if not res["written"]:
+        print(f"error: no runs under {a.multirun_dir}/: nothing written; docs/ untouched", file=sys.stderr)
+        return 1
+    print(res["written"])
+    if a.docs and not res["docs"]:
+        print(f"error: {a.docs}/ not updated: required sections have no runs (listed above)", file=sys.stderr)
+        return 1
+    if res["docs"]:
+        print(Path(a.docs) / "REPRODUCTION.md")
+        for p in res["unreferenced"]:
+            print(f"note: {p} is not in the new report; kept (git rm it if it is obsolete)", file=sys.stderr)
+    return 0

@@ -1,0 +1,373 @@
+"""Tables from the summaries, written as Markdown and as LaTeX (booktabs).
+
+- ``table2``: the paper's Table II, one table per benchmark: a row per method in the paper's order
+  (its horizontal rules kept), per metric one column per reading (``paper_text``, ``mir_code``,
+  ...) side by side, then the paper's value. Only runs under Table II's conditions (M = 100,
+  tau = 0.5, lambda = 0, no variant) enter it.
+- ``pivot``: one quantity against a condition (M, lambda) or tau, columns = benchmark x value;
+  the paper's Table II value in [brackets] in the cell of Table II's conditions.
+- ``adhoc``: any other sweep: a plain table of its swept axes (the grouping keys and config keys
+  that take several values) and the mean ± std of every quantity; no paper values.
+- ``claims`` / ``claim_details`` / ``quotes``: the verdicts with their intervals, every comparison
+  behind them, and the paper's quoted numbers beside ours.
+- ``status``: finished, failed, missing, outside the grid, duplicates, code versions, environments.
+
+Cells are ``mean ± std`` (sample std over seeds); ``(n=k)`` where fewer seeds finished than in
+the rest of the table; ``N/A`` where a quantity is undefined (Joint's Forget); ``–`` where no run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from clsuite.analysis import paper_values as pv
+from clsuite.analysis.claims import (
+    CONTRADICTED,
+    IDENTICAL,
+    MISSING,
+    SUPPORTED,
+    UNRESOLVED,
+    Judged,
+    QuoteCheck,
+    sign_flip_floor_note,
+)
+from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select
+from clsuite.metrics import METRICS, QUANTITIES
+
+NOTE = (
+    "Cells: mean ± std over seeds (sample std); (n=k) where fewer seeds finished than elsewhere; "
+    "[x] and the *paper* columns: the paper's Table II (src/clsuite/analysis/paper_values.py)."
+)
+
+
+def fmt(mean, std=float("nan"), n: int | None = None, n_all: int | None = None, digits: int = 1) -> str:
+    """``86.1 ± 1.2``; ``86.1`` for one seed; ``N/A`` when undefined; `` (n=2)`` if n differs from n_all."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "N/A"
+    s = f"{mean:.{digits}f}"
+    if std is not None and not (isinstance(std, float) and math.isnan(std)):
+        s += f" ± {std:.{digits}f}"
+    if n is not None and n_all is not None and n != n_all:
+        s += f" (n={n})"
+    return s
+
+
+def paper_number(v) -> str:
+    """A paper value as printed: one decimal, two where the paper gives two (-7.07); N/A for None."""
+    if v is None:
+        return "N/A"
+    s = f"{v:.2f}"
+    return s[:-1] if s.endswith("0") else s
+
+
+def paper_cell(benchmark: str, method: str, quantity: str, cond: dict) -> float | str | None:
+    """The paper's Table II value when ``cond`` is Table II's condition, else ``""`` (no bracket)."""
+    t2 = pv.TABLE2_CONDITIONS
+    if quantity not in METRICS or method not in pv.TABLE2.get(benchmark, {}) or cond.get("variant"):
+        return ""
+    if any(not math.isclose(float(cond[k]), float(t2[k])) for k in CONDITIONS if k in cond):
+        return ""
+    return pv.table2_value(benchmark, method, quantity)
+
+
+def _tex(s: str) -> str:
+    for a, b in (("_", r"\_"), ("%", r"\%"), ("#", r"\#"), ("&", r"\&"), ("±", r"$\pm$"), ("λ", r"$\lambda$"),
+                 ("τ", r"$\tau$"), ("→", r"$\to$"), ("−", "-")):  # fmt: skip
+        s = s.replace(a, b)
+    return s
+
+
+class Table:
+    """A table with optionally grouped columns, written as Markdown and as LaTeX (booktabs)."""
+
+    def __init__(self, title: str, header: list[str], groups: list[tuple[str, int]] | None = None, note: str = ""):
+        self.title, self.header, self.groups, self.note = title, header, groups, note
+        self.rows: list[list[str]] = []
+        self.rules: list[int] = []  # a \midrule before these row indices
+
+    def add(self, row: list) -> None:
+        self.rows.append([str(c) for c in row])
+
+    def rule(self) -> None:
+        if self.rows:
+            self.rules.append(len(self.rows))
+
+    def markdown(self, level: int = 3) -> str:
+        head = self.header
+        if self.groups:
+            names, i = [], 1
+            for g, span in self.groups:
+                names += [f"{g} {h}" for h in self.header[i : i + span]]
+                i += span
+            head = [self.header[0], *names]
+        lines = [f"{'#' * level} {self.title}", "", "| " + " | ".join(head) + " |"]
+        lines.append("|" + "|".join(["---"] + [":---:"] * (len(head) - 1)) + "|")
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in self.rows]
+        return "\n".join(lines + (["", self.note] if self.note else [])) + "\n"
+
+    def latex(self) -> str:
+        out = [
+            r"\begin{table*}[t]",
+            r"\centering",
+            r"\caption{" + _tex(self.title) + "}",
+            r"\resizebox{\textwidth}{!}{%",
+        ]
+        out += [r"\begin{tabular}{l" + "c" * (len(self.header) - 1) + "}", r"\toprule"]
+        if self.groups:
+            cells, cmid, i = [""], [], 2
+            for g, span in self.groups:
+                cells.append(rf"\multicolumn{{{span}}}{{c}}{{{_tex(g)}}}")
+                cmid.append(rf"\cmidrule(lr){{{i}-{i + span - 1}}}")
+                i += span
+            out += [" & ".join(cells) + r" \\", "".join(cmid)]
+        out += [" & ".join(_tex(h) for h in self.header) + r" \\", r"\midrule"]
+        for k, r in enumerate(self.rows):
+            if k in self.rules:
+                out.append(r"\midrule")
+            out.append(" & ".join(_tex(c) for c in r) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}}"]
+        if self.note:
+            out.append(r"\par\smallskip{\footnotesize " + _tex(self.note.replace("`", "").replace("*", "")) + "}")
+        return "\n".join([*out, r"\end{table*}"]) + "\n"
+
+
+def _cell(s: pd.Series | None, q: str, n_all: int | None = None) -> str:
+    return "–" if s is None else fmt(s[f"{q}_mean"], s[f"{q}_std"], int(s["n"]), n_all)
+
+
+def _one(summary: pd.DataFrame, **where) -> pd.Series | None:
+    s = select(summary, **where)
+    return None if s.empty else s.iloc[0]
+
+
+def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
+    """One table per benchmark: methods x (metric x reading, paper); Table II's conditions only."""
+    s = select(summary[summary["variant"] == ""], **{k: pv.TABLE2_CONDITIONS[k] for k in CONDITIONS})
+    readings = order_readings(s["reading"])
+    n_all = int(s["n"].max()) if not s.empty else None
+    group_of = {m: i for i, g in enumerate(pv.METHOD_GROUPS) for m in g}
+    tables = []
+    for b in pv.order_benchmarks(s["benchmark"]):
+        sb = s[s["benchmark"] == b]
+        paper = b in pv.TABLE2
+        header = ["Method", *(readings + (["paper"] if paper else [])) * len(METRICS)]
+        groups = [(METRICS[q].label, len(readings) + paper) for q in METRICS]
+        t = Table(f"{title}: {pv.bench_label(b)}", header, groups, NOTE)
+        last = None
+        for m in pv.order_methods(sb["method"]):
+            grp = group_of.get(m, len(pv.METHOD_GROUPS))
+            if last is not None and grp != last:
+                t.rule()
+            last = grp
+            row = [pv.method_label(m)]
+            for q in METRICS:
+                row += [_cell(_one(sb, method=m, reading=r), q, n_all) for r in readings]
+                if paper:
+                    row.append(paper_number(pv.table2_value(b, m, q)) if m in pv.TABLE2[b] else "")
+            t.add(row)
+        tables.append(t)
+    return tables
+
+
+def _short(key: str) -> str:
+    return {"memory": "M", "lambda": "λ", "tau": "τ"}.get(key, key)
+
+
+def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None, row_key: str = "method") -> Table:
+    """Rows: methods (or the values of ``row_key``); columns: benchmark x values of ``col_key``."""
+    s = summary[summary["variant"] == ""]
+    multi_reading = s["reading"].nunique() > 1
+    n_all = int(s["n"].max()) if not s.empty else None
+    header, groups, cols = ["Method" if row_key == "method" else _short(row_key)], [], []
+    for b in pv.order_benchmarks(s["benchmark"]):
+        vals = sorted(s[s["benchmark"] == b][col_key].unique()) if col_key else [None]
+        header += [f"{_short(col_key)}={v:g}" if col_key else QUANTITIES[quantity].label for v in vals]
+        groups.append((pv.bench_label(b), len(vals)))
+        cols += [(b, v) for v in vals]
+    t = Table(title, header, groups, NOTE)
+    rk = ["method", "reading"] if row_key == "method" else [row_key, "method", "reading"]
+    rows = s[rk].drop_duplicates()
+    if row_key == "method":
+        order = pv.order_methods(rows["method"])
+        rows = rows.assign(_o=rows["method"].map(order.index)).sort_values(["_o", "reading"])
+    else:
+        rows = rows.sort_values(rk)
+    for _, r in rows.iterrows():
+        label = pv.method_label(r["method"]) if row_key == "method" else f"{r[row_key]:g}"
+        if row_key != "method" and s["method"].nunique() > 1:
+            label += f" {pv.method_label(r['method'])}"
+        label += f" ({r['reading']})" if multi_reading else ""
+        row = [label]
+        for b, v in cols:
+            where = {k: r[k] for k in rk} | {"benchmark": b} | ({col_key: v} if col_key else {})
+            c = _one(s, **where)
+            p = "" if c is None else paper_cell(b, r["method"], quantity, {k: c[k] for k in CONDITIONS})
+            row.append(_cell(c, quantity, n_all) + ("" if p == "" else f" [{paper_number(p)}]"))
+        t.add(row)
+    return t
+
+
+def swept_axes(summary: pd.DataFrame) -> list[str]:
+    """The grouping keys that take more than one value (the variant's config keys count one by one)."""
+    return [k for k in KEYS if k != "variant" and summary[k].astype(str).nunique() > 1]
+
+
+def _variant_items(v: str) -> dict[str, str]:
+    """``"lr=0.05,batch_size=10"`` -> {"lr": "0.05", "batch_size": "10"} (values may hold commas)."""
+    return dict(p.split("=", 1) for p in re.split(r",(?=[\w.]+=)", v)) if v else {}
+
+
+def adhoc(summary: pd.DataFrame, title: str) -> Table:
+    """A plain table: one row per setting of the swept axes, the mean ± std of every quantity, n."""
+    items = [_variant_items(v) for v in summary["variant"]]
+    extra = list(dict.fromkeys(k for it in items for k in it))
+    axes = list(dict.fromkeys(["method", *swept_axes(summary)]))
+    qs = [q for q in QUANTITIES if not summary[f"{q}_mean"].isna().all()]
+    t = Table(title, [*axes, *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"])
+    rows = summary.assign(_items=items).sort_values([*axes, "variant"])
+    for _, r in rows.iterrows():
+        lead = [pv.method_label(r[a]) if a == "method" else (f"{r[a]:g}" if a in CONDITIONS else r[a]) for a in axes]
+        lead += [{"None": "–"}.get(v, v) for v in (r["_items"].get(k, "None") for k in extra)]
+        t.add([*lead, *(fmt(r[f"{q}_mean"], r[f"{q}_std"]) for q in qs), fmt(r["wall_time_s_mean"], digits=0), r["n"]])
+    return t
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _p(v: float) -> str:
+    return "–" if math.isnan(v) else (f"{v:.3f}" if v >= 0.001 else "<0.001")
+
+
+def claims(judged: list[Judged]) -> Table:
+    t = Table(
+        "The paper's claims, checked with paired statistics over seeds",
+        ["claim", "source", "reading", "verdict", "supported / contradicted / unresolved / identical / missing", "weakest comparison: mean difference [95% CI], n"],
+        note="Rules: `clsuite/analysis/claims.py` (and above). The weakest comparison is the one with the lowest interval bound.",
+    )  # fmt: skip
+    for j in judged:
+        w = j.weakest
+        weak = "–" if w is None else f"{w.label}, {pv.bench_label(w.benchmark)}: {w.result.interval()}, n={w.result.n}"
+        counts = " / ".join(str(j.count(o)) for o in (SUPPORTED, CONTRADICTED, UNRESOLVED, IDENTICAL, MISSING))
+        t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak])
+    return t
+
+
+def verdicts(judged: list[Judged]) -> Table:
+    """One row per claim, one column per reading: the verdicts at a glance."""
+    readings = order_readings(j.reading for j in judged if j.reading != "–")
+    got = {(j.claim.key, j.reading): j.verdict for j in judged}
+    t = Table("Verdicts", ["claim", "source", *readings], note="–: no runs of that reading for this claim.")
+    for k, c in {j.claim.key: j.claim for j in judged}.items():
+        t.add([c.text, c.source, *(got.get((k, r), got.get((k, "–"), "–")) for r in readings)])
+    return t
+
+
+def claim_details(j: Judged) -> Table:
+    t = Table(
+        f"{j.claim.text} ({j.reading})",
+        [
+            "benchmark",
+            "comparison",
+            "n",
+            "mean d (> 0: the claim holds) [95% CI]",
+            "p (paired t)",
+            "p (sign-flip, exact)",
+            "outcome",
+        ],
+    )
+    for c in j.comparisons:
+        r = c.result
+        o = "seeds cannot separate them" if c.outcome == UNRESOLVED else c.outcome
+        t.add([pv.bench_label(c.benchmark), c.label, r.n, r.interval(2), _p(r.p_t), _p(r.p_signflip), o])
+    return t
+
+
+def claims_markdown(judged: list[Judged]) -> str:
+    """The verdict table, what the seeds cannot separate, and every comparison (folded)."""
+    out = [claims(judged).markdown()]
+    note = sign_flip_floor_note(judged)
+    if note:
+        out += [note, ""]
+    for j in judged:
+        unsep = [c for c in j.comparisons if c.outcome == UNRESOLVED]
+        if unsep:
+            n = max(c.result.n for c in unsep)
+            out.append(
+                f"- *{j.claim.text}* ({j.reading}): {n} seeds cannot separate "
+                + "; ".join(f"{c.label} on {pv.bench_label(c.benchmark)} ({c.result.interval()})" for c in unsep[:8])
+                + (f"; and {len(unsep) - 8} more" if len(unsep) > 8 else "")
+                + "."
+            )
+    out.append("")
+    for j in judged:
+        if j.comparisons:
+            out += [f"<details><summary>{j.claim.text} ({j.reading}): {j.verdict}</summary>", ""]
+            out += [claim_details(j).markdown(level=4), "</details>", ""]
+    return "\n".join(out)
+
+
+def quotes(checks: list[QuoteCheck]) -> Table:
+    t = Table(
+        "The paper's numbers quoted in its text, beside ours",
+        ["where", "the paper says", "benchmark", "reading", "paper", "ours: mean [95% CI], n", "paper inside", "computed as"],
+        note="Ours: per seed, then mean and t interval over seeds. Relative numbers: gain = 100 (x/ref - 1), "
+        "decline = 100 (1 - x/ref); the paper does not always say which it means.",
+    )  # fmt: skip
+    for c in checks:
+        q, o = c.quote, c.ours
+        ci = f"{o.mean:.1f}" if not o.defined else f"{o.mean:.1f} [{o.low:.1f}, {o.high:.1f}]"
+        t.add(
+            [
+                q.where,
+                q.quote,
+                pv.bench_label(q.benchmark),
+                c.reading,
+                paper_number(q.value),
+                f"{ci}, n={o.n}",
+                c.inside,
+                c.how,
+            ]
+        )
+    return t
+
+
+# ----------------------------------------------------------------------------- status
+
+
+def status_markdown(st: dict, where: str) -> str:
+    lines = ["#### Runs", ""]
+    if st["grid"]:
+        g = st["grid"]
+        inside = st["finished"] - len(st["outside_grid"])
+        lines.append(f"- expected (the sweep's grid, `{where}/grid.json`, {g['created']}): {g['expected']}")
+        lines.append(
+            f"- finished: {inside} of the grid"
+            + (f", + {len(st['outside_grid'])} outside it (earlier sweeps, included)" if st["outside_grid"] else "")
+        )
+    else:
+        lines.append(f"- finished: {st['finished']} (no `grid.json`: the expected runs are unknown)")
+    lines.append(f"- failed: {len(st['failed'])}" + (" (rerun the same command to retry them)" if st["failed"] else ""))
+    lines += [
+        f"  - `{f['job']}`: {f['error']} (attempt {f['attempt']}, {f['time']}, {f['host']})" for f in st["failed"]
+    ]
+    if st["grid"]:
+        lines.append(f"- missing (not run yet, killed, or still running): {len(st['missing'])}")
+        lines += [f"  - `{d}`" for d in st["missing"][:50]]
+        if len(st["missing"]) > 50:
+            lines.append(f"  - ... and {len(st['missing']) - 50} more (status.json)")
+    if st["duplicates"]:
+        lines.append(f"- the same run reached twice (same identity, counted once): {len(st['duplicates'])}")
+    if st["stale_files"]:
+        lines.append(f"- superseded results kept by the sweep (`results.stale-*.json`, not read): {st['stale_files']}")
+    if len(st["commits"]) > 1:
+        lines.append("- **mixed code versions**: " + ", ".join(f"`{c}` ({n} runs)" for c, n in st["commits"].items()))
+    if len(st["environments"]) > 1:
+        lines.append(
+            "- **mixed environments** (device / torch threads / torch; thread counts move results): "
+            + ", ".join(f"{e} ({n} runs)" for e, n in st["environments"].items())
+        )
+    return "\n".join(lines) + "\n"  # fmt: skip

@@ -1,0 +1,31 @@
+"""The memory-update seam: which incoming samples the memory M keeps.
+
+Call order (``clsuite.callbacks.MemoryUpdate`` and ``ContinualLearner``), for a
+method whose plugin ``uses_memory``:
+
+1. after every incoming batch B_t = (x, y, t) has been trained on (all its
+   ``iters_per_batch`` updates): ``policy.update(memory, x, y, t, learner)``;
+2. at the end of every task, before the task's row of R is measured and before
+   the plugin's ``on_task_end``: ``policy.on_task_end(memory, learner)``
+   (iCaRL's herding selects its exemplars there; the others do nothing).
+
+``update`` must count every offered sample in ``memory.seen`` (N in the paper)
+and write only through ``memory.append`` / ``memory.replace`` (which reset a
+new sample's score and stored logits). It may read the learner (its network,
+``learner.logit_mask(t)``, ``learner.task_classes``) but must not train it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from clsuite.memory.buffer import Memory
+
+
+class UpdatePolicy(ABC):
+    @abstractmethod
+    def update(self, memory: Memory, x, y, t, learner=None) -> None:
+        """Offer the incoming batch to the memory (after its update step)."""
+
+    def on_task_end(self, memory: Memory, learner) -> None:  # noqa: B027  (optional hook)
+        """Task boundary: nothing by default."""

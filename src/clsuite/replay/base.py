@@ -1,0 +1,31 @@
+"""The replay-policy seam: which memory slots become the replay batch R.
+
+Call order (``ContinualLearner.training_step``), for every update on an incoming
+batch B_t = (x, y, t), ``iters_per_batch`` times per batch:
+
+1. the learner skips replay while the memory is empty (``select`` is not called);
+2. ``idx = policy.select(learner, x, y, t, n)`` with n = |R| (``replay_size``);
+3. the learner (or the method's ``Plugin.loss``) trains on R + B_t;
+4. after the optimizer step, the update policy (``clsuite.memory.base``) writes
+   B_t into the memory.
+
+A policy may read anything on the learner (``learner.memory``, ``learner.net``,
+``learner.lr``, ``learner.current_task``, ``learner.logit_mask(t)``) and may
+write ``learner.memory.score`` (the interference scores E-BRS reads) and
+``learner.memory.logits`` (stored logits); it must not change the network, the
+optimizer or the memory's samples. Randomness comes from torch's global
+generator (seeded per run), so a policy is reproducible for a seed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class ReplayPolicy(ABC):
+    @abstractmethod
+    def select(self, learner, x, y, t, n: int) -> torch.Tensor | None:
+        """Up to ``n`` distinct filled slots of ``learner.memory`` (a long tensor of
+        slot indices on the memory's device), possibly empty; None means no replay."""

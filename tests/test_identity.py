@@ -1,0 +1,502 @@
+"""Runs a user can trust: identity-checked resume, pinned threads, locks, divergence, signals,
+failure records that cannot fail, hashed folder names, grid.json only after every job composed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from clsuite import identity, io, sweep
+from clsuite.callbacks import Diverged, DivergenceGuard
+from clsuite.cli import Interrupted, interruptible
+from clsuite.experiment import run_experiment
+from tests.conftest import CONF_DIR, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def _job(cfg, sdir: Path, name="job") -> sweep.Job:
+    return sweep.Job(cfg, sdir / name, sweep_dir=sdir)
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+def test_results_record_the_identity_the_job_expected(tmp_path):
+    cfg = make_cfg("method=er")
+    job = _job(cfg, tmp_path)
+    expected = job.expected()
+    res = run_experiment(cfg, job.out_dir)
+    assert res["identity"] == expected  # what resume compares is what the run recorded
+    assert set(expected) == {"key", "config", "code", "data", "env"}
+    assert expected["env"]["torch_threads"] == 1 and expected["env"]["device_type"] == "cpu"
+    assert expected["env"]["torch"] == torch.__version__
+    assert expected["key"] == identity.sha256(
+        identity.canonical({k: expected[k] for k in ("config", "code", "data", "env")})
+    )
+    assert res["reading"] == make_cfg().get("reading")
+    on_disk = json.loads((job.out_dir / io.RESULTS_FILE).read_text())
+    assert identity.seal_ok(on_disk)
+    on_disk["R"][0][0] += 1.0  # a hand edit
+    assert not identity.seal_ok(on_disk)
+
+
+def test_differences_name_what_changed():
+    base = identity.expected(make_cfg())
+    assert identity.differences(base, base) == []
+    assert identity.differences(base, identity.expected(make_cfg("seed=7"))) == [("config", "seed: 0 -> 7")]
+    code = {**base, "code": {"commit": "abc", "dirty_hash": None}, "key": "k1"}
+    assert [r for r, _ in identity.differences(code, base)] == ["code"]
+    env = {**base, "env": {**base["env"], "torch_threads": 2}, "key": "k2"}
+    assert [r for r, _ in identity.differences(env, base)] == ["threads"]
+    dev = {**base, "env": {**base["env"], "device_type": "cuda"}, "key": "k3"}
+    assert [r for r, _ in identity.differences(dev, base)] == ["device"]
+    assert [r for r, _ in identity.differences(None, base)] == ["no identity"]
+
+
+def test_data_identity_is_the_md5_of_the_files_read(tmp_path):
+    from clsuite.data.files import MNIST_LIKE, md5
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for i, f in enumerate(MNIST_LIKE["MNIST"]["files"]):
+        (raw / f).write_bytes(bytes([i]) * 10)
+    cfg = make_cfg("benchmark=split_mnist", f"data.root={tmp_path}")
+    a = identity.data_identity(cfg)["files"]
+    assert a["MNIST/raw/t10k-labels-idx1-ubyte.gz"] == md5(raw / "t10k-labels-idx1-ubyte.gz")
+    time.sleep(0.01)
+    (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(b"other bytes")  # new size and mtime: hashed again
+    b = identity.data_identity(cfg)["files"]
+    assert [k for k in a if a[k] != b[k]] == ["MNIST/raw/t10k-labels-idx1-ubyte.gz"]
+
+
+def test_threads_are_pinned_for_torch_and_blas(tmp_path):
+    from threadpoolctl import threadpool_info
+
+    torch.set_num_threads(2)
+    try:
+        res = run_experiment(make_cfg("method=online", "trainer.threads=1"), tmp_path)
+        assert torch.get_num_threads() == 1
+        assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} <= {1}
+        assert res["identity"]["env"]["torch_threads"] == 1
+        identity.pin_threads(2)
+        assert (
+            torch.get_num_threads() == 2
+            and identity.expected(make_cfg("trainer.threads=1"))["env"]["torch_threads"] == 1
+        )
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_ignored_keys_and_folder_name_exclusions_agree():
+    """One list (identity.IGNORED_KEYS); Hydra's exclude_keys = it + groups/keys that only set ignored keys."""
+    conf = OmegaConf.load(Path(CONF_DIR) / "config.yaml")
+    exclude = list(conf.hydra.job.config.override_dirname.exclude_keys)
+    for key in identity.IGNORED_KEYS:
+        assert key in exclude, key
+    a, b = make_cfg("trainer=cpu"), make_cfg("trainer=default")
+    for key in exclude:
+        top = key.split(".")[0]
+        if key in identity.IGNORED_KEYS or key.startswith("hydra.") or top in ("logger", "launcher"):
+            continue
+        assert key == "trainer" and identity.normalize(a) == identity.normalize(b), key
+
+
+# ----------------------------------------------------------------------------- strict resume
+
+
+def test_strict_resume_reruns_after_a_code_change_and_counts_why(tmp_path, monkeypatch, capsys):
+    cfg = make_cfg("method=online")
+    sdir = tmp_path / "multirun" / "exp"
+    first = _job(cfg, sdir)
+    assert first.finished() is None
+    run_experiment(cfg, first.out_dir)
+    first.succeeded(1.0)
+    assert _job(cfg, sdir).finished()[1] == "skipped"
+    # the code changed: strict resume reruns, keeps the old file, and says why
+    real = identity.code_identity()
+    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "0123456789abcdef"})
+    again = _job(cfg, sdir)
+    assert again.finished() is None and again.rerun_reasons == ["code"]
+    assert (first.out_dir / "results.stale-1.json").is_file() and not again.results_path.exists()
+    assert "code changed (uncommitted changes" in capsys.readouterr().err
+    run_experiment(cfg, again.out_dir)
+    again.succeeded(1.0)
+    s = sweep.summarize(sdir)
+    assert s["ran"] == 2 and s["reruns"] == {"code": 1}
+    # config_only: the same config is enough
+    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "fedcba9876543210"})
+    assert _job(cfg, sdir).finished() is None
+    monkeypatch.setattr(identity, "code_identity", lambda: real)
+    run_experiment(cfg, again.out_dir)
+    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "fedcba9876543210"})
+    assert _job(make_cfg("method=online", "resume=config_only"), sdir).finished()[1] == "skipped"
+    monkeypatch.setenv("CLSUITE_RESUME", "config_only")
+    assert _job(cfg, sdir).finished()[1] == "skipped"
+
+
+def test_threads_and_hand_edits_and_old_files_rerun(tmp_path):
+    cfg = make_cfg("method=online")
+    sdir = tmp_path / "multirun" / "exp"
+    job = _job(cfg, sdir)
+    run_experiment(cfg, job.out_dir)
+    assert (
+        _job(make_cfg("method=online", "trainer.threads=2"), sdir).mismatch(json.loads(job.results_path.read_text()))[
+            0
+        ][0]
+        == "threads"
+    )
+    res = json.loads(job.results_path.read_text())
+    res["metrics"]["acc"] = 99.0
+    job.results_path.write_text(json.dumps(res))
+    j = _job(cfg, sdir)
+    assert j.finished() is None and j.rerun_reasons == ["edited"]
+    res = {k: v for k, v in res.items() if k not in ("identity", "digest")}  # a file made before identities
+    job.results_path.write_text(json.dumps(res))
+    j = _job(cfg, sdir)
+    assert j.finished() is None and j.rerun_reasons == ["no identity"]
+
+
+def test_reuse_needs_the_whole_identity(tmp_path, monkeypatch):
+    mr = tmp_path / "multirun"
+    first = _job(make_cfg("method=online", "experiment=table2"), mr / "table2", "a")
+    run_experiment(make_cfg("method=online", "experiment=table2"), first.out_dir)
+    first.succeeded(1.0)
+    _, how = _job(make_cfg("method=online", "experiment=memory"), mr / "memory", "b").finished()
+    assert how == "reused" and identity.seal_ok(json.loads((mr / "memory" / "b" / io.RESULTS_FILE).read_text()))
+    real = identity.code_identity()
+    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "0123456789abcdef"})
+    assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "c").finished() is None
+
+
+# ----------------------------------------------------------------------------- locks
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_job_lock_atomic_holder_and_stale(tmp_path, monkeypatch):
+    a, b = sweep.JobLock(tmp_path), sweep.JobLock(tmp_path)
+    assert a.acquire() is None
+    holder = b.acquire()
+    assert holder["pid"] == os.getpid() and holder["host"] == sweep.HOST  # held by a live process: busy
+    a.release()
+    assert not (tmp_path / io.LOCK_FILE).exists()
+    assert b.acquire() is None
+    b.release()
+    # a lock whose process died is stale and taken over
+    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": _dead_pid(), "host": sweep.HOST, "token": "x"}))
+    c = sweep.JobLock(tmp_path)
+    assert c.acquire() is None and json.loads((tmp_path / io.LOCK_FILE).read_text())["pid"] == os.getpid()
+    c.release()
+    # a lock of our own pid with another process start time: the pid was reused, stale
+    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": os.getpid(), "host": sweep.HOST, "start": "1"}))
+    assert sweep.JobLock(tmp_path).acquire() is None
+    # another host: alive while its heartbeat is fresh
+    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    assert sweep.JobLock(tmp_path).acquire()["host"] == "elsewhere"
+    old = time.time() - 3600
+    os.utime(tmp_path / io.LOCK_FILE, (old, old))
+    assert sweep.JobLock(tmp_path).acquire() is None
+
+
+# ----------------------------------------------------------------------------- divergence
+
+
+class _FakeLearner:
+    def __init__(self):
+        self.device, self.current_task, self.lr, self.last_loss = torch.device("cpu"), 2, 0.1, None
+
+
+def test_divergence_guard_names_the_first_bad_step_and_task():
+    guard, learner = DivergenceGuard(check_every=10), _FakeLearner()
+    guard.on_train_start(None, learner)
+    for v in (1.0, 0.5, float("inf"), float("nan")):
+        learner.last_loss = torch.tensor(v)
+        guard.on_train_batch_end(None, learner, None, None, 0)  # no check yet: no sync per step
+    with pytest.raises(Diverged, match=r"^loss is inf at step 3 of task 2 \(lr=0.1\)"):
+        guard.on_train_epoch_end(None, learner)
+
+
+def test_lr_1e6_fails_with_no_results_file(tmp_path):
+    with pytest.raises(Diverged, match=r"loss is (nan|inf) at step \d+ of task 0"):
+        run_experiment(make_cfg("method=er", "lr=1e6"), tmp_path)
+    assert not (tmp_path / io.RESULTS_FILE).exists()
+
+
+# ----------------------------------------------------------------------------- signals
+
+
+def test_sigterm_during_training_raises_interrupted(tmp_path, monkeypatch):
+    original = DivergenceGuard.on_train_batch_end
+
+    def term_at_step_3(self, trainer, learner, *a):
+        original(self, trainer, learner, *a)
+        if learner.train_steps == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(DivergenceGuard, "on_train_batch_end", term_at_step_3)
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as e, interruptible():
+        run_experiment(make_cfg("method=er"), tmp_path)
+    assert e.value.exit_code == 143 and str(e.value) == "interrupted by SIGTERM"
+    assert not (tmp_path / io.RESULTS_FILE).exists()
+    assert signal.getsignal(signal.SIGTERM) == handler  # restored
+
+
+# clsuite.cli.main in a subprocess that sends itself SIGTERM at step 2 of the run of seed $TERM_SEED.
+_TERM = """
+import os, signal, sys
+sys.path.insert(0, {src!r})
+import clsuite.experiment as ex
+from clsuite.callbacks import DivergenceGuard
+_run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
+def run(cfg, out, logger=None):
+    os.environ["SEED_NOW"] = str(cfg.seed)
+    return _run(cfg, out, logger=logger)
+def step(self, trainer, learner, *a):
+    _step(self, trainer, learner, *a)
+    if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get("TERM_SEED"):
+        os.kill(os.getpid(), signal.SIGTERM)
+ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
+from clsuite.cli import main
+main(sys.argv[1:])
+"""
+
+
+def _cli(tmp_path, *args, term_seed=None):
+    env = {**os.environ, "TERM_SEED": str(term_seed), "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
+    flags = [a for a in args if a.startswith("-")]
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TERM.format(src=str(ROOT / "src")),
+            *flags,
+            *base,
+            *(a for a in args if a not in flags),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_sigterm_exits_143_with_a_message(tmp_path):
+    p = _cli(tmp_path, "seed=0", term_seed=0)
+    assert p.returncode == 143, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines()[-1].startswith("error: interrupted by SIGTERM; the run stopped before its end")
+    assert not list(tmp_path.rglob("results.json"))
+
+
+@pytest.mark.slow
+def test_sigterm_in_a_sweep_records_the_job_and_the_rerun_retries_it(tmp_path):
+    # job seed=0 interrupted -> the sweep stops (143), the job is recorded; the rerun retries it
+    p = _cli(tmp_path, "-m", "seed=0,1", "hydra.sweep.dir=multirun/s", term_seed=0)
+    assert p.returncode == 143, p.stderr[-2000:]
+    job0 = tmp_path / "multirun/s/benchmark=synthetic,method=online,seed=0"
+    rec = json.loads((job0 / "failed.json").read_text())
+    assert rec["status"] == "interrupted" and rec["error"] == "Interrupted: interrupted by SIGTERM"
+    assert not (job0 / io.LOCK_FILE).exists()
+    p = _cli(tmp_path, "-m", "seed=0,1", "hydra.sweep.dir=multirun/s")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "2 ran, 0 skipped" in p.stderr and not (job0 / "failed.json").exists()
+
+
+# ----------------------------------------------------------------------------- failures, names, grid
+
+
+def test_failure_record_survives_a_full_disk(tmp_path, monkeypatch):
+    job = _job(make_cfg(), tmp_path)
+
+    def full(fd, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    line = job.failed(RuntimeError("boom"))  # does not raise
+    assert line == "RuntimeError: boom" and not job.failed_path.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_long_override_lists_get_a_hashed_folder(tmp_path):
+    from tests.test_sweeps import compose_sweep
+
+    long = "x" * 300
+    assert sweep.job_dirname("a=1,b=2") == "a=1,b=2"
+    name = sweep.job_dirname(f"a=1,b={long},c=2")
+    assert len(name) <= sweep.MAX_DIRNAME and name.startswith("a=1,hash=")
+    assert name != sweep.job_dirname(f"a=1,b={long},c=3")
+    cfg = compose_sweep("table2", "method=er", "seed=0", "benchmark=synthetic", f"+logger.note={long}")
+    assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"].startswith("${clsuite_dirname:")
+    job = sweep.Job(make_cfg(), tmp_path / name, sweep_dir=tmp_path, overrides=["a=1", f"b={long}", "c=2"])
+    job.write_overrides()
+    assert json.loads((tmp_path / name / io.OVERRIDES_FILE).read_text())[1] == f"b={long}"
+
+
+def test_a_bad_job_stops_the_sweep_before_grid_json(tmp_path):
+    from tests.test_sweeps import run_sweep
+
+    sdir = tmp_path / "multirun" / "table2"
+    sdir.mkdir(parents=True)
+    (sdir / io.GRID_FILE).write_text('{"jobs": "the previous sweep"}')
+    p = run_sweep(tmp_path, "method=online", "seed=0", "lr=0.1,nan")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith("error: lr must be a finite number, got nan (job ")
+    assert (sdir / io.GRID_FILE).read_text() == '{"jobs": "the previous sweep"}'
+    assert not list(sdir.rglob("results.json"))
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2])
+def test_joblib_n_jobs_is_checked(n_jobs):
+    from tests.test_sweeps import compose_sweep
+
+    cfg = compose_sweep("table2", "launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}")
+    with pytest.raises(
+        sweep.ConfigError,
+        match=rf"^hydra.launcher.n_jobs must be a whole number >= 1 \(or -1: one per core\), got {n_jobs}$",
+    ):
+        sweep.validate_grid(cfg, [])
+
+
+def test_two_runs_started_together_get_two_folders(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    args = ["benchmark=synthetic", "logger=csv", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
+    procs = [
+        subprocess.Popen([sys.executable, str(ROOT / "src" / "run.py"), *args, f"seed={s}"], cwd=tmp_path, env=env)
+        for s in (0, 1)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    results = sorted(tmp_path.rglob("results.json"))
+    assert len(results) == 2 and results[0].parent != results[1].parent
+    assert sorted(json.loads(r.read_text())["seed"] for r in results) == [0, 1]
+
+
+# A worker that kills itself (SIGKILL) at step 2 of the run of seed $KILL_SEED: once ($KILL_ONCE
+# names a marker file) or every time. Loaded in every process through PYTHONPATH (sitecustomize).
+_KILL = """
+import os, signal
+from pathlib import Path
+import clsuite.experiment as ex
+from clsuite.callbacks import DivergenceGuard
+_run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
+def run(cfg, out, logger=None):
+    os.environ["SEED_NOW"] = str(cfg.seed)
+    return _run(cfg, out, logger=logger)
+def step(self, trainer, learner, *a):
+    _step(self, trainer, learner, *a)
+    if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get("KILL_SEED"):
+        once = os.environ.get("KILL_ONCE")
+        if not once or not Path(once).exists():
+            if once:
+                Path(once).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
+"""
+
+
+def _sweep_with_a_killer(tmp_path, once: bool, seeds="0,1,2,3"):
+    hook = tmp_path / "hook"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(_KILL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]),
+        "KILL_SEED": "1",
+        "KILL_ONCE": str(tmp_path / "killed-once") if once else "",
+        "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks"),
+    }
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", "logger=none", "trainer=cpu"]
+    cmd += [
+        "trainer.progress_bar=false",
+        "method=online",
+        f"seed={seeds}",
+        "launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+    ]
+    cmd += [f"hydra.sweep.dir={tmp_path}/multirun/k"]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_killed_joblib_worker_ends_only_its_job(tmp_path):
+    p = _sweep_with_a_killer(tmp_path, once=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "a joblib worker died" in p.stderr
+    assert len(list((tmp_path / "multirun/k").rglob("results.json"))) == 4  # the killed job reran alone
+    p = _sweep_with_a_killer(tmp_path / "again", once=False)
+    assert p.returncode == 1, p.stderr[-3000:]
+    sdir = tmp_path / "again/multirun/k"
+    assert len(list(sdir.rglob("results.json"))) == 3
+    rec = json.loads((sdir / "benchmark=synthetic,method=online,seed=1" / "failed.json").read_text())
+    assert rec["error"] == "RuntimeError: worker process died (killed by a signal or out of memory)"
+    assert not list(sdir.rglob("running.lock"))
+
+
+@pytest.mark.slow
+def test_basic_and_joblib_give_identical_results(tmp_path):
+    from tests.test_sweeps import run_sweep
+
+    methods = "online,er,gem,mir"
+    for launcher in ("basic", "joblib"):
+        (tmp_path / launcher).mkdir()
+        p = run_sweep(
+            tmp_path / launcher,
+            f"launcher={launcher}",
+            f"method={methods}",
+            "seed=0",
+            "hydra.launcher.n_jobs=2" if launcher == "joblib" else "resume=strict",
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+    for m in methods.split(","):
+        name = f"benchmark=synthetic,method={m},seed=0"
+        a, b = (
+            json.loads((tmp_path / lau / "multirun/table2" / name / "results.json").read_text())
+            for lau in ("basic", "joblib")
+        )
+        assert a["R"] == b["R"], m
+        assert a["identity"]["key"] == b["identity"]["key"]
+
+
+def test_a_job_held_by_another_process_is_left_alone(tmp_path):
+    """A second sweep (or a rerun) reaching a job whose lock a live process holds does not train it."""
+    from clsuite.cli import run_job
+
+    sdir, name = tmp_path / "multirun" / "exp", "method=online,seed=0"
+    other = sweep.JobLock(sdir / name)  # the first sweep, still running this job
+    assert other.acquire() is None
+    hc = OmegaConf.create(
+        {
+            "runtime": {"output_dir": str(sdir / name)},
+            "sweep": {"dir": str(sdir)},
+            "overrides": {"task": ["method=online", "seed=0"]},
+            "job": {"num": 0},
+            "launcher": {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"},
+        }
+    )
+    assert run_job(make_cfg("method=online"), hc) is None
+    assert not (sdir / name / io.RESULTS_FILE).exists()
+    assert [json.loads(line)["status"] for line in (sdir / io.LOG_FILE).read_text().splitlines()] == ["busy"]
+    other.release()
+    assert run_job(make_cfg("method=online"), hc) is not None  # free again: it trains
+    assert (sdir / name / io.RESULTS_FILE).is_file() and not (sdir / name / io.LOCK_FILE).exists()

@@ -1,0 +1,516 @@
+"""Every option that changes a result, on small fixed tensors: each test fails when its option is
+ignored or inverted (issue 11). Expected values come from hand formulas or per-sample loops.
+
+The learner is driven directly (``training_step`` with a plain SGD optimizer), so the checks are
+exact: the parameters after a step equal those of a reference step computed here.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from clsuite.callbacks import evaluate
+from clsuite.experiment import build
+from clsuite.learner import ContinualLearner
+from clsuite.memory.buffer import Memory
+from clsuite.methods.gem import GEM, gem_project
+from clsuite.methods.grads import flat_grad, grad_vector
+from clsuite.methods.oewc import OnlineEWC
+from clsuite.methods.si import SI
+from clsuite.models.nets import MLP
+from clsuite.replay import ccmr, mir
+from clsuite.replay.ccmr import CCMRReplay
+from clsuite.replay.mir import MIRReplay
+from clsuite.replay.random import RandomReplay
+from tests.conftest import make_cfg, run_cfg
+
+TASK_CLASSES = torch.tensor([[0, 1], [2, 3], [4, 5]])
+D = 4  # input size of the toy network
+
+
+def toy_net(seed=0, classes=6):
+    torch.manual_seed(seed)
+    return MLP((D,), classes, hidden=5, depth=1)
+
+
+def toy_memory(tasks, seed=1, classes=6):
+    """A memory with one sample per entry of ``tasks``; labels are the task's first or second class."""
+    g = torch.Generator().manual_seed(seed)
+    n = len(tasks)
+    t = torch.tensor(tasks)
+    y = TASK_CLASSES[t, torch.arange(n) % 2] if classes == 6 else torch.arange(n) % classes
+    mem = Memory(n, (D,), classes)
+    mem.append(torch.randn(n, D, generator=g), y, t)
+    return mem
+
+
+def toy_batch(task=1, n=3, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    y = TASK_CLASSES[task][torch.tensor([0, 1, 1, 0, 1][:n])]
+    return torch.randn(n, D, generator=g), y, torch.full((n,), task)
+
+
+def toy_learner(net=None, memory=None, **kw):
+    learner = ContinualLearner(
+        net if net is not None else toy_net(),
+        memory=memory if memory is not None else Memory(0, (D,), 6),
+        task_classes=TASK_CLASSES,
+        **kw,
+    )
+    learner.plugin.setup(learner)
+    return learner
+
+
+def attach_sgd(learner):
+    """Drive ``training_step`` without a Trainer: plain SGD, plain backward."""
+    opt = torch.optim.SGD(learner.net.parameters(), lr=learner.lr)
+    learner.optimizers = lambda *a, **k: opt
+    learner.manual_backward = lambda loss, *a, **k: loss.backward()
+    return opt
+
+
+def ce_per_sample(net, x, y, allowed=None):
+    """-log softmax(z)_y sample by sample, over the ``allowed`` classes of each sample (all by default)."""
+    out = []
+    for i in range(len(y)):
+        z = net(x[i : i + 1])[0]
+        cls = list(range(len(z))) if allowed is None else allowed[i]
+        out.append(-(z[int(y[i])] - torch.logsumexp(z[cls], 0)))
+    return torch.stack(out)
+
+
+def params_of(net):
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def sgd_reference(net, loss_fn, lr, steps=1):
+    """Parameters after ``steps`` plain SGD steps on ``loss_fn(net)`` (a deep copy of ``net``)."""
+    ref = copy.deepcopy(net)
+    for _ in range(steps):
+        ref.zero_grad()
+        loss_fn(ref).backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= lr * p.grad
+    return params_of(ref)
+
+
+def assert_params(net, expected, atol=1e-6):
+    for p, e in zip(net.parameters(), expected, strict=True):
+        torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=atol)
+
+
+# -- replay_loss: concat | split ---------------------------------------------------------------
+@pytest.mark.parametrize("form", ["concat", "split"])
+def test_replay_loss_forms_by_hand(form):
+    mem = toy_memory([0, 0, 0, 0])  # |R| = 4, |B_t| = 2: the two forms differ
+    learner = toy_learner(memory=mem, replay_loss=form)
+    x, y, t = toy_batch(n=2)
+    idx = torch.arange(4)
+    loss = learner.replay_loss(x, y, t, idx)
+    lb, lr_ = ce_per_sample(learner.net, x, y), ce_per_sample(learner.net, mem.x[:4], mem.y[:4])
+    concat = torch.cat([lb, lr_]).mean()  # Alg. 1 line 10: one mean over R + B_t
+    split = lb.mean() + lr_.mean()  # MIR's code: mean(B_t) + mean(R)
+    assert abs(float((concat - split).detach())) > 0.1
+    torch.testing.assert_close(loss, concat if form == "concat" else split)
+
+
+def test_replay_loss_without_memory_is_the_batch_loss():
+    for form in ("concat", "split"):
+        learner = toy_learner(replay_loss=form)
+        x, y, t = toy_batch()
+        torch.testing.assert_close(learner.replay_loss(x, y, t, None), ce_per_sample(learner.net, x, y).mean())
+
+
+def test_unknown_replay_loss_rejected():
+    with pytest.raises(ValueError, match="replay_loss"):
+        toy_learner(replay_loss="sum")
+
+
+# -- scenario: the training logits --------------------------------------------------------------
+@pytest.mark.parametrize("scenario", ["class_il", "task_il"])
+def test_training_loss_masks_logits_only_in_task_il(scenario):
+    learner = toy_learner(scenario=scenario)
+    x, y, t = toy_batch(task=1)
+    allowed = [TASK_CLASSES[k].tolist() for k in t] if scenario == "task_il" else None
+    expected = ce_per_sample(learner.net, x, y, allowed).mean()
+    torch.testing.assert_close(learner.replay_loss(x, y, t, None), expected)
+    other = ce_per_sample(learner.net, x, y, None if scenario == "task_il" else [[2, 3]] * 3).mean()
+    assert abs(float((expected - other).detach())) > 1e-3  # the two scenarios give different losses here
+
+
+def test_task_il_masks_replayed_samples_with_their_own_task():
+    mem = toy_memory([0, 2, 0, 2])
+    learner = toy_learner(memory=mem, scenario="task_il")
+    x, y, t = toy_batch(task=1, n=2)
+    loss = learner.replay_loss(x, y, t, torch.arange(4))
+    allowed = [TASK_CLASSES[k].tolist() for k in torch.cat([t, mem.t[:4]])]
+    expected = ce_per_sample(learner.net, torch.cat([x, mem.x[:4]]), torch.cat([y, mem.y[:4]]), allowed).mean()
+    torch.testing.assert_close(loss, expected)
+
+
+# -- eval_mask: all | seen ----------------------------------------------------------------------
+@pytest.mark.parametrize("mask", ["all", "seen"])
+def test_eval_mask(mask):
+    learner = toy_learner(eval_mask=mask)
+    learner.seen_tasks = 2  # classes 0..3 seen
+    with torch.no_grad():
+        learner.net.head.bias.copy_(torch.tensor([0.0, 1.0, 2.0, 3.0, 50.0, 40.0]))
+        learner.net.head.weight.zero_()
+    x, _, t = toy_batch(task=0, n=4)
+    pred = learner.predict(x, t).argmax(1)
+    assert pred.tolist() == ([4] * 4 if mask == "all" else [3] * 4)
+
+
+def test_eval_mask_seen_leaves_task_il_to_its_task_mask():
+    learner = toy_learner(eval_mask="seen", scenario="task_il")
+    learner.seen_tasks = 1
+    with torch.no_grad():
+        learner.net.head.weight.zero_()
+        learner.net.head.bias.copy_(torch.tensor([0.0, 1.0, 5.0, 4.0, 9.0, 8.0]))
+    x, _, _ = toy_batch(n=3)
+    pred = learner.predict(x, torch.tensor([0, 1, 2])).argmax(1)
+    assert pred.tolist() == [1, 2, 4]  # each sample's own task's best class
+
+
+# -- iters_per_batch -----------------------------------------------------------------------------
+@pytest.mark.parametrize("iters", [1, 3])
+def test_iters_per_batch_steps_and_reselects_replay(iters):
+    mem = toy_memory([0, 0, 0])  # fewer slots than |R|: R is all of memory, deterministic
+    calls = []
+
+    class CountingReplay(RandomReplay):
+        def select(self, learner, x, y, t, n):
+            calls.append(n)
+            return super().select(learner, x, y, t, n)
+
+    learner = toy_learner(memory=mem, replay=CountingReplay(), iters_per_batch=iters, lr=0.2, replay_size=5)
+    attach_sgd(learner)
+    x, y, t = toy_batch()
+    xr, yr = torch.cat([x, mem.x[:3]]), torch.cat([y, mem.y[:3]])
+    expected = sgd_reference(learner.net, lambda net: F.cross_entropy(net(xr), yr), 0.2, steps=iters)
+    learner.training_step((x, y, t), 0)
+    assert calls == [5] * iters  # R re-selected before every update, with n = replay_size
+    assert_params(learner.net, expected)
+    assert learner.train_steps == 1  # one incoming batch
+
+
+# -- a plugin's penalty reaches the gradient (oEWC) and SI's surrogate gradient -----------------
+def test_learner_adds_the_oewc_penalty_to_the_loss_and_its_gradient():
+    learner = toy_learner(plugin=OnlineEWC(e_lambda=5.0), lr=0.1)
+    plugin = learner.plugin
+    shapes = [p.shape for p in learner.net.parameters()]
+    g = torch.Generator().manual_seed(3)
+    fisher = [torch.rand(s, generator=g) for s in shapes]
+    anchor = [p.detach() + 0.3 * torch.randn(p.shape, generator=g) for p in learner.net.parameters()]
+    plugin.fisher = torch.cat([f.flatten() for f in fisher])
+    plugin.anchor = torch.cat([a.flatten() for a in anchor])
+    attach_sgd(learner)
+    x, y, t = toy_batch()
+
+    def loss_fn(net):  # CE + e_lambda sum_i F_i (theta_i - theta*_i)^2, parameter by parameter
+        pen = sum((f * (p - a) ** 2).sum() for f, p, a in zip(fisher, net.parameters(), anchor, strict=True))
+        return F.cross_entropy(net(x), y) + 5.0 * pen
+
+    expected_loss = loss_fn(learner.net).detach()
+    expected = sgd_reference(learner.net, loss_fn, 0.1)
+    learner.training_step((x, y, t), 0)
+    torch.testing.assert_close(learner.last_loss, expected_loss)
+    assert_params(learner.net, expected)
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_learner_step_with_si_applies_the_surrogate_gradient(clip):
+    learner = toy_learner(plugin=SI(c=3.0, xi=0.1, clip=clip), lr=0.1)
+    plugin = learner.plugin
+    g = torch.Generator().manual_seed(4)
+    n = plugin.anchor.numel()
+    plugin.big_omega = torch.rand(n, generator=g)
+    plugin.anchor = plugin.anchor + 0.2 * torch.randn(n, generator=g)
+    attach_sgd(learner)
+    x, y, t = toy_batch()
+    params = list(learner.net.parameters())
+    theta = torch.cat([p.detach().flatten() for p in params])
+    grads = torch.autograd.grad(F.cross_entropy(learner.net(x), y), params)
+    task_g = torch.cat([gr.flatten() for gr in grads])
+    total = task_g + 2 * 3.0 * plugin.big_omega * (theta - plugin.anchor)  # d/dtheta c sum Omega (theta - theta~)^2
+    if clip is not None:
+        total = total.clamp(-clip, clip)
+        assert (total.abs() == clip).any() and (total.abs() < clip).any()
+    learner.training_step((x, y, t), 0)
+    new = torch.cat([p.detach().flatten() for p in params])
+    torch.testing.assert_close(new, theta - 0.1 * total, rtol=1e-5, atol=1e-7)
+    # omega (eq. 3) sees the task-loss gradient only: -g . delta
+    torch.testing.assert_close(plugin.omega, -task_g * (new - theta), rtol=1e-4, atol=1e-9)
+
+
+def test_si_surrogate_and_omega_by_hand():
+    learner = toy_learner(plugin=SI(c=0.7, xi=0.25, clip=None))
+    plugin = learner.plugin
+    theta0 = plugin.anchor.clone()
+    n = theta0.numel()
+    g = torch.Generator().manual_seed(5)
+    delta = 0.3 * torch.randn(n, generator=g)
+    torch.nn.utils.vector_to_parameters(theta0 + delta, learner.net.parameters())
+    omega = torch.randn(n, generator=g)  # some negative: relu must clip them
+    plugin.omega = omega.clone()
+    plugin.on_task_end(learner, 0, None)
+    # Omega = relu(omega / ((theta - theta~)^2 + xi)); theta~ moves to theta; omega resets
+    big = [max(0.0, float(o) / (float(d) ** 2 + 0.25)) for o, d in zip(omega, delta, strict=True)]
+    torch.testing.assert_close(plugin.big_omega, torch.tensor(big), rtol=1e-5, atol=1e-7)
+    assert (plugin.big_omega == 0).any() and (plugin.big_omega > 0).any()
+    torch.testing.assert_close(plugin.anchor, theta0 + delta)
+    assert (plugin.omega == 0).all()
+    # surrogate c sum Omega (theta - theta~)^2 at a moved point
+    torch.nn.utils.vector_to_parameters(theta0, learner.net.parameters())
+    expected = 0.7 * sum(b * float(d) ** 2 for b, d in zip(big, delta, strict=True))
+    assert float(plugin.surrogate(learner).detach()) == pytest.approx(expected, rel=1e-5)
+
+
+# -- exclude_current_task, candidates, compare_to_old_logits (MIR, C-CMR, random replay) --------
+def fixed_scores(monkeypatch, module, scores, log):
+    scores = torch.as_tensor(scores, dtype=torch.float32)
+
+    def fake(learner, x, y, t, slots, compare_to_old_logits=False):
+        log.append((slots.clone(), compare_to_old_logits))
+        return scores[slots]
+
+    monkeypatch.setattr(module, "score_slots", fake)
+
+
+TASKS9 = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+SCORES9 = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 9.0, 8.0, 7.0]  # the current task's slots score highest
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_mir_exclude_current_task(monkeypatch, exclude):
+    log = []
+    fixed_scores(monkeypatch, mir, SCORES9, log)
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    learner.current_task = 2
+    R = MIRReplay(candidates=50, exclude_current_task=exclude).select(learner, None, None, None, 3)
+    assert sorted(R.tolist()) == ([3, 4, 5] if exclude else [6, 7, 8])
+    assert sorted(log[0][0].tolist()) == (list(range(6)) if exclude else list(range(9)))
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_ccmr_exclude_current_task(monkeypatch, exclude):
+    log = []
+    fixed_scores(monkeypatch, ccmr, SCORES9, log)
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    learner.current_task = 2
+    R = CCMRReplay(tau=1.0, exclude_current_task=exclude).select(learner, None, None, None, 3)
+    assert sorted(R.tolist()) == ([3, 4, 5] if exclude else [6, 7, 8])
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_random_replay_exclude_current_task(exclude):
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    learner.current_task = 2
+    torch.manual_seed(0)
+    drawn = torch.cat(
+        [RandomReplay(exclude_current_task=exclude).select(learner, None, None, None, 5) for _ in range(20)]
+    )
+    assert bool((learner.memory.t[drawn] == 2).any()) is not exclude
+    R = RandomReplay(exclude_current_task=exclude).select(learner, None, None, None, 9)
+    assert sorted(R.tolist()) == (list(range(6)) if exclude else list(range(9)))
+
+
+@pytest.mark.parametrize("C", [2, 5, 9])
+def test_mir_scores_exactly_C_random_candidates_and_replays_their_top(monkeypatch, C):
+    log = []
+    fixed_scores(monkeypatch, mir, SCORES9, log)
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    torch.manual_seed(C)
+    R = MIRReplay(candidates=C).select(learner, None, None, None, 2)
+    cand = log[0][0]
+    assert len(cand) == C and len(set(cand.tolist())) == C
+    top = sorted(cand.tolist(), key=lambda i: -SCORES9[i])[:2]
+    assert sorted(R.tolist()) == sorted(top)
+
+
+@pytest.mark.parametrize("C", [None, 4])
+def test_ccmr_candidates(monkeypatch, C):
+    log = []
+    fixed_scores(monkeypatch, ccmr, SCORES9, log)
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    torch.manual_seed(1)
+    R = CCMRReplay(tau=1.0, candidates=C).select(learner, None, None, None, 2)
+    cand = log[0][0].tolist()
+    assert len(cand) == (9 if C is None else C)
+    assert sorted(R.tolist()) == sorted(sorted(cand, key=lambda i: -SCORES9[i])[:2])
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_mir_passes_compare_to_old_logits(monkeypatch, flag):
+    log = []
+    fixed_scores(monkeypatch, mir, SCORES9, log)
+    learner = toy_learner(memory=toy_memory(TASKS9))
+    MIRReplay(candidates=9, compare_to_old_logits=flag).select(learner, None, None, None, 2)
+    assert log[0][1] is flag
+
+
+# -- per-task accuracy is micro-averaged (PROTOCOL section 5) -----------------------------------
+class LookupLearner(torch.nn.Module):
+    """predict(x) = one-hot of x[:, 0]: the prediction is written into the input."""
+
+    def predict(self, x, t):
+        return F.one_hot(x[:, 0].long(), 6).float()
+
+
+class TwoTaskData:
+    n_tasks = 2
+    device = torch.device("cpu")
+
+    def __init__(self):
+        # task 0: three samples of class 0 (all right), one of class 1 (wrong): micro 75, macro 50
+        # task 1: one of class 2 (right), five of class 3 (one right): micro 2/6, macro 60
+        y0, p0 = torch.tensor([0, 0, 0, 1]), torch.tensor([0, 0, 0, 0])
+        y1, p1 = torch.tensor([2, 3, 3, 3, 3, 3]), torch.tensor([2, 3, 2, 2, 2, 2])
+        self.data = [(p0.float()[:, None], y0), (p1.float()[:, None], y1)]
+        self.tasks = [type("T", (), {"test": d, "val": (d[0][:0], d[1][:0])})() for d in self.data]
+
+    def split(self, k, name):
+        x, y = self.data[k] if name == "test" else (self.data[k][0][:0], self.data[k][1][:0])
+        return x, y, torch.full_like(y, k)
+
+
+def test_task_accuracy_is_micro_averaged_and_per_class_is_kept():
+    accs, per_class = evaluate(LookupLearner(), TwoTaskData(), "test", chunk=3)  # chunks split a task
+    assert accs == pytest.approx([75.0, 100 * 2 / 6])
+    assert per_class[0] == pytest.approx({0: 100.0, 1: 0.0})
+    assert per_class[1] == pytest.approx({2: 100.0, 3: 20.0})
+
+
+def test_evaluate_reads_the_requested_split():
+    accs, per_class = evaluate(LookupLearner(), TwoTaskData(), "val")
+    assert all(math.isnan(a) for a in accs) and per_class == [{}, {}]
+
+
+# -- config keys reach the built run (compose -> build) -----------------------------------------
+def counts_per_task(dm, learner=None):
+    return [sorted(torch.bincount(tk.train[1]).tolist()[min(tk.classes) :]) for tk in dm.tasks]
+
+
+PLUMBING = [
+    # (overrides, probe(dm, learner), expected)
+    (["memory=7"], lambda dm, ln: ln.memory.capacity, 7),
+    (["memory=7", "memory_per_class=true"], lambda dm, ln: ln.memory.capacity, 42),  # 6 classes x 7
+    (["memory=7", "memory_per_class=true", "method=oewc"], lambda dm, ln: ln.memory.capacity, 0),
+    (["batch_size=7"], lambda dm, ln: len(next(iter(dm.train_dataloader()))[1]), 7),
+    (["replay_size=7"], lambda dm, ln: ln.replay_size, 7),
+    (["replay_loss=split"], lambda dm, ln: ln.replay_loss_form, "split"),
+    (["replay_loss=concat"], lambda dm, ln: ln.replay_loss_form, "concat"),
+    (["tau=0.3"], lambda dm, ln: ln.replay.tau, 0.3),
+    (["benchmark.iters_per_batch=3"], lambda dm, ln: ln.iters_per_batch, 3),
+    (["scenario=task_il"], lambda dm, ln: ln.scenario, "task_il"),
+    (
+        ["scenario=domain_il"],
+        lambda dm, ln: (ln.net.head.out_features, dm.split(2, "test")[1].unique().tolist()),
+        (2, [0, 1]),
+    ),
+    (["eval_mask=seen"], lambda dm, ln: ln.eval_mask, "seen"),
+    (["lr=0.03"], lambda dm, ln: ln.lr, 0.03),
+    (["lambda=0.5"], counts_per_task, [[50, 100]] * 3),  # keep: the minority keeps (1 - lambda) n
+    (["lambda=0.2"], counts_per_task, [[80, 100]] * 3),
+    (["lambda=0.2", "data.imbalance_semantics=ratio"], counts_per_task, [[20, 100]] * 3),  # ratio: lambda n
+    (
+        ["data.class_order=random", "seed=3"],
+        lambda dm, ln: dm.task_classes.flatten().tolist(),
+        np.random.default_rng(3).permutation(6).tolist(),
+    ),
+    (["data.class_order=natural", "seed=3"], lambda dm, ln: dm.task_classes.flatten().tolist(), list(range(6))),
+    (["method=mir", "method.replay.candidates=7"], lambda dm, ln: ln.replay.candidates, 7),
+    (["method=mir", "method.replay.exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
+    (["method=mir", "method.replay.compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
+    (["method=adaer", "method.replay.candidates=7"], lambda dm, ln: ln.replay.candidates, 7),
+    (["method=adaer", "method.update.class_ties=random"], lambda dm, ln: ln.update_policy.class_ties, "random"),
+    # the top-level keys a reading sets (PROTOCOL 8) reach the replay policies that read them
+    (["method=mir", "exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
+    (["method=mir", "exclude_current_task=false"], lambda dm, ln: ln.replay.exclude_current_task, False),
+    (["method=adaer", "exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
+    (["method=er", "exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
+    (["method=adaer", "candidates=9"], lambda dm, ln: ln.replay.candidates, 9),
+    (["method=mir", "compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
+    (["method=mir", "compare_to_old_logits=false"], lambda dm, ln: ln.replay.compare_to_old_logits, False),
+    (["method=er", "method.lr=0.05"], lambda dm, ln: ln.lr, 0.05),  # a method's own lr wins over the run's
+    (
+        ["reading=mir_code", "memory=3"],
+        lambda dm, ln: (ln.memory.capacity, ln.replay_size, ln.replay_loss_form),
+        (18, 10, "split"),
+    ),
+    (
+        ["reading=paper_text", "memory=3"],
+        lambda dm, ln: (ln.memory.capacity, ln.replay_size, ln.replay_loss_form),
+        (3, 20, "concat"),
+    ),
+]
+
+
+@pytest.mark.parametrize("overrides,probe,expected", PLUMBING, ids=[" ".join(p[0]) for p in PLUMBING])
+def test_config_key_reaches_the_run(overrides, probe, expected):
+    dm, learner, _ = build(make_cfg(*overrides))
+    got = probe(dm, learner)
+    assert got == (pytest.approx(expected) if isinstance(expected, float) else expected)
+
+
+# -- GEM's memory_strength reaches the projection -------------------------------------------------
+@pytest.mark.parametrize("strength", [0.0, 0.7])
+def test_gem_plugin_projects_with_its_memory_strength(strength):
+    mem = toy_memory([0, 0, 0, 1, 1, 1])
+    learner = toy_learner(memory=mem, plugin=GEM(memory_strength=strength, eps=1e-3))
+    learner.current_task = 2
+    params = list(learner.net.parameters())
+    x = mem.x[:6]
+    F.cross_entropy(learner.net(x), torch.full((6,), 5)).backward()  # pushes the memory's inputs to class 5
+    g = flat_grad(params)
+    G = torch.stack(
+        [
+            grad_vector(F.cross_entropy(learner.net(mem.x[k * 3 : k * 3 + 3]), mem.y[k * 3 : k * 3 + 3]), params)
+            for k in (0, 1)
+        ]
+    )
+    assert (G @ g < 0).any()
+    learner.plugin.before_step(learner, None, None, None, None)
+    torch.testing.assert_close(flat_grad(params), gem_project(g, G, strength, 1e-3), rtol=1e-4, atol=1e-6)
+    other = gem_project(g, G, 0.7 - strength, 1e-3)
+    assert not torch.allclose(flat_grad(params), other, atol=1e-4)
+
+
+# -- eval_split: b and R are measured on the requested split ------------------------------------
+def test_eval_split_val_measures_on_the_validation_samples(tmp_path):
+    over = ["method=online", "benchmark.n_tasks=2", "benchmark.train_per_class=20", "data.val_fraction=0.5"]
+    res = run_cfg(tmp_path, *over, "eval_split=val")
+    dm, learner, _ = build(make_cfg(*over, "eval_split=val"))  # the same seed: the same random init
+    b_val, _ = evaluate(learner, dm, "val")
+    assert res["eval_split"] == "val"
+    assert res["b"] == pytest.approx(b_val)
+    # the same training (same seed), measured on the test split instead: another matrix
+    res_test = run_cfg(tmp_path / "test", *over, "eval_split=test")
+    assert res_test["R"] != res["R"]
+    assert res_test["b"] == pytest.approx(evaluate(learner, dm, "test")[0])
+    assert len(dm.split(0, "val")[1]) == 20  # half of 2 classes x 20
+
+
+# -- a plugin's own loss replaces the replay loss (A-GEM, iCaRL) ----------------------------------
+def test_learner_steps_on_the_plugins_loss_when_it_has_one():
+    from clsuite.methods.base import Plugin
+
+    class SquaredLogits(Plugin):
+        def loss(self, learner, x, y, t, idx):
+            return (learner.net(x) ** 2).mean()
+
+    learner = toy_learner(plugin=SquaredLogits(), lr=0.1)
+    attach_sgd(learner)
+    x, y, t = toy_batch()
+    expected_loss = (learner.net(x) ** 2).mean().detach()
+    expected = sgd_reference(learner.net, lambda net: (net(x) ** 2).mean(), 0.1)
+    learner.training_step((x, y, t), 0)
+    torch.testing.assert_close(learner.last_loss, expected_loss)
+    assert_params(learner.net, expected)

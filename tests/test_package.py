@@ -1,0 +1,61 @@
+"""The installable package: dependency ranges, the packaged configs, the console command, the API."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from clsuite import api, config, io
+from clsuite.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
+
+
+def _pins() -> dict[str, str]:
+    lines = (ROOT / "requirements.txt").read_text().split("# development")[0].splitlines()
+    reqs = [Requirement(line.split("#")[0]) for line in lines if line.split("#")[0].strip()]
+    return {r.name: next(iter(r.specifier)).version for r in reqs}
+
+
+def test_every_pin_satisfies_the_package_range():
+    ranges = {Requirement(d).name: Requirement(d) for d in PYPROJECT["project"]["dependencies"]}
+    pins = _pins()
+    assert ranges["torch"].specifier.contains("2.13.0") and not ranges["torch"].specifier.contains("2.14.0")
+    for name, req in ranges.items():
+        assert name in pins, f"{name} is a package dependency but not pinned in requirements.txt"
+        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} outside {req.specifier}"
+    assert all(str(r.specifier) for r in ranges.values())  # no unpinned dependency
+
+
+def test_package_ships_configs_and_a_console_command():
+    hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert hatch["force-include"] == {"conf": "clsuite/conf"}
+    assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.cli:main"}
+    assert "src/clsuite" in hatch["packages"] and not (ROOT / "src" / "run").exists()
+    assert config.CONF_DIR == ROOT / "conf"  # a checkout: the repository's configs
+    assert {"benchmark", "method", "trainer", "launcher"} <= set(config.GROUPS)
+
+
+def test_api_validates_as_the_cli_does():
+    with pytest.raises(ConfigError, match=r"^lr must be a finite number, got nan$"):
+        api.compose([*FAST, "lr=nan"])
+    with pytest.raises(ConfigError, match=r"^unknown method 'nope'; valid choices: "):
+        api.compose(["method=nope"])
+    with pytest.raises(ConfigError, match=r"^unknown key 'memroy'"):
+        api.compose(["+memroy=50"])
+    cfg = api.compose([*FAST, "seed=1"])
+    cfg.seed = -1  # edited after compose: run validates again
+    with pytest.raises(ConfigError, match=r"^seed must be a whole number in \[0, 4294967295\], got -1$"):
+        api.run(cfg, "unused")
+
+
+def test_api_run_returns_the_results_dict(tmp_path):
+    res = api.run([*FAST, "method=online", "seed=2"], tmp_path / "run")
+    on_disk = json.loads((tmp_path / "run" / io.RESULTS_FILE).read_text())
+    assert on_disk["R"] == res["R"] and res["seed"] == 2 and res["identity"]["key"] == on_disk["identity"]["key"]

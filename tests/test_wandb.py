@@ -1,0 +1,252 @@
+"""W&B logging, decoded from offline runs (no network): what a run logs, runs made from results
+files (skipped / reused / synced grid points), names and groups, the aggregate charts; and the
+feedback of runs and sweeps (progress bar, sweep count, run.log)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from clsuite.metrics import METRICS
+from clsuite.progress import keep_report, sweep_progress
+from clsuite.wandb_sync import describe, log_from_results, offline_runs, read_offline_run, sync_experiment
+from tests.conftest import make_cfg
+from tests.results_fixtures import fake_R, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_TASKS = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "trainer.log_every_n_steps=5")
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """Offline W&B with every folder it writes inside the test's tmp dir."""
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / ".wandb" / var.lower()))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    return tmp_path
+
+
+def train_logged(out, *overrides, logger="wandb"):
+    from clsuite.experiment import run_experiment
+    from clsuite.loggers import make_logger
+
+    cfg = make_cfg(f"logger={logger}", *TWO_TASKS, *overrides)
+    with make_logger(cfg, out) as lg:
+        return run_experiment(cfg, out, logger=lg)
+
+
+def the_run(folder) -> dict:
+    (d,) = offline_runs(folder)
+    return read_offline_run(d)
+
+
+def task_rows(run) -> list[dict]:
+    return [h for h in run["history"] if "acc/seen" in h]
+
+
+@pytest.mark.parametrize(
+    "form, total, every",
+    [("concat", lambda c, r: (c + r) / 2, 1), ("split", lambda c, r: c + r, 5)],  # |B_t| = |R| = 20
+)
+def test_trained_run_logs_loss_rows_b_metrics_identity(wandb_env, tmp_path, form, total, every):
+    res = train_logged(tmp_path / "run", "method=er", f"replay_loss={form}", f"trainer.log_every_n_steps={every}")
+    run = the_run(tmp_path / "run")
+    hist = run["history"]
+    assert not any("global_step" in k for h in hist for k in h)  # no mislabelled Lightning axis
+    assert run["axes"]["acc/*"] == "task" and run["axes"]["train/*"] == "train/step"
+
+    # the loss every log_every_n_steps incoming batches, with its two parts once replay starts
+    loss = [h for h in hist if "train/loss" in h]
+    assert [h["train/step"] for h in loss] == list(range(every, sum(res["steps_per_task"]) + 1, every))
+    parts = [h for h in loss if "train/loss_replay" in h]
+    assert len(loss) - len(parts) == (every == 1)  # no replay while the memory is empty (the first batch)
+    for h in parts:
+        assert h["train/loss"] == pytest.approx(total(h["train/loss_current"], h["train/loss_replay"]), rel=1e-5)
+
+    # after each task: the row of R on the task axis, and the accuracy over the tasks seen so far
+    rows = task_rows(run)
+    assert [h["task"] for h in rows] == [0, 1]
+    for i, h in enumerate(rows):
+        assert [h["acc/task0"], h["acc/task1"]] == res["R"][i]
+        assert h["acc/seen"] == pytest.approx(np.mean(res["R"][i][: i + 1]))
+    assert rows[0]["acc/seen"] == res["R"][0][0]  # task 1, not yet seen, does not count
+
+    s = run["summary"]
+    for key in METRICS:
+        assert s[f"final/{key}"] == pytest.approx(res["metrics"][key], nan_ok=True)
+    assert [s["b/task0"], s["b/task1"]] == res["b"]
+    assert s["accuracy_matrix/nrows"] == 3  # b, then the two rows of R
+
+    cfg = run["config"]
+    assert cfg["source"] == "ran" and cfg["method"]["name"] == "er" and cfg["replay_loss"] == form
+    assert cfg["identity"] == json.loads(json.dumps(res["identity"]))  # config, code, data, env
+    assert run["job_type"] == "er" and run["exit_code"] == 0
+    assert "seed=0" in run["name"] and "seed" not in run["group"]
+
+
+def test_csv_logger_gets_the_same_rows(tmp_path):
+    res = train_logged(tmp_path, "method=er", logger="csv")
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    seen = [float(r["acc/seen"]) for r in rows if r.get("acc/seen")]
+    assert seen == pytest.approx([res["R"][0][0], np.mean(res["R"][1])])
+    assert sum(bool(r.get("train/loss")) for r in rows) == sum(res["steps_per_task"]) // 5
+
+
+def test_names_and_groups():
+    cfg = {
+        "experiment": "tau",
+        "benchmark": {"name": "split_mnist"},
+        "method": {"name": "adaer"},
+        "memory": 100,
+        "tau": 0.3,
+        "lambda": 0.0,
+        "lr": 0.1,
+        "seed": 2,
+        "reading": "mir_code",
+    }
+    d = describe(cfg, ["benchmark=split_mnist", "tau=0.3", "seed=2", "batch_size=10", "logger=wandb", "trainer=cpu"])
+    assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lambda=0 lr=0.1 batch_size=10"
+    assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lambda=0 lr=0.1 batch_size=10 seed=2"
+    assert d["job_type"] == "adaer" and {"tau", "tau=0.3", "seed=2", "batch_size=10"} <= set(d["tags"])
+    # seeds share a group; any other key (tau here) makes another cell
+    assert describe({**cfg, "seed": 3})["group"] == describe(cfg)["group"]
+    assert describe({**cfg, "tau": 0.5})["group"] != describe(cfg)["group"]
+
+
+def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path):
+    from clsuite.experiment import run_experiment
+
+    job = tmp_path / "multirun" / "exp" / "method=er,seed=0"
+    cfg = make_cfg("logger=wandb", *TWO_TASKS, "method=er", "experiment=exp")
+    res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp"), job)  # trained with logger=none
+    c = OmegaConf.to_container(cfg, resolve=True)
+    assert log_from_results(c, job, source="skipped", overrides=["method=er", "seed=0"])
+    assert not log_from_results(c, job, source="skipped")  # the grid point has its W&B run already
+    run = the_run(job)
+    assert "from_results" in run["tags"] and run["config"]["source"] == "skipped"
+    assert [[h["acc/task0"], h["acc/task1"]] for h in task_rows(run)] == res["R"]
+    assert run["summary"]["final/acc"] == pytest.approx(res["metrics"]["acc"])
+    assert run["config"]["identity"]["key"] == res["identity"]["key"]
+    assert run["group"] == describe(c)["group"]
+    # results that change (a rerun) get a new run; the old one is superseded, kept out of the mirror
+    res2 = json.loads((job / "results.json").read_text()) | {"seed": 1}
+    (job / "results.json").write_text(json.dumps(res2))
+    assert log_from_results(c, job, source="skipped")
+    assert len(offline_runs(job)) == 1 and len(list((job / "wandb" / "superseded").iterdir())) == 1
+
+
+def test_logger_config_overrides_group_name_tags(wandb_env, tmp_path):
+    job = write_run(tmp_path / "multirun" / "exp", R=fake_R(3, 70.0))
+    cfg = json.loads((job / "results.json").read_text())["config"]
+    lc = {"group": "my group", "run_name": "my run", "tags": ["mine"], "project": "p2"}
+    assert log_from_results(cfg, job, source="synced", logger_cfg=lc)
+    run = the_run(job)
+    assert (run["group"], run["name"], run["project"]) == ("my group", "my run", "p2")
+    assert {"mine", "from_results", "synced", "seed=0"} <= set(run["tags"])
+
+
+def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
+    root = tmp_path / "multirun" / "memory"
+    for m in (50, 100):
+        for method, final in (("er", 60.0), ("mir", 70.0)):
+            for seed in (0, 1):
+                write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 40.0))
+    out = tmp_path / "results"
+    s = sync_experiment("memory", tmp_path / "multirun", out)
+    assert (s["results"], s["logged"]) == (8, 8)
+    runs = [read_offline_run(p) for p in offline_runs(root)]
+    assert len(runs) == 8 and {r["config"]["source"] for r in runs} == {"synced"}
+    assert len({r["group"] for r in runs}) == 4  # (method, M) cells, two seeds each
+    assert sync_experiment("memory", tmp_path / "multirun", out)["logged"] == 0  # mirrored already
+
+    (agg,) = [read_offline_run(p) for p in offline_runs(out / "memory")]
+    assert agg["job_type"] == "aggregate"
+    assert set(agg["charts"]) == {"acc_vs_memory_split_mnist", "bwt_vs_memory_split_mnist", "first_task_split_mnist"}
+    keys = {k.split("/")[0] for h in agg["history"] for k in h if not k.startswith("_")}
+    assert {"summary_table", "runs_table", "acc_vs_memory_split_mnist_table"} <= keys
+    table = json.loads(next((out / "memory").rglob("acc_vs_memory_split_mnist_table*.table.json")).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    points = {(r["lineKey"], r["step"]): r["lineVal"] for r in rows}  # (line, M) -> mean Acc over seeds
+    assert points[("er", 50)] == pytest.approx(np.mean([60 + 5 + 0, 60 + 5 + 1]))
+    assert points[("mir", 100)] == pytest.approx(np.mean([70 + 10 + 0, 70 + 10 + 1]))
+
+
+def test_tau_and_lambda_charts(wandb_env, tmp_path):
+    from clsuite.wandb_sync import log_experiment
+
+    root = tmp_path / "multirun" / "sens"
+    for tau in (0.1, 0.5):
+        for lam in (0.0, 0.5):
+            write_run(root, method="adaer", tau=tau, lam=lam, R=fake_R(3, 50 + 10 * tau + lam))
+    log_experiment("sens", root, tmp_path / "results")
+    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results")]
+    assert set(agg["charts"]) == {"acc_vs_tau_split_mnist", "acc_vs_lambda_split_mnist", "first_task_split_mnist"}
+    table = json.loads(next((tmp_path / "results").rglob("acc_vs_tau_split_mnist_table*.table.json")).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]  # a line per lambda, x = tau
+    assert {(r["lineKey"], r["step"], round(r["lineVal"], 6)) for r in rows} == {
+        ("adaer lambda=0", 0.1, 51.0), ("adaer lambda=0", 0.5, 55.0),
+        ("adaer lambda=0.5", 0.1, 51.5), ("adaer lambda=0.5", 0.5, 55.5),
+    }  # fmt: skip
+
+
+def test_sweep_progress_line(tmp_path):
+    grid = {"experiment": "t2", "sweep_id": "abc", "created": "2026-01-01T10:00:00", "n_jobs": 10}
+    (tmp_path / "grid.json").write_text(json.dumps(grid))
+    lines = [{"sweep_id": "abc", "status": s} for s in ("ran", "skipped", "failed", "reused")]
+    lines.append({"sweep_id": "old", "status": "ran"})  # another invocation: not counted
+    (tmp_path / "sweep_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from datetime import datetime
+
+    now = datetime.fromisoformat("2026-01-01T10:04:00").timestamp()  # 4 jobs in 240 s, 6 left
+    assert sweep_progress(tmp_path, "abc", now=now) == "sweep t2: 3/10 done, 1 failed, about 6m left"
+    assert sweep_progress(tmp_path, "other", now=now) is None
+
+
+def test_report_kept_in_run_log(tmp_path):
+    (tmp_path / "run.log").write_text("[hydra] a warning\n")
+    keep_report(tmp_path, "er on synthetic\nAcc=50.00")
+    assert (tmp_path / "run.log").read_text() == "[hydra] a warning\ner on synthetic\nAcc=50.00\n"
+
+
+def test_progress_bar_names_the_task_and_shows_the_loss(tmp_path, monkeypatch):
+    import clsuite.experiment as ex
+    from tests.conftest import run_cfg
+
+    trainers, make = [], ex.make_trainer
+    monkeypatch.setattr(ex, "make_trainer", lambda *a, **k: trainers.append(make(*a, **k)) or trainers[-1])
+    run_cfg(tmp_path, *TWO_TASKS, "method=er", "trainer.progress_bar=true")
+    bar = trainers[0].progress_bar_callback.train_progress_bar
+    assert bar.desc.startswith("task 2/2") and "loss=" in bar.postfix and "v_num" not in bar.postfix
+    assert not math.isnan(float(bar.postfix.split("loss=")[1][:5]))
+
+
+@pytest.mark.slow
+def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path):
+    """make table2 ARGS=logger=wandb after a CSV sweep: the skipped jobs are logged from results."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DATA_DIR": str(tmp_path)}
+    args = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", *TWO_TASKS]
+    args += ["method=er,online", "trainer=cpu", "experiment=wb", f"hydra.sweep.dir={tmp_path}/multirun/wb"]
+    args += ["resume=config_only"]  # (code edited between the two sweeps must not make them rerun)
+    for logger in ("csv", "wandb"):
+        p = subprocess.run(
+            [*args, f"logger={logger}"], env=env, cwd=tmp_path, check=True, capture_output=True, text=True
+        )
+        assert "sweep wb: 1/2 done, 0 failed, about" in p.stderr and "sweep wb: 2/2 done, 0 failed" in p.stderr
+    logs = sorted((tmp_path / "multirun" / "wb").glob("*/run.log"))
+    assert len(logs) == 2 and all("accuracy matrix R" in p.read_text() for p in logs)  # the reports of the first sweep
+    runs = [read_offline_run(p) for p in offline_runs(tmp_path / "multirun" / "wb")]
+    assert len(runs) == 2 and {r["config"]["source"] for r in runs} == {"skipped"}
+    assert {r["job_type"] for r in runs} == {"er", "online"}
+    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results" / "wb")]  # the sweep's charts
+    assert agg["job_type"] == "aggregate" and set(agg["charts"]) == {"acc_synthetic", "first_task_synthetic"}
