@@ -48,13 +48,15 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 # Markdown + LaTeX tables, PNG + PDF figures, missing/failed runs). The target fails (after the
 # tables are written) when a run failed; rerun it to retry only those.
 #   make table2 BENCHMARKS=split_mnist,split_fmnist SEEDS=3 LAUNCHER=joblib
-#   make table2 READING=mir_code                       # the official MIR script's reading (PROTOCOL 8)
+#   make table2 READING=paper_text                     # the paper's literal text (PROTOCOL 8)
 #   make fig-memory LAUNCHER=slurm ARGS="hydra.launcher.partition=gpu"
 # READING=paper_text|mir_code (conf/reading/)   SEEDS=n: seeds 0..n-1 (default 5)
 # BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists replacing the sweep's own
 # LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
 # ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
-READING    ?= paper_text
+# Default reading, chosen by measurement (2026-11-26, Table II, 14 methods, split-MNIST, 10 seeds):
+# mean |Acc - paper| is 5.0 points under mir_code against 10.2 under paper_text (README, Readings).
+READING    ?= mir_code
 SEEDS      ?= 5
 LAUNCHER   ?= basic
 BENCHMARKS ?=

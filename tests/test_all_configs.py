@@ -21,7 +21,13 @@ READINGS = sorted(p.stem for p in Path(CONF_DIR, "reading").glob("*.yaml"))
 REPLAYS = sorted(p.stem for p in Path(CONF_DIR, "replay").glob("*.yaml"))
 UPDATES = sorted(p.stem for p in Path(CONF_DIR, "update").glob("*.yaml"))
 TUNED = sorted(p.relative_to(Path(CONF_DIR, "tuned")).with_suffix("") for p in Path(CONF_DIR, "tuned").glob("*/*.yaml"))
-TINY = ["benchmark.n_tasks=2", "benchmark.train_per_class=20", "memory=20", "batch_size=10", "replay_size=5"]  # |R| < M: replay selects
+TINY = [
+    "benchmark.n_tasks=2",
+    "benchmark.train_per_class=20",
+    "memory=20",
+    "batch_size=10",
+    "replay_size=5",
+]  # |R| < M: replay selects
 
 # Keys a reading may set, each with a test in tests/test_options.py that fails when it is ignored.
 KEYS_WITH_TESTS = {

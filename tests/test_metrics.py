@@ -129,3 +129,11 @@ def test_single_task_and_joint_rows():
     joint = all_metrics(R4[-1:], b4)
     assert joint["acc"] == pytest.approx(60.0)
     assert all(math.isnan(joint[k]) for k in ("forget", "bwt", "fwt"))
+
+
+def test_two_tasks_and_missing_b():
+    R2 = np.array([[80.0, 30.0], [60.0, 90.0]])
+    assert forward_transfer(R2, np.array([5.0, 10.0])) == pytest.approx(20.0)  # T = 2: one term, R[0, 1] - b[1]
+    assert forgetting(R2) == pytest.approx(20.0) and backward_transfer(R2) == pytest.approx(-20.0)
+    m = all_metrics(R4)  # no b: FWT undefined, the others still computed
+    assert math.isnan(m["fwt"]) and m["acc"] == pytest.approx(60.0) and m["forget"] == pytest.approx(80 / 3)

@@ -112,7 +112,7 @@ def test_ccmr_selection_against_a_reference(monkeypatch, seed):
     fake_ccmr_scores(monkeypatch, scores)
     learner = toy_learner(memory=toy_memory([k % 3 for k in tasks]))
     learner.memory.t[:size] = torch.tensor(tasks)
-    tau, n = [0.3, 0.5, 0.7][seed % 3], 10
+    tau, n = [0.1, 0.3, 0.5, 0.7, 0.9][seed % 5], 10  # p = 1 and q = 1 included
     torch.manual_seed(seed)
     R = CCMRReplay(tau=tau).select(learner, None, None, None, n).tolist()
     p = math.floor(tau * n + 0.5)
@@ -501,3 +501,50 @@ def test_balanced_replay_against_a_reference(seed):
     if all(a > base for a in avail.values()):  # no shortfall: the shares are exactly equal (+-1)
         assert set(got.values()) <= {base, base + 1}
         assert sum(v == base + 1 for v in got.values()) == n % len(classes)
+
+
+def test_ccmr_tau_zero_shares_R_t_over_the_tasks_present_only(monkeypatch):
+    tasks = [0] * 10 + [2] * 10 + [3] * 10  # task 1 has no slot
+    fake_ccmr_scores(monkeypatch, torch.randn(30, generator=torch.Generator().manual_seed(0)))
+    learner = toy_learner(memory=toy_memory([k % 3 for k in tasks]))
+    learner.memory.t[:30] = torch.tensor(tasks)
+    for seed in range(10):
+        torch.manual_seed(seed)
+        R = CCMRReplay(tau=0.0).select(learner, None, None, None, 20)
+        counts = torch.bincount(learner.memory.t[R], minlength=4).tolist()
+        assert counts[1] == 0 and sorted(counts) == [0, 6, 7, 7]
+
+
+@pytest.mark.parametrize("scenario", ["class_il", "task_il"])
+def test_ccmr_scores_with_the_scenarios_logits(scenario):
+    mem = toy_memory([0, 0, 0, 0, 1, 1, 1, 1, 2, 2], seed=3)
+    learner = toy_learner(net=toy_net(3), memory=mem, lr=0.5, scenario=scenario)
+    x, y, t = toy_batch(task=2, n=5, seed=13)
+    ref = reference_scores(learner.net, 0.5, x, y, t, mem.x[:10], mem.y[:10], mem.t[:10], scenario == "task_il")
+    order = sorted(range(10), key=lambda i: -ref[i])
+    assert ref[order[3]] - ref[order[4]] > 1e-5
+    R = CCMRReplay(tau=1.0).select(learner, x, y, t, 4)
+    assert sorted(R.tolist()) == sorted(order[:4])
+
+
+@pytest.mark.parametrize("C", [None, 4])
+def test_ccmr_candidates_respect_exclude_current_task(monkeypatch, C):
+    fake_ccmr_scores(monkeypatch, torch.arange(12.0))
+    learner = toy_learner(memory=toy_memory([0, 1, 2] * 4))
+    learner.current_task = 2
+    for seed in range(10):
+        torch.manual_seed(seed)
+        R = CCMRReplay(tau=0.5, candidates=C, exclude_current_task=True).select(learner, None, None, None, 3)
+        assert len(R) == 3 and not (learner.memory.t[R] == 2).any()
+
+
+def test_class_ring_buffer_with_one_slot_per_class():
+    from clsuite.memory.class_ring import ClassRingBuffer
+
+    mem, policy = Memory(3, (1,), 3), ClassRingBuffer()  # m = M // classes = 1
+    x = torch.arange(6, dtype=torch.float)[:, None]
+    y = torch.tensor([0, 1, 0, 2, 1, 0])
+    for i in range(0, 6, 2):
+        policy.update(mem, x[i : i + 2], y[i : i + 2], torch.zeros(2, dtype=torch.long))
+    held = {int(c): float(v) for c, v in zip(mem.y[: mem.size], mem.x[: mem.size, 0], strict=True)}
+    assert held == {0: 5.0, 1: 4.0, 2: 3.0} and mem.seen == 6  # the last sample of each class

@@ -234,7 +234,8 @@ def test_progress_bar_names_the_task_and_shows_the_loss(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path):
     """make table2 ARGS=logger=wandb after a CSV sweep: the skipped jobs are logged from results."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DATA_DIR": str(tmp_path)}
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # not this process's wandb-core
+    env |= {"PYTHONPATH": str(ROOT / "src"), "DATA_DIR": str(tmp_path)}
     args = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", *TWO_TASKS]
     args += ["method=er,online", "trainer=cpu", "experiment=wb", f"hydra.sweep.dir={tmp_path}/multirun/wb"]
     args += ["resume=config_only"]  # (code edited between the two sweeps must not make them rerun)
