@@ -294,8 +294,9 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
             md += [f"Not run: `{sec.command}`" + (" (needs the CIFAR-100 files)" if sec.optional else "") + ".", ""]
             continue
         seeds = sorted(e.runs["seed"].unique().tolist())
-        md += [f"Command: `{sec.command}`; {len(e.runs)} distinct runs, seeds {seeds}, readings "
-               f"{', '.join(order_readings(e.runs['reading']))}. Tables (also LaTeX) and PDFs: `results/{sec.experiment}/`.", ""]  # fmt: skip
+        md += [f"{len(e.runs)} distinct runs, seeds {seeds}, readings {', '.join(order_readings(e.runs['reading']))} "
+               f"(seeds per cell: the tables' n). To extend or rerun them: `{sec.command}`. Tables (also LaTeX) and "
+               f"PDFs: `results/{sec.experiment}/`.", ""]  # fmt: skip
         md += _figure_lines(built[sec.experiment]["figures"], sec.experiment, figdir)
         md += [t.markdown() for t in built[sec.experiment]["tables"]]
         if sec.experiment == "table2":
