@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -78,17 +79,18 @@ def check_overrides(args: list[str]) -> None:
 # ----------------------------------------------------------------------------- values
 
 
-def _get(cfg, dotted: str, default=None):
+def dotted_get(cfg, dotted: str, default=None):
+    """``cfg["a"]["b"]`` for ``"a.b"`` in a DictConfig or a plain dict; ``default`` where a level is missing."""
     node = cfg
     for k in dotted.split("."):
-        if node is None or k not in node:
+        if not isinstance(node, Mapping) or k not in node:
             return default
         node = node[k]
     return node
 
 
 def _number(cfg, key: str, default=None) -> float:
-    v = _get(cfg, key, default)
+    v = dotted_get(cfg, key, default)
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise ConfigError(f"{key} must be a number, got {v!r}")
     if not math.isfinite(v):
@@ -98,7 +100,7 @@ def _number(cfg, key: str, default=None) -> float:
 
 def _whole(cfg, key: str, lo: int, hi: int | None = None, default=None, allow_null: bool = False) -> int | None:
     """An int in [lo, hi]; a float such as 50.0 is rejected (it would be a second identity of 50)."""
-    v = _get(cfg, key, default)
+    v = dotted_get(cfg, key, default)
     if v is None and allow_null:
         return None
     rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
@@ -111,7 +113,7 @@ def _whole(cfg, key: str, lo: int, hi: int | None = None, default=None, allow_nu
 
 
 def _choice(cfg, key: str, valid, default=None) -> str:
-    v = _get(cfg, key, default)
+    v = dotted_get(cfg, key, default)
     if v not in valid:
         raise ConfigError(f"unknown {key} {v!r}; valid choices: {', '.join(map(str, valid))}")
     return v
@@ -141,14 +143,14 @@ def validate(cfg: DictConfig) -> None:
     if _number(cfg, "lr") <= 0:
         raise ConfigError(f"lr must be a finite number > 0, got {cfg.lr!r}")
     for key in ("momentum", "weight_decay"):
-        if _get(cfg, key) is not None and _number(cfg, key) < 0:
+        if dotted_get(cfg, key) is not None and _number(cfg, key) < 0:
             raise ConfigError(f"{key} must be a finite number >= 0, got {cfg[key]!r}")
     batch_size = _whole(cfg, "batch_size", 1)
     _whole(cfg, "replay_size", 1)
     _whole(cfg, "candidates", 1, allow_null=True)  # the reading's keys (conf/reading/)
     for key in ("memory_per_class", "exclude_current_task", "compare_to_old_logits"):
         _choice(cfg, key, (True, False))
-    if _get(cfg, "method.lr") is not None and _number(cfg, "method.lr") <= 0:
+    if dotted_get(cfg, "method.lr") is not None and _number(cfg, "method.lr") <= 0:
         raise ConfigError(f"method.lr must be a finite number > 0 or null (the run's lr), got {cfg.method.lr!r}")
     _whole(cfg, "benchmark.iters_per_batch", 1, default=1)
     _choice(cfg, "scenario", ("class_il", "task_il", "domain_il"))
@@ -163,7 +165,7 @@ def validate(cfg: DictConfig) -> None:
 def _check_trainer(cfg) -> None:
     _whole(cfg, "trainer.threads", 1, allow_null=True)
     _whole(cfg, "trainer.log_every_n_steps", 1, default=50)
-    precision = _get(cfg, "trainer.precision", "32-true")
+    precision = dotted_get(cfg, "trainer.precision", "32-true")
     valid = _precisions()
     if precision not in valid:
         raise ConfigError(f"unknown trainer.precision {precision!r}; valid choices: {', '.join(map(str, valid))}")

@@ -56,7 +56,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite import identity as ident
-from clsuite.config import RESUME_MODES, ConfigError, unknown_option
+from clsuite.config import RESUME_MODES, ConfigError, dotted_get, unknown_option
 from clsuite.identity import IGNORED_KEYS, config_diff, config_hash, normalize  # noqa: F401  (re-exported)
 from clsuite.io import (
     FAILED_FILE,
@@ -220,8 +220,8 @@ class Job:
                 "time": dt.datetime.now().isoformat(timespec="seconds"),
                 "host": HOST,
                 "overrides": self.overrides,
-                "benchmark": _get(self.cfg, "benchmark.name"),
-                "method": _get(self.cfg, "method.name"),
+                "benchmark": dotted_get(self.cfg, "benchmark.name"),
+                "method": dotted_get(self.cfg, "method.name"),
                 "memory": self.cfg.get("memory"),
                 "seed": self.cfg.get("seed"),
                 "traceback": "".join(traceback.format_exception(exc)),
@@ -257,14 +257,6 @@ class Job:
 def error_line(exc: BaseException) -> str:
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-
-
-def _get(d: dict, dotted: str):
-    for k in dotted.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
 
 
 # ----------------------------------------------------------------------------- GPUs

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clsuite.config import dotted_get
 from clsuite.io import GRID_FILE, OVERRIDES_FILE, RESULTS_FILE, read_json, write_json_atomic
 from clsuite.metrics import METRICS
 
@@ -79,14 +80,6 @@ _NAMED = ("benchmark", "method", "memory", "memory_per_class", "reading", "tau",
 # ----------------------------------------------------------------------------- naming
 
 
-def _get(d: dict, dotted: str):
-    for k in dotted.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
 def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
@@ -110,8 +103,8 @@ def describe(cfg: dict, overrides=()) -> dict:
     and the group: runs that differ in anything but the seed never share a group.
     """
     parts = [
-        ("benchmark", _get(cfg, "benchmark.name")),
-        ("method", _get(cfg, "method.name")),
+        ("benchmark", dotted_get(cfg, "benchmark.name")),
+        ("method", dotted_get(cfg, "method.name")),
         ("M", f"{cfg.get('memory')}{'/class' if cfg.get('memory_per_class') else ''}"),
         ("reading", cfg.get("reading")),
         ("tau", cfg.get("tau")),
@@ -128,7 +121,7 @@ def describe(cfg: dict, overrides=()) -> dict:
         "parts": dict(parts),
         "name": _short(" ".join(label(kv) for kv in [*parts, seed])),
         "group": _short(" ".join([exp, *(label(kv) for kv in parts)])),
-        "job_type": str(_get(cfg, "method.name")),
+        "job_type": str(dotted_get(cfg, "method.name")),
         "tags": [exp, *(label(kv)[:64] for kv in [*parts, seed])],
     }
 

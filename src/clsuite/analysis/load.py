@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clsuite.config import dotted_get
 from clsuite.identity import config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_json
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
@@ -75,17 +76,9 @@ def _num(v) -> float:
         return float("nan")
 
 
-def _get(d, dotted: str, default=None):
-    for k in dotted.split("."):
-        if not isinstance(d, dict) or k not in d:
-            return default
-        d = d[k]
-    return d
-
-
 def identity_key(res: dict) -> str:
     """The run's identity: ``identity.key``, else the SHA-256 of its normalised config."""
-    key = _get(res, "identity.key")
+    key = dotted_get(res, "identity.key")
     return str(key) if key else "config:" + config_hash(res.get("config", {}))
 
 
@@ -97,7 +90,7 @@ def _device(res: dict) -> str:
 
 def _commit(res: dict) -> str:
     """The code that made the run: the commit's first 10 digits, ``+dirty`` with uncommitted changes."""
-    code = _get(res, "identity.code", {}) or {}
+    code = dotted_get(res, "identity.code", {}) or {}
     c = str(code.get("commit") or "unknown")[:10]
     return c + ("+dirty" if code.get("dirty_hash") else "")
 
@@ -126,13 +119,13 @@ def run_row(res: dict, job: str) -> dict:
     cfg = res.get("config", {})
     R = np.asarray(res.get("R", []), dtype=float)
     m = res.get("metrics", {})
-    env = _get(res, "identity.env", {}) or {}
+    env = dotted_get(res, "identity.env", {}) or {}
     versions = res.get("versions", {}) or {}
-    threads = env.get("torch_threads", _get(cfg, "trainer.threads"))
+    threads = env.get("torch_threads", dotted_get(cfg, "trainer.threads"))
     return {
         "job": job,
-        "benchmark": res.get("benchmark", _get(cfg, "benchmark.name")),
-        "method": res.get("method", _get(cfg, "method.name")),
+        "benchmark": res.get("benchmark", dotted_get(cfg, "benchmark.name")),
+        "method": res.get("method", dotted_get(cfg, "method.name")),
         "reading": reading_of(res),
         "memory": int(res.get("memory", cfg.get("memory", 0))),
         "tau": _num(cfg.get("tau")),
