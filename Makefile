@@ -54,6 +54,8 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 # BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists replacing the sweep's own
 # LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
 # ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
+# EXPERIMENT=name: runs in multirun/<name>/, tables in results/<name>/ (default: the target's sweep
+#   name); ARGS=experiment=name does the same.
 # Default reading, chosen by measurement (2026-11-26, Table II, 14 methods, split-MNIST, 10 seeds):
 # mean |Acc - paper| is 5.0 points under mir_code against 10.2 under paper_text (README, Readings).
 READING    ?= mir_code
@@ -64,12 +66,16 @@ METHODS    ?=
 MEMORIES   ?=
 TAUS       ?=
 LAMBDAS    ?=
+EXPERIMENT ?=
 JOBS       ?=
 ARGS       ?=
 SWEEP_ARGS = reading=$(READING) launcher=$(LAUNCHER) 'seed=range(0,$(SEEDS))' \
 	$(if $(BENCHMARKS),benchmark=$(BENCHMARKS)) $(if $(METHODS),method=$(METHODS)) \
 	$(if $(MEMORIES),memory=$(MEMORIES)) $(if $(TAUS),tau=$(TAUS)) $(if $(LAMBDAS),lambda=$(LAMBDAS)) \
-	$(if $(JOBS),hydra.launcher.n_jobs=$(JOBS)) $(ARGS)
+	$(if $(JOBS),hydra.launcher.n_jobs=$(JOBS)) $(if $(EXPERIMENT),experiment=$(EXPERIMENT)) $(ARGS)
+# The folder a target's runs go to and are aggregated from: EXPERIMENT, else ARGS's experiment=, else
+# the sweep's own name.
+exp_of = $(or $(EXPERIMENT),$(patsubst experiment=%,%,$(lastword $(filter experiment=%,$(ARGS)))),$(1))
 
 # Every paper target is one sweep: its name without `fig-`, dashes as underscores (fig-first-task ->
 # sweeps/first_task.yaml). One rule runs them all: the sweep, then its tables and figures whatever
@@ -89,7 +95,8 @@ fig-ablation-cifar100:   ## Fig. 12 (the ablation on split-CIFAR100) -> results/
 
 $(PAPER_TARGETS): setup
 	$(PY) src/run.py --config-dir sweeps --config-name $(subst -,_,$(patsubst fig-%,%,$@)) $(SWEEP_ARGS); s=$$?; \
-	$(PY) scripts/aggregate.py $(subst -,_,$(patsubst fig-%,%,$@)) || s=$$?; exit $$s
+	$(PY) scripts/aggregate.py $(call exp_of,$(subst -,_,$(patsubst fig-%,%,$@))) \
+		--layout $(subst -,_,$(patsubst fig-%,%,$@)) || s=$$?; exit $$s
 
 help:                    ## this list: every target with its `##` note
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \

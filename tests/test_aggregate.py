@@ -82,6 +82,39 @@ def test_mixed_environments_are_flagged(tmp_path):
     assert "**mixed environments**" in md and "cpu / 2 / 2.13.0 (1 runs)" in md
 
 
+def _set_identity(d, **code_and_provenance):
+    res = json.loads((d / "results.json").read_text())
+    res["identity"].update(code_and_provenance)
+    (d / "results.json").write_text(json.dumps(res))
+
+
+def test_code_versions_are_content_hashes_and_commits_are_provenance(tmp_path):
+    root = tmp_path / "table2"
+    same = {"code": {"hash": "1111222233334444"}}
+    _set_identity(write_run(root, seed=0), **same, provenance={"commit": "a" * 40, "dirty": False, "version": None})
+    _set_identity(write_run(root, seed=1), **same, provenance={"commit": "b" * 40, "dirty": True, "version": None})
+    old = write_run(root, seed=2)  # made before content hashes: {"commit": "abc1234", "dirty_hash": None}
+    runs = load_runs(root)[0].set_index("seed")
+    assert list(runs["commit"]) == ["aaaaaaaaaa", "bbbbbbbbbb+dirty", "abc1234"]
+    assert list(runs["code"]) == ["1111222233334444", "1111222233334444", "commit:abc1234"]
+    _set_identity(old, code={"commit": "abc1234", "dirty_hash": "ffff"})
+    assert load_runs(root)[0].set_index("seed").loc[2, ["commit", "code"]].tolist() == [
+        "abc1234+dirty",
+        "commit:abc1234+ffff",
+    ]
+    _set_identity(old, code={"commit": None, "version": "0.1.0", "dirty_hash": "ffff"})  # an installed package
+    assert load_runs(root)[0].set_index("seed").loc[2, "commit"] == "unknown"
+    _set_identity(old, **same, provenance={"commit": "c" * 40, "dirty": False, "version": None})
+    st = load_experiment(root).status  # three commits, one code: not mixed
+    assert st["code_versions"] == {
+        "1111222233334444": {"runs": 3, "commits": ["aaaaaaaaaa", "bbbbbbbbbb+dirty", "cccccccccc"]}
+    }
+    assert "mixed code versions" not in tb.status_markdown(st, "x")
+    _set_identity(old, code={"hash": "5555666677778888"})  # the same commit, other code
+    md = tb.status_markdown(load_experiment(root).status, "x")
+    assert "**mixed code versions**" in md and "`5555666677778888` (1 runs; cccccccccc)" in md
+
+
 # ----------------------------------------------------------------------------- statistics
 
 

@@ -171,3 +171,21 @@ def test_trains_synthetic_tasks_end_to_end(tmp_path, method):
     assert all(R[k, k] > 60 for k in range(len(R)))  # each task is learned ...
     assert res["metrics"]["acc"] > 60  # ... and old tasks are kept (online fine-tuning: 33)
     assert all(s > 0 for s in res["steps_per_task"])
+
+
+def test_gss_candidates_of_one_batch_replace_distinct_slots(monkeypatch):
+    """Alg. 2 line 10 draws the slots to challenge without replacement: with c = 0 for both
+    candidates (cosine -1, always accepted) they take both slots even though slot 0's score C
+    dominates; drawn with replacement, both would land in slot 0 and the first would be lost."""
+    mem = Memory(2, (1,), 10)
+    mem.append(torch.tensor([[1.0], [2.0]]), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long))
+    mem.score[:2] = torch.tensor([1.0, 1e-6])
+    mem.seen = 2
+    policy = GSSGreedy()
+    monkeypatch.setattr(policy, "scores", lambda *a: torch.zeros(2))
+    torch.manual_seed(0)
+    policy.update(
+        mem, torch.tensor([[7.0], [8.0]]), torch.tensor([2, 3]), torch.ones(2, dtype=torch.long), learner=object()
+    )
+    assert sorted(mem.x[:, 0].tolist()) == [7.0, 8.0]
+    assert sorted(mem.y.tolist()) == [2, 3] and mem.seen == 4

@@ -76,3 +76,28 @@ def test_ebrs_memory_is_more_balanced_than_reservoir_on_a_9_to_1_stream():
     assert ent["ebrs"] > 0.95 * math.log(2)
     assert ent["reservoir"] < 0.45  # about H(0.1) = 0.33
     assert ent["ebrs"] > ent["reservoir"] + 0.25
+
+
+def accept_all(monkeypatch):
+    monkeypatch.setattr(
+        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+    )
+
+
+def test_a_sample_placed_earlier_in_the_batch_has_score_0_for_the_next_victim(monkeypatch):
+    """A (class 3) replaces slot 0 (score 0.5) and enters with score 0; B (class 3 again) then finds
+    class 3 most frequent and A's slot (0.0 < 0.7) its lowest score: B replaces A, slot 1 stays."""
+    mem = filled([3, 3, 1], [0.5, 0.7, 0.0])
+    accept_all(monkeypatch)
+    EBRS().update(mem, torch.tensor([[10.0], [20.0]]), torch.tensor([3, 3]), torch.tensor([1, 1]))
+    assert mem.x[:, 0].tolist() == [20.0, 1.0, 2.0]
+    torch.testing.assert_close(mem.score, torch.tensor([0.0, 0.7, 0.0]))
+
+
+def test_an_accepted_sample_adds_exactly_one_to_its_class_count(monkeypatch):
+    """Counts 1:4, 6:2. A (class 6) replaces class 1's lowest slot -> 1:3, 6:3: a tie, so B (class 9)
+    evicts from class 1 (lowest label), not from class 6 (which a count of 6:4 would choose)."""
+    mem = filled([1, 1, 1, 1, 6, 6], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    accept_all(monkeypatch)
+    EBRS().update(mem, torch.tensor([[10.0], [20.0]]), torch.tensor([6, 9]), torch.tensor([1, 1]))
+    assert mem.y.tolist() == [6, 9, 1, 1, 6, 6]

@@ -43,7 +43,7 @@ def test_results_record_the_identity_the_job_expected(tmp_path):
     expected = job.expected()
     res = run_experiment(cfg, job.out_dir)
     assert res["identity"] == expected  # what resume compares is what the run recorded
-    assert set(expected) == {"key", "config", "code", "data", "env"}
+    assert set(expected) == {"key", "config", "code", "data", "env", "provenance"}
     assert expected["env"]["torch_threads"] == 1 and expected["env"]["device_type"] == "cpu"
     assert expected["env"]["torch"] == torch.__version__
     assert expected["key"] == identity.sha256(
@@ -67,6 +67,195 @@ def test_differences_name_what_changed():
     dev = {**base, "env": {**base["env"], "device_type": "cuda"}, "key": "k3"}
     assert [r for r, _ in identity.differences(dev, base)] == ["device"]
     assert [r for r, _ in identity.differences(None, base)] == ["no identity"]
+
+
+# ----------------------------------------------------------------------------- code: content, not commit
+
+
+def _tree(base: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_text(text)
+
+
+_PACKAGE = {
+    "__init__.py": "",
+    "methods/er.py": "LR = 0.1\n",
+    "analysis/load.py": "def load(): ...\n",
+}
+_CONF = {"config.yaml": "seed: 0\n", "method/er.yaml": "name: er\n"}
+_PLUGIN = {"clsuite_launcher.py": "from clsuite import launcher\n"}
+
+
+def _checkout(root: Path) -> tuple[Path, Path, list[Path]]:
+    """A checkout: src/clsuite, conf/, src/run.py, src/hydra_plugins."""
+    _tree(root / "src" / "clsuite", _PACKAGE)
+    _tree(root / "conf", _CONF)
+    _tree(root / "src" / "hydra_plugins", _PLUGIN)
+    (root / "src" / "run.py").write_text("from clsuite.cli import main\n")
+    pkg = root / "src" / "clsuite"
+    return pkg, root / "conf", identity.extra_code_files(pkg)
+
+
+def test_code_hash_is_the_content_of_the_files_a_run_executes(tmp_path):
+    pkg, conf, extra = _checkout(tmp_path / "repo")
+    src = pkg.parent
+    assert extra == [src / "run.py", src / "hydra_plugins" / "clsuite_launcher.py"]
+
+    def h():
+        return identity.code_hash(pkg, conf, extra)
+
+    h0 = h()
+    assert len(h0) == 16 and int(h0, 16) >= 0
+    assert sorted(identity.code_files(pkg, conf, extra)) == [
+        "clsuite/__init__.py",
+        "clsuite/methods/er.py",
+        "conf/config.yaml",
+        "conf/method/er.yaml",
+        "hydra_plugins/clsuite_launcher.py",
+        "run.py",
+    ]
+    # what a run never executes: documentation, the analysis package, byte code, editor files
+    (pkg / "README.md").write_text("notes")
+    (conf / "method" / "NOTES.md").write_text("notes")
+    (pkg / "analysis" / "load.py").write_text("def load(): return 1\n")
+    (pkg / "analysis" / "tables.py").write_text("TABLES = 2\n")
+    _tree(pkg / "methods" / "__pycache__", {"er.cpython-311.pyc": "bytes", "er.py": "x = 1\n"})
+    (pkg / ".er.py.swp.py").write_text("x")
+    assert h() == h0
+    # what it does: a method, a config, the entry point, the launcher plugin, a new module
+    for name, text in [
+        (pkg / "methods" / "er.py", "LR = 0.2\n"),
+        (conf / "method" / "er.yaml", "name: er\nlr: 0.2\n"),
+        (src / "run.py", "from clsuite.cli import main  # edited\n"),
+        (src / "hydra_plugins" / "clsuite_launcher.py", "from clsuite import launcher as l\n"),
+    ]:
+        before = name.read_text()
+        name.write_text(text)
+        assert h() != h0, name
+        name.write_text(before)
+        assert h() == h0, name
+    (pkg / "methods" / "new.py").write_text("")
+    assert h() != h0
+    (pkg / "methods" / "new.py").unlink()
+    # a rename moves the name, not the bytes
+    (pkg / "methods" / "er.py").rename(pkg / "methods" / "er2.py")
+    assert h() != h0
+    (pkg / "methods" / "er2.py").rename(pkg / "methods" / "er.py")
+    (conf / "method" / "er.yaml").rename(conf / "method" / "er_b.yaml")
+    assert h() != h0
+
+
+def test_a_checkout_and_an_installed_wheel_of_the_same_code_agree(tmp_path):
+    pkg, conf, _ = _checkout(tmp_path / "repo")
+    site = tmp_path / "site-packages"  # a wheel: clsuite/ with its configs in clsuite/conf
+    _tree(site / "clsuite", _PACKAGE)
+    _tree(site / "clsuite" / "conf", _CONF)
+    _tree(site / "hydra_plugins", _PLUGIN)
+    _tree(site / "hydra_plugins" / "hydra_joblib_launcher", {"joblib_launcher.py": "other package\n"})
+    wheel = identity.extra_code_files(site / "clsuite")
+    assert wheel == [site / "hydra_plugins" / "clsuite_launcher.py"]  # no run.py, not the others' plugins
+    plugin = [pkg.parent / "hydra_plugins" / "clsuite_launcher.py"]
+    # the configs inside the package are counted once, as conf/...
+    assert identity.code_files(site / "clsuite", site / "clsuite" / "conf", wheel).keys() == (
+        identity.code_files(pkg, conf, plugin).keys()
+    )
+    assert identity.code_hash(site / "clsuite", site / "clsuite" / "conf", wheel) == identity.code_hash(
+        pkg, conf, plugin
+    )
+    assert identity.code_hash(site / "clsuite", site / "clsuite" / "conf") == identity.code_hash(pkg, conf)
+    (site / "clsuite" / "conf" / "method" / "er.yaml").write_text("name: er\nlr: 0.2\n")
+    assert identity.code_hash(site / "clsuite", site / "clsuite" / "conf") != identity.code_hash(pkg, conf)
+
+
+def test_this_checkouts_code_identity_needs_no_git(monkeypatch):
+    from clsuite.config import CONF_DIR
+
+    names = identity.code_files(identity.PACKAGE_DIR, CONF_DIR, identity.extra_code_files())
+    assert {"run.py", "hydra_plugins/clsuite_launcher.py", "clsuite/identity.py", "conf/config.yaml"} <= set(names)
+    assert not [n for n in names if n.startswith("clsuite/analysis/") or not n.endswith((".py", ".yaml"))]
+    real = identity.code_identity()
+    assert real == {"hash": identity.code_hash(identity.PACKAGE_DIR, CONF_DIR, identity.extra_code_files())}
+
+    def no_git(*a):
+        raise AssertionError("the code identity does not ask git")
+
+    monkeypatch.setattr(identity, "_git", no_git)
+    assert identity.code_identity.__wrapped__() == real  # the same whatever the commit
+
+
+def test_the_key_ignores_provenance_and_follows_the_code(monkeypatch):
+    """A README or docs-only commit moves the commit, never the key; a change of code does."""
+    cfg = make_cfg()
+    prov = {"commit": "a" * 40, "dirty": False, "version": None}
+    monkeypatch.setattr(identity, "provenance", lambda: prov)
+    a = identity.expected(cfg)
+    monkeypatch.setattr(identity, "provenance", lambda: {"commit": "b" * 40, "dirty": True, "version": "0.2.0"})
+    b = identity.expected(cfg)
+    assert a["provenance"] == prov and b["provenance"]["commit"] == "b" * 40
+    assert a["key"] == b["key"] and identity.differences(a, b) == []
+    monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "0123456789abcdef"})
+    c = identity.expected(cfg)
+    assert c["key"] != b["key"]
+    assert identity.differences(a, c) == [
+        ("code", f"code hash {a['code']['hash']} -> 0123456789abcdef (commit aaaaaaaaaa -> commit bbbbbbbbbb+dirty)")
+    ]
+
+
+def test_provenance_records_the_commit_and_uncommitted_changes():
+    prov = identity.provenance()
+    assert set(prov) == {"commit", "dirty", "version"}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # a checkout (not an unpacked sdist)
+        assert prov["commit"] == head.stdout.strip() and isinstance(prov["dirty"], bool)
+        changes = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=all", "--", "src", "conf"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert prov["dirty"] == bool(changes.strip())
+
+
+def test_an_identity_from_before_content_hashes_differs_in_code():
+    new = identity.expected(make_cfg())
+    old = {k: v for k, v in new.items() if k != "provenance"}
+    old |= {"code": {"commit": "abc1234def5678", "dirty_hash": "0123456789abcdef"}, "key": "an old key"}
+    assert identity.differences(old, new) == [
+        (
+            "code",
+            f"made by commit abc1234def+dirty before content hashes; now {new['code']['hash']} ({identity.made_by(new)})",
+        )
+    ]
+    installed = {**old, "code": {"commit": None, "version": "0.1.0", "dirty_hash": "0123"}, "config": {"seed": 9}}
+    assert [r for r, _ in identity.differences(installed, new)] == ["config", "code"]
+    assert "made by version 0.1.0 before content hashes" in identity.differences(installed, new)[1][1]
+
+
+# A training run, as a sweep starts it, never imports clsuite.analysis (so its files are not code).
+_NO_ANALYSIS = """
+import atexit, json, runpy, sys
+def report():
+    print("MODULES " + json.dumps({"analysis": sorted(m for m in sys.modules if m.startswith("clsuite.analysis")),
+                                   "experiment": "clsuite.experiment" in sys.modules}))
+atexit.register(report)
+sys.argv = [RUN, *sys.argv[1:]]
+runpy.run_path(RUN, run_name="__main__")
+"""
+
+
+def test_a_training_run_never_imports_the_analysis_package(tmp_path):
+    from tests.test_sweeps import SWEEPS_DIR
+
+    cmd = [sys.executable, "-c", _NO_ANALYSIS.replace("RUN", repr(str(ROOT / "src" / "run.py")))]
+    cmd += ["--config-dir", str(SWEEPS_DIR), "--config-name", "table2", "-m", "benchmark=synthetic", "logger=csv"]
+    cmd += ["trainer=cpu", "trainer.progress_bar=false", "method=er", "seed=0", f"hydra.sweep.dir={tmp_path}/mr"]
+    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(list((tmp_path / "mr").rglob(io.RESULTS_FILE))) == 1
+    line = [x for x in p.stdout.splitlines() if x.startswith("MODULES ")][-1]
+    assert json.loads(line.removeprefix("MODULES ")) == {"analysis": [], "experiment": True}
+    assert "clsuite/analysis/load.py" not in identity.code_files(identity.PACKAGE_DIR, CONF_DIR)
 
 
 def test_data_identity_is_the_md5_of_the_files_read(tmp_path):
@@ -130,21 +319,21 @@ def test_strict_resume_reruns_after_a_code_change_and_counts_why(tmp_path, monke
     assert _job(cfg, sdir).finished()[1] == "skipped"
     # the code changed: strict resume reruns, keeps the old file, and says why
     real = identity.code_identity()
-    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "0123456789abcdef"})
+    monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "0123456789abcdef"})
     again = _job(cfg, sdir)
     assert again.finished() is None and again.rerun_reasons == ["code"]
     assert (first.out_dir / "results.stale-1.json").is_file() and not again.results_path.exists()
-    assert "code changed (uncommitted changes" in capsys.readouterr().err
+    assert f"code changed (code hash {real['hash']} -> 0123456789abcdef (" in capsys.readouterr().err
     run_experiment(cfg, again.out_dir)
     again.succeeded(1.0)
     s = sweep.summarize(sdir)
     assert s["ran"] == 2 and s["reruns"] == {"code": 1}
     # config_only: the same config is enough
-    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "fedcba9876543210"})
+    monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "fedcba9876543210"})
     assert _job(cfg, sdir).finished() is None
     monkeypatch.setattr(identity, "code_identity", lambda: real)
     run_experiment(cfg, again.out_dir)
-    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "fedcba9876543210"})
+    monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "fedcba9876543210"})
     assert _job(make_cfg("method=online", "resume=config_only"), sdir).finished()[1] == "skipped"
     monkeypatch.setenv("CLSUITE_RESUME", "config_only")
     assert _job(cfg, sdir).finished()[1] == "skipped"
@@ -179,8 +368,7 @@ def test_reuse_needs_the_whole_identity(tmp_path, monkeypatch):
     first.succeeded(1.0)
     _, how = _job(make_cfg("method=online", "experiment=memory"), mr / "memory", "b").finished()
     assert how == "reused" and identity.seal_ok(json.loads((mr / "memory" / "b" / io.RESULTS_FILE).read_text()))
-    real = identity.code_identity()
-    monkeypatch.setattr(identity, "code_identity", lambda: {**real, "dirty_hash": "0123456789abcdef"})
+    monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "0123456789abcdef"})
     assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "c").finished() is None
 
 

@@ -131,3 +131,24 @@ def test_virtual_step_size_is_the_learning_rate(lr):
     F.cross_entropy(learner.net(x), y).backward()
     for k, p in learner.net.named_parameters():
         torch.testing.assert_close(tp[k], theta[k] - lr * p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_score_slots_passes_compare_to_old_logits_through():
+    """score_slots(compare_to_old_logits=True) is interference_scores(..., True), not the plain score:
+    stored logits that fit every sample (loss ~ 0) replace the current loss in s(m)."""
+    learner, _, x, y, t = trained_learner()
+    mem = learner.memory
+    slots = torch.arange(len(mem))
+
+    def confident():
+        mem.logits[slots] = 20.0 * F.one_hot(mem.y[slots], mem.logits.shape[1]).float()
+
+    confident()
+    plain = score_slots(learner, x, y, t, slots)
+    assert torch.equal(mem.score[slots], plain)
+    with_old = score_slots(learner, x, y, t, slots, compare_to_old_logits=True)
+    confident()
+    expected = interference_scores(learner, virtual_params(learner, x, y, t), slots, compare_to_old_logits=True)
+    torch.testing.assert_close(with_old, expected, rtol=1e-4, atol=1e-5)
+    assert (with_old - plain).abs().min() > 0.1  # every slot scored against the stored (lower) loss
+    assert torch.equal(mem.score[slots], with_old)

@@ -6,24 +6,32 @@ made it had the same identity as the run that would replace it (``clsuite.sweep.
 1. **config**: the resolved config without :data:`IGNORED_KEYS` (where the run is logged, how it
    is launched, where the data files live, ...), without ``hydra`` and without null values
    (:func:`normalize`);
-2. **code**: the git commit and a hash of the uncommitted changes under ``src/`` and ``conf/``
-   (``git diff HEAD`` plus the untracked files there); outside a git checkout (an installed
-   wheel) the package version and a hash of the package's own ``.py`` and ``.yaml`` files;
+2. **code**: a hash of the *content* of the code a run executes (:func:`code_hash`): the sorted
+   (relative name, bytes) of every ``.py`` and ``.yaml`` file of the package (``clsuite/``, less
+   ``clsuite/analysis/``, which only reads results files after the runs and is never imported by
+   one), of the config directory (``conf/``) and, in a checkout, ``src/run.py`` and the launcher
+   plugin ``src/hydra_plugins/`` (:func:`extra_code_files`). Names are relative (``clsuite/...``,
+   ``conf/...``, ``hydra_plugins/...``), so a checkout and an installed wheel of the same files
+   agree (but for ``run.py``, which the wheel does not ship). The same code gives the same hash
+   whatever the commit: a README, docs or report commit leaves every finished result valid, while
+   any edit, addition, removal or rename of a file a run executes changes it. Where the code came
+   from (the git commit, uncommitted changes under ``src/`` or ``conf/``, the package version:
+   :func:`provenance`) is recorded beside the parts as ``provenance``, outside the key;
 3. **data**: the md5 of every data file the run reads (the digests ``clsuite.data.files`` computes
    for its own check, memoised: no file is hashed twice in a process);
 4. **env**: the torch and BLAS thread counts (both pinned by :func:`pin_threads` inside every job,
    whatever the launcher: 1 vs 2 threads moves Acc by up to 3 points), the device type and the
    torch version.
 
-``key`` = sha256 of the canonical JSON of the four parts. :func:`differences` names the parts
-that differ between two identities (config / code / data / threads / device / torch), which the
-sweep summary counts. A results file is also *sealed*: ``digest`` = sha256 of its own canonical
-JSON, so a hand edit is detected (:func:`seal_ok`).
+``key`` = sha256 of the canonical JSON of the four parts (not of ``provenance``). :func:`differences`
+names the parts that differ between two identities (config / code / data / threads / device /
+torch), which the sweep summary counts; a results file from before content hashes (its code part
+``{"commit", "dirty_hash"}``) differs in code. A results file is also *sealed*: ``digest`` = sha256
+of its own canonical JSON, so a hand edit is detected (:func:`seal_ok`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import hashlib
@@ -119,6 +127,75 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 # ----------------------------------------------------------------------------- 2. code
 
+PACKAGE_DIR = Path(__file__).resolve().parent  # clsuite/ (src/clsuite in a checkout)
+CODE_SUFFIXES = (".py", ".yaml")
+NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/test_identity.py checks it)
+
+
+def _counted(rel: Path) -> bool:
+    return rel.suffix in CODE_SUFFIXES and not any(p == "__pycache__" or p.startswith(".") for p in rel.parts)
+
+
+def code_files(package_dir, conf_dir, extra_files=()) -> dict[str, Path]:
+    """``{relative name: path}`` of the files :func:`code_hash` reads.
+
+    - every ``.py`` / ``.yaml`` under ``package_dir`` except :data:`NOT_RUN`, ``__pycache__`` and
+      ``conf_dir`` when it lies inside the package (an installed wheel): ``clsuite/<rel>``;
+    - every ``.py`` / ``.yaml`` under ``conf_dir``: ``conf/<rel>``;
+    - ``extra_files``, named relative to the package's parent (``src/`` in a checkout,
+      ``site-packages`` in an installed wheel): ``run.py``, ``hydra_plugins/clsuite_launcher.py``.
+
+    A checkout (``src/clsuite`` + ``conf/``) and a wheel (``clsuite`` + ``clsuite/conf``) of the same
+    files give the same names.
+    """
+    package_dir, conf_dir = Path(package_dir).resolve(), Path(conf_dir).resolve()
+    out: dict[str, Path] = {}
+    for p in package_dir.rglob("*"):
+        rel = p.relative_to(package_dir)
+        if not _counted(rel) or not p.is_file() or rel.parts[0] in NOT_RUN or p.is_relative_to(conf_dir):
+            continue
+        out[f"{package_dir.name}/{rel.as_posix()}"] = p
+    for p in conf_dir.rglob("*"):
+        rel = p.relative_to(conf_dir)
+        if _counted(rel) and p.is_file():
+            out[f"conf/{rel.as_posix()}"] = p
+    for p in extra_files:
+        p = Path(p).resolve()
+        out[p.relative_to(package_dir.parent).as_posix()] = p
+    return out
+
+
+def code_hash(package_dir, conf_dir, extra_files=()) -> str:
+    """First 16 hex digits of the sha256 of the sorted (relative name, bytes) of :func:`code_files`.
+
+    The content, not the commit: the same code gives the same hash whatever commit holds it (a
+    README or docs-only commit changes nothing), and any edit, addition, removal or rename of a
+    file a run executes changes it.
+    """
+    h = hashlib.sha256()
+    for name, path in sorted(code_files(package_dir, conf_dir, extra_files).items()):
+        data = path.read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()[:16]
+
+
+def extra_code_files(package_dir=PACKAGE_DIR) -> list[Path]:
+    """The run's code outside the package: in a checkout ``src/run.py`` and ``src/hydra_plugins``;
+    installed, clsuite's modules in the shared ``hydra_plugins`` namespace (the wheel has no run.py)."""
+    src = Path(package_dir).resolve().parent
+    plugins = src / "hydra_plugins"
+    if src.name == "src" and (src / "run.py").is_file():  # a checkout
+        return [src / "run.py", *sorted(plugins.rglob("*.py"))]
+    return sorted(plugins.glob("clsuite*.py"))
+
+
+@functools.cache
+def code_identity() -> dict:
+    """``{"hash"}``: :func:`code_hash` of the code this process runs (computed once per process)."""
+    from clsuite.config import CONF_DIR
+
+    return {"hash": code_hash(PACKAGE_DIR, CONF_DIR, extra_code_files(PACKAGE_DIR))}
+
 
 def _git(*args: str) -> bytes | None:
     try:
@@ -129,33 +206,27 @@ def _git(*args: str) -> bytes | None:
 
 
 @functools.cache
-def code_identity() -> dict:
-    """``{"commit", "dirty_hash"}`` of the code this process runs (computed once per process)."""
-    package = Path(__file__).resolve().parent
-    commit = _git("rev-parse", "HEAD") if (ROOT / ".git").exists() and (ROOT / "conf").is_dir() else None
-    if commit is not None:
-        h = hashlib.sha256()
-        diff = _git("diff", "--no-color", "--no-ext-diff", "--binary", "HEAD", "--", "src", "conf") or b""
-        h.update(diff)
-        untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", "src", "conf") or b""
-        for name in sorted(n for n in untracked.decode().split("\0") if n):
-            h.update(name.encode() + b"\0")
-            with contextlib.suppress(OSError):
-                h.update((ROOT / name).read_bytes())
-        dirty = bool(diff or untracked)
-        return {"commit": commit.decode().strip(), "dirty_hash": h.hexdigest()[:16] if dirty else None}
-    # an installed package: no git; its version and the hash of its own source and config files
+def provenance() -> dict:
+    """``{"commit", "dirty", "version"}``: where the code came from (computed once per process).
+
+    Recorded beside the identity's parts, never in its key: the git commit and whether ``src/`` or
+    ``conf/`` had uncommitted changes (``None`` for both outside a git checkout), and the package
+    version (``None`` when clsuite is not installed).
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         ver = version("clsuite")
     except PackageNotFoundError:
         ver = None
-    h = hashlib.sha256()
-    for p in sorted(package.rglob("*")):
-        if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(package)).encode() + b"\0" + p.read_bytes())
-    return {"commit": None, "version": ver, "dirty_hash": h.hexdigest()[:16]}
+    commit = dirty = None
+    if (ROOT / ".git").exists() and (ROOT / "conf").is_dir():
+        head = _git("rev-parse", "HEAD")
+        if head is not None:
+            commit = head.decode().strip()
+            changes = _git("status", "--porcelain", "--untracked-files=all", "--", "src", "conf")
+            dirty = None if changes is None else bool(changes.strip())
+    return {"commit": commit, "dirty": dirty, "version": ver}
 
 
 # ----------------------------------------------------------------------------- 3. data
@@ -248,7 +319,7 @@ def identity(cfg, device: str | None = None) -> dict:
         "data": data_identity(cfg),
         "env": env_identity(device or device_type(cfg)),
     }
-    return {"key": sha256(canonical(parts)), **parts}
+    return {"key": sha256(canonical(parts)), **parts, "provenance": provenance()}
 
 
 def expected(cfg) -> dict:
@@ -257,8 +328,28 @@ def expected(cfg) -> dict:
     return identity(cfg)
 
 
-def _short(code: dict) -> str:
-    return f"{(code.get('commit') or code.get('version') or '?')[:10]}+{code.get('dirty_hash') or 'clean'}"
+def made_by(ident: dict) -> str:
+    """Where the code of an identity came from: ``commit abc1234567[+dirty]``, ``version 0.2.0``, ``unknown``.
+
+    Read from the provenance entry, or from the code part of an identity made before content
+    hashes (``{"commit", "dirty_hash"}``).
+    """
+    if "provenance" in ident:
+        prov = ident["provenance"] or {}
+        dirty = prov.get("dirty")
+    else:  # the old layout: dirty_hash was also set for an installed package (a hash of its files)
+        prov = ident.get("code") or {}
+        dirty = prov.get("dirty_hash")
+    if prov.get("commit"):
+        return f"commit {str(prov['commit'])[:10]}" + ("+dirty" if dirty else "")
+    return f"version {prov['version']}" if prov.get("version") else "unknown"
+
+
+def _code_change(old: dict, new: dict) -> str:
+    a, b = old.get("code") or {}, new["code"]
+    if "hash" not in a:  # a results file from before content hashes: its code cannot be compared
+        return f"made by {made_by(old)} before content hashes; now {b.get('hash')} ({made_by(new)})"
+    return f"code hash {a['hash']} -> {b.get('hash')} ({made_by(old)} -> {made_by(new)})"
 
 
 REASONS = ("config", "code", "data", "threads", "device", "torch", "no identity", "edited")
@@ -274,9 +365,7 @@ def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:
     if old.get("config") != new["config"]:
         out.append(("config", "; ".join(config_diff(old.get("config") or {}, new["config"])[:3])))
     if old.get("code") != new["code"]:
-        a, b = old.get("code") or {}, new["code"]
-        what = "commit" if a.get("commit") != b.get("commit") else "uncommitted changes"
-        out.append(("code", f"{what}: {_short(a)} -> {_short(b)}"))
+        out.append(("code", _code_change(old, new)))
     if old.get("data") != new["data"]:
         fa, fb = (old.get("data") or {}).get("files", {}), new["data"]["files"]
         changed = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))

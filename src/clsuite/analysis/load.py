@@ -7,7 +7,7 @@ Steps (``load_experiment``):
 2. One row per file: the grouping keys (benchmark, method, reading, M, tau, lambda, seed), the
    quantities of ``clsuite.metrics.QUANTITIES`` (the metrics as written by the run; the first-task
    numbers computed from R), R and b, and the facts of the machine that made it (device, torch
-   threads, versions, code commit) read from the file itself.
+   threads, versions, the code's content hash and the commit that made it) read from the file itself.
 3. Deduplicate by run identity: ``identity.key`` (the hash of config, code, data and environment
    written by ``src/run.py``); files written before that field existed get the hash of their
    normalised config (``clsuite.identity.config_hash``) instead. A run copied from another experiment
@@ -16,8 +16,9 @@ Steps (``load_experiment``):
    group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
 5. Status against the sweep's ``grid.json``: finished, failed (``failed.json`` and no results),
    missing (expected, neither finished nor failed), outside the grid (left by an earlier sweep),
-   stale files, and whether the runs mix code versions or environments (thread counts move
-   results: PROTOCOL, "compare runs only when everything that moves numbers is equal").
+   stale files, and whether the runs mix code versions (content hashes of the code) or environments
+   (thread counts move results: PROTOCOL, "compare runs only when everything that moves numbers is
+   equal").
 
 The reading (``paper_text`` / ``mir_code``, the paper's open choices settled two ways) is the
 top-level ``reading`` of the results file; files from before readings existed are ``unlabelled``.
@@ -89,10 +90,30 @@ def _device(res: dict) -> str:
 
 
 def _commit(res: dict) -> str:
-    """The code that made the run: the commit's first 10 digits, ``+dirty`` with uncommitted changes."""
+    """Where the run's code came from: the commit's first 10 digits, ``+dirty`` with uncommitted
+    changes under src/ or conf/ (``identity.provenance``; files made before content hashes:
+    ``identity.code.commit`` / ``dirty_hash``), ``unknown`` outside a git checkout."""
+    prov = dotted_get(res, "identity.provenance")
+    if isinstance(prov, dict):
+        commit, dirty = prov.get("commit"), prov.get("dirty")
+    else:
+        code = dotted_get(res, "identity.code", {}) or {}
+        commit = code.get("commit")
+        dirty = commit and code.get("dirty_hash")  # installed packages had a dirty_hash and no commit
+    return str(commit or "unknown")[:10] + ("+dirty" if dirty else "")
+
+
+def _code(res: dict) -> str:
+    """The run's code version: the content hash ``identity.code.hash``; files made before content
+    hashes: ``commit:<commit>[+<dirty hash>]`` (what their identity keyed on)."""
     code = dotted_get(res, "identity.code", {}) or {}
-    c = str(code.get("commit") or "unknown")[:10]
-    return c + ("+dirty" if code.get("dirty_hash") else "")
+    if code.get("hash"):
+        return str(code["hash"])
+    if code.get("commit") or code.get("dirty_hash"):
+        return f"commit:{str(code.get('commit') or 'unknown')[:10]}" + (
+            f"+{code['dirty_hash']}" if code.get("dirty_hash") else ""
+        )
+    return "unknown"
 
 
 def reading_of(res: dict) -> str:
@@ -141,6 +162,7 @@ def run_row(res: dict, job: str) -> dict:
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
         "commit": _commit(res),
+        "code": _code(res),
         "key": identity_key(res),
         "reused_from": res.get("reused_from"),
         "R": R,
@@ -152,7 +174,7 @@ def run_row(res: dict, job: str) -> dict:
 
 COLUMNS = [
     "job", "benchmark", "method", "reading", *CONDITIONS, "seed", *QUANTITIES, "wall_time_s", "train_time_s",
-    "device", "torch_threads", "torch", "cpu", "commit", "key", "reused_from", "R", "b", "flat", "versions",
+    "device", "torch_threads", "torch", "cpu", "commit", "code", "key", "reused_from", "R", "b", "flat", "versions",
 ]  # fmt: skip
 
 
@@ -217,6 +239,16 @@ def load_failures(exp_dir) -> list[dict]:
     return out
 
 
+def code_versions(runs: pd.DataFrame) -> dict:
+    """``{code version: {"runs": n, "commits": [...]}}``: the runs of each content hash of the code
+    and the commits that made them (two commits of the same code are one version)."""
+    if runs.empty:
+        return {}
+    return {
+        str(code): {"runs": len(g), "commits": sorted(set(g["commit"]))} for code, g in runs.groupby("code", sort=True)
+    }
+
+
 def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> dict:
     """Finished / failed / missing / outside the grid / stale / duplicates / mixed code or environment."""
     exp_dir = Path(exp_dir)
@@ -231,6 +263,7 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> 
         "missing": [],
         "outside_grid": [],
         "commits": runs["commit"].value_counts().to_dict() if not runs.empty else {},
+        "code_versions": code_versions(runs),
         "environments": runs.groupby(["device", "torch_threads", "torch"]).size().to_dict() if not runs.empty else {},
     }
     grid = read_json(exp_dir / GRID_FILE)

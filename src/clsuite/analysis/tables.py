@@ -363,8 +363,11 @@ def status_markdown(st: dict, where: str) -> str:
         lines.append(f"- the same run reached twice (same identity, counted once): {len(st['duplicates'])}")
     if st["stale_files"]:
         lines.append(f"- superseded results kept by the sweep (`results.stale-*.json`, not read): {st['stale_files']}")
-    if len(st["commits"]) > 1:
-        lines.append("- **mixed code versions**: " + ", ".join(f"`{c}` ({n} runs)" for c, n in st["commits"].items()))
+    if len(st.get("code_versions", {})) > 1:
+        lines.append(
+            "- **mixed code versions** (content hash of the code): "
+            + ", ".join(f"`{c}` ({v['runs']} runs; {', '.join(v['commits'])})" for c, v in st["code_versions"].items())
+        )
     if len(st["environments"]) > 1:
         lines.append(
             "- **mixed environments** (device / torch threads / torch; thread counts move results): "
