@@ -18,7 +18,7 @@ from clsuite.analysis import claims as cl
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import UNLABELLED, load_experiment, load_runs
-from clsuite.analysis.report import aggregate, main_aggregate
+from clsuite.analysis.report import aggregate, main_aggregate, memory_axis
 from clsuite.analysis.stats import one_sample, paired, summarize
 from tests.results_fixtures import fake_R, write_grid, write_run
 
@@ -333,3 +333,28 @@ def test_machine_facts_come_from_the_results_file(tmp_path):
         "2.13.0",
         "abc1234",
     )
+
+
+def test_figures_are_drawn_per_reading_and_label_the_memory_unit(tmp_path):
+    """A figure draws one line per method: runs of two readings get a figure each (pooled, the line
+    would zig-zag between readings at every M); the M axis says per class or in total."""
+    root = tmp_path / "multirun" / "memory"
+    for reading, per_class in (("paper_text", False), ("mir_code", True)):
+        for m in (50, 100):
+            for s in (0, 1):
+                write_run(root, method="er", seed=s, memory=m, reading=reading, R=fake_R(5, 60.0 + m / 10 + s),
+                          extra_cfg={"memory_per_class": per_class}, job=f"m={m},r={reading},s={s}")  # fmt: skip
+    res = aggregate("memory", tmp_path / "multirun", tmp_path / "results")
+    names = sorted(p.name for p in res["figures"] if p.suffix == ".png")
+    assert names == [f"fig5_fig6_memory_{q}_{r}.png" for q in ("acc", "bwt") for r in ("mir_code", "paper_text")]
+    runs = res["experiment"].runs
+    assert memory_axis(runs[runs["reading"] == "mir_code"]) == "memory size M (samples per class)"
+    assert memory_axis(runs[runs["reading"] == "paper_text"]) == "memory size M (samples in total)"
+    one = tmp_path / "one" / "memory"
+    for s in (0, 1):
+        write_run(one, method="er", seed=s, memory=50, reading="mir_code", job=f"s={s}")
+    res = aggregate("memory", tmp_path / "one", tmp_path / "results1")
+    assert sorted(p.name for p in res["figures"] if p.suffix == ".png") == [
+        "fig5_fig6_memory_acc.png",
+        "fig5_fig6_memory_bwt.png",
+    ]

@@ -151,8 +151,10 @@ def _joint_line(ax, sel: pd.DataFrame, quantity: str) -> list:
     return [JOINT_HANDLE]
 
 
-def vs_condition(summary: pd.DataFrame, quantity: str, x_key: str, title: str, stem: Path) -> list[Path]:
-    """``quantity`` against M or lambda, a line per method, a panel per benchmark."""
+def vs_condition(
+    summary: pd.DataFrame, quantity: str, x_key: str, title: str, stem: Path, xlabel: str | None = None
+) -> list[Path]:
+    """``quantity`` against M or lambda, a line per method, a panel per benchmark (one reading)."""
     s = summary[summary["variant"] == ""]
     if s.empty:
         return []
@@ -184,7 +186,7 @@ def vs_condition(summary: pd.DataFrame, quantity: str, x_key: str, title: str, s
             ax.set_xscale("log", base=2)
             ax.minorticks_off()
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
-        ax.set(title=pv.bench_label(b), xlabel=AXIS[x_key], ylabel=QUANTITIES[quantity].axis_label)
+        ax.set(title=pv.bench_label(b), xlabel=xlabel or AXIS[x_key], ylabel=QUANTITIES[quantity].axis_label)
         _bounds_ylim(ax, quantity)
         handles = [*ax.get_legend_handles_labels()[0], *handles]
     return _finish(fig, axes, title, handles, _seeds(s["n"]), stem)

@@ -149,6 +149,7 @@ def run_row(res: dict, job: str) -> dict:
         "method": res.get("method", dotted_get(cfg, "method.name")),
         "reading": reading_of(res),
         "memory": int(res.get("memory", cfg.get("memory", 0))),
+        "memory_per_class": bool(cfg.get("memory_per_class", False)),  # M per class (mir_code) or in total
         "tau": _num(cfg.get("tau")),
         "lambda": _num(cfg.get("lambda")),
         "seed": int(res.get("seed", cfg.get("seed", 0))),
@@ -173,7 +174,7 @@ def run_row(res: dict, job: str) -> dict:
 
 
 COLUMNS = [
-    "job", "benchmark", "method", "reading", *CONDITIONS, "seed", *QUANTITIES, "wall_time_s", "train_time_s",
+    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "seed", *QUANTITIES, "wall_time_s", "train_time_s",
     "device", "torch_threads", "torch", "cpu", "commit", "code", "key", "reused_from", "R", "b", "flat", "versions",
 ]  # fmt: skip
 

@@ -63,16 +63,35 @@ def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
     return figs
 
 
+def _readings(df: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame, str, str]]:
+    """``[(reading, its rows, title suffix, file-name suffix)]``: a figure per reading, since a figure
+    draws one line per method (the tables put the readings side by side instead); the whole frame,
+    unsuffixed, when it holds one reading."""
+    rs = order_readings(df["reading"].unique()) if not df.empty else []
+    if len(rs) <= 1:
+        return [(rs[0] if rs else None, df, "", "")]
+    return [(r, df[df["reading"] == r], f" (reading {r})", f"_{r}") for r in rs]
+
+
+def memory_axis(runs: pd.DataFrame) -> str:
+    """The M axis in the unit the runs used: per class (``memory_per_class``, as mir_code) or in total."""
+    units = set(runs["memory_per_class"]) if "memory_per_class" in runs else {False}
+    if units == {True}:
+        return "memory size M (samples per class)"
+    return "memory size M (samples in total)" if units == {False} else "memory size M (per class or in total)"
+
+
 def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"), what="") -> Built:
     tables = [
         tb.pivot(s, f"{fig[0]}{what}: Acc (%) against M", "acc", "memory"),
         tb.pivot(s, f"{fig[1]}{what}: BWT (% points) against M", "bwt", "memory"),
     ]
-    stem = "fig11_ablation" if what else "fig5_fig6_memory"
-    figs = fg.vs_condition(s, "acc", "memory", f"{fig[0]}{what}: averaged test accuracy against the memory size M",
-                           out / f"{stem}_acc")  # fmt: skip
-    figs += fg.vs_condition(s, "bwt", "memory", f"{fig[1]}{what}: backward transfer against the memory size M",
-                            out / f"{stem}_bwt")  # fmt: skip
+    stem, figs = "fig11_ablation" if what else "fig5_fig6_memory", []
+    for r, sr, t, x in _readings(s):
+        axis = memory_axis(e.runs if r is None else e.runs[e.runs["reading"] == r])
+        for q, name, f in (("acc", "averaged test accuracy", fig[0]), ("bwt", "backward transfer", fig[1])):
+            title = f"{f}{what}: {name} against the memory size M{t}"
+            figs += fg.vs_condition(sr, q, "memory", title, out / f"{stem}_{q}{x}", xlabel=axis)
     return tables, figs
 
 
@@ -90,7 +109,12 @@ def _first_task(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
             None,
         ),
     ]
-    return tables, fg.first_task(e.runs, "Fig. 7: accuracy on task 1 as the tasks are learned", out / "fig7_first_task")
+    figs = []
+    for _, runs, t, x in _readings(e.runs):
+        figs += fg.first_task(
+            runs, f"Fig. 7: accuracy on task 1 as the tasks are learned{t}", out / f"fig7_first_task{x}"
+        )
+    return tables, figs
 
 
 def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
@@ -99,18 +123,24 @@ def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
         tb.pivot(s, "Fig. 10b-c: AdaER's task-1 accuracy after the last task (%) against τ", "first_task_final", None,
                  row_key="tau"),
     ]  # fmt: skip
-    figs = fg.levels(s, "acc", "tau", "Fig. 10a: AdaER's averaged test accuracy against τ", out / "fig10a_tau_acc")
-    figs += fg.first_task(e.runs, "Fig. 10b-c: AdaER's accuracy on task 1 for each τ", out / "fig10bc_tau_first_task",
-                          by="tau")  # fmt: skip
+    figs = []
+    for _, sr, t, x in _readings(s):
+        figs += fg.levels(sr, "acc", "tau", f"Fig. 10a: AdaER's averaged test accuracy against τ{t}",
+                          out / f"fig10a_tau_acc{x}")  # fmt: skip
+    for _, runs, t, x in _readings(e.runs):
+        figs += fg.first_task(runs, f"Fig. 10b-c: AdaER's accuracy on task 1 for each τ{t}",
+                              out / f"fig10bc_tau_first_task{x}", by="tau")  # fmt: skip
     return tables, figs
 
 
 def _imbalance(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     tables = [tb.pivot(s, "Fig. 9: Acc (%) against the imbalance λ", "acc", "lambda")]
-    figs = fg.bars(
-        s, "acc", "Fig. 9a: averaged test accuracy at λ = 0.5", out / "fig9a_imbalance_05", **{"lambda": 0.5}
-    )
-    figs += fg.vs_condition(s, "acc", "lambda", "Fig. 9b-c: averaged test accuracy against λ", out / "fig9bc_imbalance")
+    figs = []
+    for _, sr, t, x in _readings(s):
+        figs += fg.bars(sr, "acc", f"Fig. 9a: averaged test accuracy at λ = 0.5{t}", out / f"fig9a_imbalance_05{x}",
+                        **{"lambda": 0.5})  # fmt: skip
+        figs += fg.vs_condition(sr, "acc", "lambda", f"Fig. 9b-c: averaged test accuracy against λ{t}",
+                                out / f"fig9bc_imbalance{x}")  # fmt: skip
     return tables, figs
 
 
@@ -118,8 +148,14 @@ def _cifar100(e: Experiment, out: Path, s: pd.DataFrame, fig: str = "Fig. 8") ->
     tables = [tb.adhoc(s, f"{fig}: split-CIFAR100"), tb.pivot(s, f"{fig}: task-1 accuracy after the last task (%)",
                                                               "first_task_final", None)]  # fmt: skip
     stem = fig.lower().replace(". ", "").replace(" ", "_")
-    figs = fg.bars(s, "acc", f"{fig}a: averaged test accuracy on split-CIFAR100", out / f"{stem}a_cifar100_acc")
-    figs += fg.first_task(e.runs, f"{fig}b: accuracy on task 1 of split-CIFAR100", out / f"{stem}b_cifar100_first_task")
+    figs = []
+    for _, sr, t, x in _readings(s):
+        figs += fg.bars(
+            sr, "acc", f"{fig}a: averaged test accuracy on split-CIFAR100{t}", out / f"{stem}a_cifar100_acc{x}"
+        )
+    for _, runs, t, x in _readings(e.runs):
+        figs += fg.first_task(runs, f"{fig}b: accuracy on task 1 of split-CIFAR100{t}",
+                              out / f"{stem}b_cifar100_first_task{x}")  # fmt: skip
     return tables, figs
 
 
