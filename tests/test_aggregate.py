@@ -165,7 +165,9 @@ def test_summary_mean_sample_std_n(tmp_path):
 def test_verdict_rules():
     S, C, U, I, M = cl.SUPPORTED, cl.CONTRADICTED, cl.UNRESOLVED, cl.IDENTICAL, cl.MISSING
     assert cl.verdict([S, S, S]) == cl.REPRODUCED
-    assert cl.verdict([S, U]) == cl.PARTLY and cl.verdict([S, C]) == cl.PARTLY and cl.verdict([S, M]) == cl.PARTLY
+    assert cl.verdict([S, U]) == cl.PARTLY and cl.verdict([S, M]) == cl.PARTLY
+    # a claim is a conjunction: one contradicted comparison falsifies it, however many are supported
+    assert cl.verdict([S, S, C]) == cl.NOT and cl.verdict([S, C, U]) == cl.NOT
     assert cl.verdict([C, U]) == cl.NOT and cl.verdict([C]) == cl.NOT
     assert cl.verdict([U, I, M]) == cl.INCONCLUSIVE
     assert cl.verdict([]) == cl.NOT_RUN and cl.verdict([M, M]) == cl.NOT_RUN

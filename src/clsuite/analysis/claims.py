@@ -13,10 +13,12 @@ Rules (the same for every claim; :func:`outcome` and :func:`verdict` are their o
    lies below 0, **unresolved** when it contains 0 (the seeds cannot separate the two arms),
    **identical** when the two arms agree to the last digit in every seed (FWT in class-IL: it
    depends on the initialisation only), and **missing** when fewer than 2 seeds have both arms.
-2. A claim is **reproduced** when every comparison is supported; **partly reproduced** when some
-   but not all are; **not reproduced** when none is supported and at least one is contradicted;
-   **inconclusive** when none is supported or contradicted (unresolved, identical or missing);
-   **not run** when the claim has no comparison with runs.
+2. A claim is **reproduced** when every comparison is supported; **not reproduced** when at least
+   one is contradicted (each claim of the paper is a conjunction, "best of all", "at every M",
+   "beats MIR's and ER's": one comparison that goes the other way falsifies it, however many
+   others are supported); **partly reproduced** when some are supported and none contradicted
+   (the rest unresolved, identical or missing); **inconclusive** when none is supported or
+   contradicted; **not run** when the claim has no comparison with runs.
 3. Each claim is judged separately per reading (``paper_text``, ``mir_code``, ...), on the runs
    of its experiment on the paper's benchmarks (split-MNIST, -FMNIST, -CIFAR10, -CIFAR100) under the
    paper's conditions (M = 100, tau = 0.5, lambda = 0 unless the
@@ -80,9 +82,9 @@ def verdict(outcomes: list[str]) -> str:
     n_sup, n_con = outcomes.count(SUPPORTED), outcomes.count(CONTRADICTED)
     if n_sup == len(outcomes):
         return REPRODUCED
-    if n_sup:
-        return PARTLY
-    return NOT if n_con else INCONCLUSIVE
+    if n_con:
+        return NOT
+    return PARTLY if n_sup else INCONCLUSIVE
 
 
 @dataclass(frozen=True)

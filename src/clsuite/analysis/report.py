@@ -73,18 +73,22 @@ def _readings(df: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame, str, str
     return [(r, df[df["reading"] == r], f" (reading {r})", f"_{r}") for r in rs]
 
 
-def memory_axis(runs: pd.DataFrame) -> str:
-    """The M axis in the unit the runs used: per class (``memory_per_class``, as mir_code) or in total."""
+def memory_unit(runs: pd.DataFrame) -> str:
+    """The unit of M in these runs: ``per class`` (``memory_per_class``, as mir_code) or ``in total``."""
     units = set(runs["memory_per_class"]) if "memory_per_class" in runs else {False}
-    if units == {True}:
-        return "memory size M (samples per class)"
-    return "memory size M (samples in total)" if units == {False} else "memory size M (per class or in total)"
+    return "per class" if units == {True} else "in total" if units == {False} else "per class or in total"
+
+
+def memory_axis(runs: pd.DataFrame) -> str:
+    """The M axis in the unit the runs used."""
+    return f"memory size M (samples {memory_unit(runs)})"
 
 
 def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"), what="") -> Built:
+    unit = memory_unit(e.runs)
     tables = [
-        tb.pivot(s, f"{fig[0]}{what}: Acc (%) against M", "acc", "memory"),
-        tb.pivot(s, f"{fig[1]}{what}: BWT (% points) against M", "bwt", "memory"),
+        tb.pivot(s, f"{fig[0]}{what}: Acc (%) against M ({unit})", "acc", "memory"),
+        tb.pivot(s, f"{fig[1]}{what}: BWT (% points) against M ({unit})", "bwt", "memory"),
     ]
     stem, figs = "fig11_ablation" if what else "fig5_fig6_memory", []
     for r, sr, t, x in _readings(s):
