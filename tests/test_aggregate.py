@@ -19,7 +19,7 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import UNLABELLED, load_experiment, load_runs
 from clsuite.analysis.report import aggregate, main_aggregate, memory_axis
-from clsuite.analysis.stats import one_sample, paired, summarize
+from clsuite.analysis.stats import Paired, one_sample, paired, summarize
 from tests.results_fixtures import fake_R, write_grid, write_run
 
 # ----------------------------------------------------------------------------- loading
@@ -171,6 +171,17 @@ def test_verdict_rules():
     assert cl.verdict([C, U]) == cl.NOT and cl.verdict([C]) == cl.NOT
     assert cl.verdict([U, I, M]) == cl.INCONCLUSIVE
     assert cl.verdict([]) == cl.NOT_RUN and cl.verdict([M, M]) == cl.NOT_RUN
+
+
+def test_the_deciding_comparison_is_the_clearest_contradiction_else_the_weakest():
+    def comp(label, low, high):
+        return cl.Comparison("split_mnist", label, Paired(3, (low + high) / 2, 1.0, low, high, 0.01, 0.25))
+
+    wide_unresolved, mild_against, clear_against = comp("u", -9.0, 2.0), comp("c1", -3.0, -0.5), comp("c2", -6.0, -4.0)
+    j = cl.Judged(claim=None, reading="mir_code", comparisons=[wide_unresolved, mild_against, clear_against])
+    assert j.verdict == cl.NOT and j.deciding is clear_against  # not the unresolved one with the lowest bound
+    j = cl.Judged(claim=None, reading="mir_code", comparisons=[comp("s", 1.0, 3.0), wide_unresolved])
+    assert j.verdict == cl.PARTLY and j.deciding is wide_unresolved
 
 
 def _claim_runs(tmp_path, adaer_minus_er: list[float]) -> pd.DataFrame:

@@ -114,9 +114,13 @@ class Judged:
         return sum(c.outcome == o for c in self.comparisons)
 
     @property
-    def weakest(self) -> Comparison | None:
-        """The comparison with the lowest interval bound: the one that decides how far the claim holds."""
+    def deciding(self) -> Comparison | None:
+        """The comparison that decides the verdict: when one is contradicted, the most clearly
+        contradicted (lowest upper bound); otherwise the weakest (lowest lower bound)."""
         defined = [c for c in self.comparisons if c.result.defined]
+        against = [c for c in defined if c.outcome == CONTRADICTED]
+        if against:
+            return min(against, key=lambda c: c.result.high)
         return min(defined, key=lambda c: c.result.low) if defined else None
 
 

@@ -245,11 +245,11 @@ def _p(v: float) -> str:
 def claims(judged: list[Judged]) -> Table:
     t = Table(
         "The paper's claims, checked with paired statistics over seeds",
-        ["claim", "source", "reading", "verdict", "supported / contradicted / unresolved / identical / missing", "weakest comparison: mean difference [95% CI], n"],
-        note="Rules: `clsuite/analysis/claims.py` (and above). The weakest comparison is the one with the lowest interval bound.",
+        ["claim", "source", "reading", "verdict", "supported / contradicted / unresolved / identical / missing", "deciding comparison: mean difference [95% CI], n"],
+        note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the weakest (lowest lower bound).",
     )  # fmt: skip
     for j in judged:
-        w = j.weakest
+        w = j.deciding
         weak = "–" if w is None else f"{w.label}, {pv.bench_label(w.benchmark)}: {w.result.interval()}, n={w.result.n}"
         counts = " / ".join(str(j.count(o)) for o in (SUPPORTED, CONTRADICTED, UNRESOLVED, IDENTICAL, MISSING))
         t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak])
