@@ -17,7 +17,7 @@ import pytest
 from clsuite.analysis import claims as cl
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.load import UNLABELLED, load_experiment, load_runs
+from clsuite.analysis.load import UNLABELLED, job_overrides, load_experiment, load_runs
 from clsuite.analysis.report import aggregate, main_aggregate, memory_axis
 from clsuite.analysis.stats import Paired, one_sample, paired, summarize
 from tests.results_fixtures import fake_R, write_grid, write_run
@@ -371,3 +371,24 @@ def test_figures_are_drawn_per_reading_and_label_the_memory_unit(tmp_path):
         "fig5_fig6_memory_acc.png",
         "fig5_fig6_memory_bwt.png",
     ]
+
+
+def test_adhoc_table_names_what_each_job_changed():
+    """A check sweep changing a different key per method (no key varies within a method): without
+    the overrides column its table would not say what was run."""
+    assert job_overrides("benchmark=split_mnist,memory=100,memory_per_class=False,method=gem,seed=3") == (
+        "memory_per_class=False"
+    )
+    assert job_overrides("model.shape=[3,8,8],method=er,seed=0") == "model.shape=[3,8,8]"  # values may hold commas
+
+
+def test_adhoc_sweep_with_one_change_per_method_shows_it(tmp_path):
+    root = tmp_path / "multirun" / "checks"
+    for m, change in (("gem", {"memory_per_class": False}), ("agem", {"replay_size": 256})):
+        key, value = next(iter(change.items()))
+        for s in (0, 1):
+            write_run(root, method=m, seed=s, extra_cfg=change, job=f"{key}={value},method={m},seed={s}")
+    aggregate("checks", tmp_path / "multirun", tmp_path / "results")
+    md = (tmp_path / "results" / "checks" / "checks.md").read_text()
+    assert "| method | overrides | Acc (%) |" in md
+    assert "| A-GEM | `replay_size=256` |" in md and "| GEM | `memory_per_class=False` |" in md

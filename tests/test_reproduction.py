@@ -82,7 +82,11 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only):
     mr = paper_suite(tmp_path / "multirun", seeds=range(3), benches=("split_mnist",))
     write_run(mr / "table2", method="my_method", seed=0, R=fake_R(5, 50.0))  # a method the paper does not have
     args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results"), "--docs", str(docs)]
+    stale = tmp_path / "results" / "report" / "figures" / "gone_experiment_fig.png"  # left by an earlier build
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"png")
     assert main_report(args) == 0
+    assert not (docs / "figures" / stale.name).exists()  # docs/ gets this report's figures only
     md = (docs / "REPRODUCTION.md").read_text()
     assert md == (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
     assert "| my_method | 50.0 (n=1) |" in md  # its own name as label

@@ -27,6 +27,7 @@ top-level ``reading`` of the results file; files from before readings existed ar
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,6 +190,15 @@ def dedupe(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
         else:
             kept[r["key"]] = r
     return sorted(kept.values(), key=lambda r: r["job"]), dropped
+
+
+def job_overrides(job: str) -> str:
+    """What a sweep job changed besides the grouping keys and the seed: its folder name (Hydra's
+    ``override_dirname``, ``key=value`` joined by commas; values may hold commas) less those keys.
+    ``benchmark=split_mnist,memory_per_class=False,method=gem,seed=3`` -> ``memory_per_class=False``."""
+    items = re.split(r",(?=[\w.@/+-]+=)", Path(job).name)
+    grouping = {"benchmark", "method", "reading", *CONDITIONS, "seed"}
+    return ",".join(i for i in items if "=" in i and i.split("=", 1)[0] not in grouping)
 
 
 def variants(rows: list[dict]) -> list[str]:

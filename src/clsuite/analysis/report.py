@@ -38,7 +38,15 @@ from clsuite.analysis import figures as fg
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import check_quotes, judge_all
-from clsuite.analysis.load import Experiment, experiment_names, load_experiment, order_readings, select
+from clsuite.analysis.load import (
+    KEYS,
+    Experiment,
+    experiment_names,
+    job_overrides,
+    load_experiment,
+    order_readings,
+    select,
+)
 from clsuite.analysis.stats import summarize
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -168,7 +176,12 @@ def _ablation_cifar100(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 
 
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+    """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
+    different key per method, which no grouping key shows)."""
     title = f"{e.name}: every swept setting (mean ± std over seeds)"
+    keys = [k for k in KEYS if k in s]
+    ov = e.runs.assign(overrides=e.runs["job"].map(job_overrides)).groupby(keys, dropna=False, sort=False)
+    s = s.merge(ov["overrides"].agg(lambda v: "; ".join(sorted(set(v)))).reset_index(), on=keys, how="left")
     return [tb.adhoc(s, title)], _heatmaps(e, out, e.name) if e.runs["variant"].eq("").all() else []
 
 
@@ -366,7 +379,8 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
     if docs is not None and not [s for s in missing if not s.optional]:
         (Path(docs) / "figures").mkdir(parents=True, exist_ok=True)
         for p in figdir.glob("*.png"):
-            shutil.copyfile(p, Path(docs) / "figures" / p.name)
+            if f"figures/{p.name}" in text:  # this report's figures only, not those of earlier builds
+                shutil.copyfile(p, Path(docs) / "figures" / p.name)
         (Path(docs) / "REPRODUCTION.md").write_text(text)
         result["docs"] = True
         result["unreferenced"] = sorted(

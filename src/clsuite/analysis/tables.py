@@ -220,16 +220,32 @@ def _variant_items(v: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in re.split(r",(?=[\w.]+=)", v)) if v else {}
 
 
+def _axis_cell(axis: str, v) -> str:
+    if axis == "method":
+        return pv.method_label(v)
+    if axis == "overrides":
+        return f"`{v}`" if isinstance(v, str) and v else "–"
+    return f"{v:g}" if axis in CONDITIONS else v
+
+
 def adhoc(summary: pd.DataFrame, title: str) -> Table:
     """A plain table: one row per setting of the swept axes, the mean ± std of every quantity, n."""
     items = [_variant_items(v) for v in summary["variant"]]
     extra = list(dict.fromkeys(k for it in items for k in it))
     axes = list(dict.fromkeys(["method", *swept_axes(summary)]))
+    if "overrides" in summary:  # what each job changed besides the grouping keys (report._adhoc)
+        shown = set(extra)  # keys that already have a column of their own (variants)
+        summary = summary.assign(overrides=[
+            ",".join(i for i in re.split(r",(?=[\w.@/+-]+=)", str(o)) if "=" in i and i.split("=", 1)[0] not in shown)
+            for o in summary["overrides"].fillna("")
+        ])  # fmt: skip
+        if summary["overrides"].str.len().any():
+            axes.append("overrides")
     qs = [q for q in QUANTITIES if not summary[f"{q}_mean"].isna().all()]
     t = Table(title, [*axes, *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"])
     rows = summary.assign(_items=items).sort_values([*axes, "variant"])
     for _, r in rows.iterrows():
-        lead = [pv.method_label(r[a]) if a == "method" else (f"{r[a]:g}" if a in CONDITIONS else r[a]) for a in axes]
+        lead = [_axis_cell(a, r[a]) for a in axes]
         lead += [{"None": "–"}.get(v, v) for v in (r["_items"].get(k, "None") for k in extra)]
         t.add([*lead, *(fmt(r[f"{q}_mean"], r[f"{q}_std"]) for q in qs), fmt(r["wall_time_s_mean"], digits=0), r["n"]])
     return t
