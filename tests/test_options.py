@@ -145,14 +145,22 @@ def test_training_loss_masks_logits_only_in_task_il(scenario):
     assert abs(float((expected - other).detach())) > 1e-3  # the two scenarios give different losses here
 
 
-def test_task_il_masks_replayed_samples_with_their_own_task():
+@pytest.mark.parametrize("form", ["concat", "split"])
+def test_task_il_masks_replayed_samples_with_their_own_task(form):
+    """Both loss forms mask B_t with its task and R with each sample's own task; the logged loss
+    parts are the two means (every form)."""
     mem = toy_memory([0, 2, 0, 2])
-    learner = toy_learner(memory=mem, scenario="task_il")
+    learner = toy_learner(memory=mem, scenario="task_il", replay_loss=form)
+    learner.want_loss_parts = True
     x, y, t = toy_batch(task=1, n=2)
     loss = learner.replay_loss(x, y, t, torch.arange(4))
-    allowed = [TASK_CLASSES[k].tolist() for k in torch.cat([t, mem.t[:4]])]
-    expected = ce_per_sample(learner.net, torch.cat([x, mem.x[:4]]), torch.cat([y, mem.y[:4]]), allowed).mean()
-    torch.testing.assert_close(loss, expected)
+    lb = ce_per_sample(learner.net, x, y, [TASK_CLASSES[k].tolist() for k in t])
+    lr_ = ce_per_sample(learner.net, mem.x[:4], mem.y[:4], [TASK_CLASSES[k].tolist() for k in mem.t[:4]])
+    torch.testing.assert_close(loss, torch.cat([lb, lr_]).mean() if form == "concat" else lb.mean() + lr_.mean())
+    parts = learner.last_loss_parts
+    assert set(parts) == {"current", "replay"}
+    torch.testing.assert_close(parts["current"], lb.mean().detach())
+    torch.testing.assert_close(parts["replay"], lr_.mean().detach())
 
 
 # -- eval_mask: all | seen ----------------------------------------------------------------------
@@ -177,6 +185,45 @@ def test_eval_mask_seen_leaves_task_il_to_its_task_mask():
     x, _, _ = toy_batch(n=3)
     pred = learner.predict(x, torch.tensor([0, 1, 2])).argmax(1)
     assert pred.tolist() == [1, 2, 4]  # each sample's own task's best class
+
+
+def test_start_task_counts_the_tasks_seen_for_the_seen_mask():
+    """eval_mask=seen masks the classes of tasks not started yet: start_task(k) makes k + 1 tasks seen,
+    and going back to an earlier task (a rerun of task 0) never forgets one."""
+    learner = toy_learner(eval_mask="seen")
+    with torch.no_grad():
+        learner.net.head.weight.zero_()
+        learner.net.head.bias.copy_(torch.tensor([0.0, 1.0, 2.0, 3.0, 50.0, 40.0]))
+    x, _, t = toy_batch(task=0, n=2)
+    seen = []
+    for task in (0, 1, 0):
+        learner.start_task(task)
+        seen.append((learner.seen_tasks, learner.predict(x, t).argmax(1).tolist()))
+    assert seen == [(1, [1, 1]), (2, [3, 3]), (2, [3, 3])]
+
+
+# -- the optimizer ---------------------------------------------------------------------------------
+def test_optimizer_is_sgd_with_the_runs_lr_momentum_and_weight_decay():
+    """Two steps of the learner's optimizer equal two hand-written SGD steps with momentum m and
+    weight decay wd: buf = m buf + (g + wd p), p -= lr buf (torch's SGD, dampening 0)."""
+    lr, m, wd = 0.05, 0.9, 0.01
+    learner = toy_learner(lr=lr, momentum=m, weight_decay=wd)
+    x, y, _ = toy_batch(n=4)
+    ref = copy.deepcopy(learner.net)
+    bufs = [torch.zeros_like(p) for p in ref.parameters()]
+    opt = learner.configure_optimizers()
+    for _ in range(2):
+        opt.zero_grad()
+        F.cross_entropy(learner.net(x), y).backward()
+        opt.step()
+        ref.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        with torch.no_grad():
+            for p, b in zip(ref.parameters(), bufs, strict=True):
+                b.mul_(m).add_(p.grad + wd * p)
+                p -= lr * b
+    assert_params(learner.net, params_of(ref))
+    assert opt is learner.configure_optimizers()  # one optimizer for the whole stream (its momentum too)
 
 
 # -- iters_per_batch -----------------------------------------------------------------------------
