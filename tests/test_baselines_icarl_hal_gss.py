@@ -8,6 +8,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from clsuite.callbacks import MemoryUpdate
@@ -56,6 +57,38 @@ def test_icarl_nearest_mean_classifies_clusters():
     assert (net(x).argmax(1) == 3).all()  # the head alone is always wrong
     assert (scores.argmax(1) == y).all()
     assert torch.isneginf(scores[:, 3]).all()  # no exemplars, never predicted
+
+
+def test_icarl_loss_distils_the_old_classes_from_the_net_frozen_at_the_task_end():
+    """Task 2's loss: BCE over the seen classes, whose targets are one-hot for the new classes and
+    sigmoid(old net) for the old ones (iCaRL Alg. 3); the old net is a frozen copy, so training on
+    after on_task_end leaves its targets where they were."""
+    torch.manual_seed(0)
+    tc = torch.tensor([[0, 1], [2, 3]])
+    learner = ContinualLearner(MLP((3,), 4, hidden=8), memory=Memory(0, (3,), 4), task_classes=tc)
+    plugin = ICaRL()
+    plugin.on_task_end(learner, 0, None)  # freeze the net after task 1
+    old_out = learner.net(torch.ones(1, 3)).detach()
+    with torch.no_grad():
+        for p in learner.net.parameters():
+            p.add_(0.3)  # the net moves on; the frozen copy must not
+    learner.current_task = 1
+    x, y = torch.randn(5, 3), torch.tensor([2, 3, 2, 3, 2])
+    out = learner.net(x)
+    target = F.one_hot(y, 4).float()
+    target[:, :2] = torch.sigmoid(plugin.old_net(x))[:, :2]
+    expected = F.binary_cross_entropy_with_logits(out, target, reduction="none").sum(1).mean()
+    torch.testing.assert_close(plugin.loss(learner, x, y, torch.ones_like(y), None), expected)
+    torch.testing.assert_close(plugin.old_net(torch.ones(1, 3)), old_out)  # frozen at the task end
+    assert not any(p.requires_grad for p in plugin.old_net.parameters())
+    no_distil = F.binary_cross_entropy_with_logits(out, F.one_hot(y, 4).float(), reduction="none").sum(1).mean()
+    assert abs(float((expected - no_distil).detach())) > 0.1  # the test can tell distillation from none
+
+
+def test_icarl_rejects_domain_il():
+    learner = ContinualLearner(MLP((3,), 4, hidden=8), memory=Memory(0, (3,), 4), scenario="domain_il")
+    with pytest.raises(ValueError, match="iCaRL needs one output per class"):
+        ICaRL().setup(learner)
 
 
 def test_icarl_herding_selects_a_representative_balanced_memory():

@@ -160,6 +160,19 @@ def test_agem_projection_formula_by_hand():
     g2 = torch.tensor([1.0, 1.0])
     assert torch.equal(agem_project(g2, torch.tensor([1.0, 0.0])), g2)  # no conflict: unchanged
     assert torch.equal(agem_project(g2, torch.tensor([1.0, -1.0])), g2)  # orthogonal: unchanged
+    g3 = torch.tensor([0.5, 1.0])
+    assert torch.equal(agem_project(g3, torch.tensor([1.0, 0.0])), g3)  # a small positive g.g_ref: unchanged
+
+
+def test_gem_projection_with_one_constraint_by_hand():
+    """k = 1: the dual is min_v 1/2 (G G' + eps) v^2 + (G g) v subject to v >= margin, so
+    v* = max(margin, -(G g) / (G G' + eps)) and g~ = G' v* + g (eps regularises, it does not subtract)."""
+    G, g = torch.tensor([[1.0, 0.0]], dtype=torch.float64), torch.tensor([-1.0, 1.0], dtype=torch.float64)
+    for margin, eps in ((0.0, 0.1), (0.0, 1e-3), (2.0, 0.1)):
+        v = max(margin, 1.0 / (1.0 + eps))
+        torch.testing.assert_close(
+            gem_project(g, G, margin=margin, eps=eps), torch.tensor([-1.0 + v, 1.0], dtype=torch.float64)
+        )
 
 
 def test_agem_plugin_projects_against_the_memory_batch():
