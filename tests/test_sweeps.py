@@ -319,3 +319,27 @@ def test_parallel_launchers_run_two_jobs(tmp_path, launcher):
     # and a rerun skips both
     p = run_sweep(tmp_path, f"launcher={launcher}", "method=er,online", "seed=0")
     assert p.returncode == 0 and "0 ran, 2 skipped" in p.stderr
+
+
+def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reused(tmp_path, monkeypatch):
+    """A results file that reached multirun/ without a sweep's bookkeeping (copied from another
+    machine: no .index entry) was retrained by every other experiment; reindex() makes it reusable,
+    reads each file once, and leaves hand-edited files out."""
+    from clsuite.experiment import run_experiment
+
+    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
+        monkeypatch.delenv(k, raising=False)
+    mr = tmp_path / "multirun"
+    copied = mr / "table2" / "a"
+    run_experiment(make_cfg("method=online", "experiment=table2"), copied)  # no Job.register: no index
+    edited = mr / "table2" / "b"
+    run_experiment(make_cfg("method=online", "seed=1", "experiment=table2"), edited)
+    res = json.loads((edited / "results.json").read_text())
+    res["metrics"]["acc"] = 99.0  # a hand edit: the seal no longer matches
+    (edited / "results.json").write_text(json.dumps(res))
+    other = _job(make_cfg("method=online", "experiment=memory"), mr / "memory", "m")
+    assert other.finished() is None  # no index entry yet: it would train again
+    assert sweep.reindex(mr) == 1 and sweep.reindex(mr) == 0  # the copied file once; the edited one never
+    res, how = other.finished()
+    assert how == "reused" and res["reused_from"].endswith("table2/a/results.json")
+    assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "n").finished() is None

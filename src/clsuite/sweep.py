@@ -17,7 +17,9 @@ Every job of a multirun (``clsuite -m ...``, ``python src/run.py -m ...`` or a s
 - **reuse**: a finished run is also indexed by its identity key in ``multirun/.index/``; a job of
   another experiment with the identical identity (e.g. M=100 of the memory sweep = Table II)
   copies that result instead of training again (``reused_from`` names the source).
-  ``CLSUITE_REUSE=0`` turns this off.
+  ``CLSUITE_REUSE=0`` turns this off. Results that reached ``multirun/`` without passing through a
+  sweep's bookkeeping (copied from another machine or folder) are indexed when the next sweep
+  starts (:func:`reindex`), so they are reused too.
 - **failures**: an exception in a job (divergence, a bad file, a crash) writes ``failed.json``
   (error line, traceback, attempt count) where ``results.json`` would be, and the other jobs go
   on; a SIGTERM / SIGINT writes it with ``status: interrupted``. A rerun retries exactly the
@@ -99,6 +101,53 @@ def job_dirname(name: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     prefix = name.encode()[: MAX_DIRNAME - 40].decode(errors="ignore").rsplit(",", 1)[0]
     return f"{prefix},hash={digest}"
+
+
+# ----------------------------------------------------------------------------- the reuse index
+
+SCANNED_FILE = "_scanned.json"  # in the index folder: results files already read, with their mtimes
+
+
+def reindex(root) -> int:
+    """Index every finished results file under ``root/<experiment>/<job>/`` that has no index entry yet.
+
+    A sweep indexes each result it finishes or skips (``Job.register``); results copied into
+    ``multirun/`` from elsewhere were never registered, and a later experiment would retrain them
+    instead of reusing them. Called once at the start of every sweep. The files already read are
+    remembered with their mtime (``.index/_scanned.json``), so a rerun reads only new or changed
+    ones. An existing entry is never overwritten; a file edited by hand (its seal broken) is not
+    indexed. Returns how many results were newly indexed.
+    """
+    root = Path(root)
+    index = root / INDEX_DIR
+    scanned_path = index / SCANNED_FILE
+    scanned = read_json(scanned_path) or {}
+    seen, added = {}, 0
+    for path in sorted(root.glob(f"*/*/{RESULTS_FILE}")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(INDEX_DIR + "/"):
+            continue
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        seen[rel] = mtime
+        if scanned.get(rel) == mtime:
+            continue
+        res = read_json(path)
+        key = dotted_get(res or {}, "identity.key")
+        if not key or res.get("status", "finished") != "finished" or not ident.seal_ok(res):
+            continue
+        fresh = False
+        for k in (config_hash(normalize(res.get("config", {}))), str(key)[:20]):
+            entry = index / f"{k}.json"
+            if not entry.exists():
+                write_json_atomic(entry, {"path": rel, "experiment": path.parent.parent.name})
+                fresh = True
+        added += fresh
+    with contextlib.suppress(OSError):
+        write_json_atomic(scanned_path, seen)
+    return added
 
 
 # ----------------------------------------------------------------------------- one job
@@ -543,6 +592,10 @@ class SweepCallback(_HydraCallback):
             },
         )
         print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
+        if _env_flag("CLSUITE_REUSE"):
+            n = reindex(sweep_dir.parent)
+            if n:
+                print(f"sweep {config.get('experiment')}: indexed {n} earlier results for reuse", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global LAST_SUMMARY
