@@ -181,6 +181,7 @@ def test_hal_anchors_are_learned_at_task_end_and_fixed_within_a_task():
         trainer.fit_loop.max_epochs = task + 1
         trainer.fit(learner, datamodule=dm)  # the task-end hook runs inside fit (on_train_end)
         after_task.append(learner.plugin.anchors.clone())
+        assert not learner.plugin.phi_seen.any()  # phi_y restarts at each task end (Mammoth)
     cpt = dm.classes_per_task
     for task in range(dm.n_tasks):
         within = [a for k, a in log.seen if k == task]
