@@ -450,10 +450,13 @@ def test_sigterm_during_training_raises_interrupted(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGTERM) == handler  # restored
 
 
-# clsuite.cli.main in a subprocess that sends itself SIGTERM at step 2 of the run of seed $TERM_SEED.
-_TERM = """
+def _at_step_2(seed_var: str, action: str) -> str:
+    """Python source that patches run_experiment and the per-step hook so that, at step 2 of the run
+    whose seed is ``$seed_var``, the process runs ``action`` (indented code) on itself."""
+    return f"""
 import os, signal, sys
-sys.path.insert(0, {src!r})
+from pathlib import Path
+sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.experiment as ex
 from clsuite.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
@@ -462,12 +465,16 @@ def run(cfg, out, logger=None):
     return _run(cfg, out, logger=logger)
 def step(self, trainer, learner, *a):
     _step(self, trainer, learner, *a)
-    if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get("TERM_SEED"):
-        os.kill(os.getpid(), signal.SIGTERM)
+    if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get({seed_var!r}):
+{action}
 ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
-from clsuite.cli import main
-main(sys.argv[1:])
 """
+
+
+# clsuite.cli.main in a subprocess that sends itself SIGTERM at step 2 of the run of seed $TERM_SEED.
+_TERM = _at_step_2("TERM_SEED", "        os.kill(os.getpid(), signal.SIGTERM)") + (
+    "from clsuite.cli import main\nmain(sys.argv[1:])\n"
+)
 
 
 def _cli(tmp_path, *args, term_seed=None):
@@ -478,7 +485,7 @@ def _cli(tmp_path, *args, term_seed=None):
         [
             sys.executable,
             "-c",
-            _TERM.format(src=str(ROOT / "src")),
+            _TERM,
             *flags,
             *base,
             *(a for a in args if a not in flags),
@@ -582,25 +589,14 @@ def test_two_runs_started_together_get_two_folders(tmp_path):
 
 # A worker that kills itself (SIGKILL) at step 2 of the run of seed $KILL_SEED: once ($KILL_ONCE
 # names a marker file) or every time. Loaded in every process through PYTHONPATH (sitecustomize).
-_KILL = """
-import os, signal
-from pathlib import Path
-import clsuite.experiment as ex
-from clsuite.callbacks import DivergenceGuard
-_run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
-def run(cfg, out, logger=None):
-    os.environ["SEED_NOW"] = str(cfg.seed)
-    return _run(cfg, out, logger=logger)
-def step(self, trainer, learner, *a):
-    _step(self, trainer, learner, *a)
-    if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get("KILL_SEED"):
-        once = os.environ.get("KILL_ONCE")
+_KILL = _at_step_2(
+    "KILL_SEED",
+    """        once = os.environ.get("KILL_ONCE")
         if not once or not Path(once).exists():
             if once:
                 Path(once).touch()
-            os.kill(os.getpid(), signal.SIGKILL)
-ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
-"""
+            os.kill(os.getpid(), signal.SIGKILL)""",
+)
 
 
 def _sweep_with_a_killer(tmp_path, once: bool, seeds="0,1,2,3"):

@@ -108,6 +108,23 @@ def job_dirname(name: str) -> str:
 SCANNED_FILE = "_scanned.json"  # in the index folder: results files already read, with their mtimes
 
 
+def index_result(root, results_path, res: dict, config_key: str, experiment, overwrite: bool = True) -> bool:
+    """Point the index entries of a finished result (its config hash and, when it has one, its
+    identity key) at ``results_path``; ``overwrite=False`` keeps entries that exist. True when an
+    entry was written. An unwritable index only costs reuse: errors are ignored."""
+    root = Path(root)
+    keys = [config_key] + ([str(res["identity"]["key"])[:20]] if (res.get("identity") or {}).get("key") else [])
+    entry = {"path": os.path.relpath(Path(results_path).resolve(), root.resolve()), "experiment": experiment}
+    wrote = False
+    for key in keys:
+        target = root / INDEX_DIR / f"{key}.json"
+        if overwrite or not target.exists():
+            with contextlib.suppress(OSError):
+                write_json_atomic(target, entry)
+                wrote = True
+    return wrote
+
+
 def reindex(root) -> int:
     """Index every finished results file under ``root/<experiment>/<job>/`` that has no index entry yet.
 
@@ -119,14 +136,11 @@ def reindex(root) -> int:
     indexed. Returns how many results were newly indexed.
     """
     root = Path(root)
-    index = root / INDEX_DIR
-    scanned_path = index / SCANNED_FILE
+    scanned_path = root / INDEX_DIR / SCANNED_FILE
     scanned = read_json(scanned_path) or {}
     seen, added = {}, 0
-    for path in sorted(root.glob(f"*/*/{RESULTS_FILE}")):
+    for path in sorted(root.glob(f"*/*/{RESULTS_FILE}")):  # .index/ holds files only: never matched
         rel = path.relative_to(root).as_posix()
-        if rel.startswith(INDEX_DIR + "/"):
-            continue
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
@@ -138,13 +152,8 @@ def reindex(root) -> int:
         key = dotted_get(res or {}, "identity.key")
         if not key or res.get("status", "finished") != "finished" or not ident.seal_ok(res):
             continue
-        fresh = False
-        for k in (config_hash(normalize(res.get("config", {}))), str(key)[:20]):
-            entry = index / f"{k}.json"
-            if not entry.exists():
-                write_json_atomic(entry, {"path": rel, "experiment": path.parent.parent.name})
-                fresh = True
-        added += fresh
+        cfg_key = config_hash(normalize(res.get("config", {})))
+        added += index_result(root, path, res, cfg_key, path.parent.parent.name, overwrite=False)
     with contextlib.suppress(OSError):
         write_json_atomic(scanned_path, seen)
     return added
@@ -240,16 +249,7 @@ class Job:
     def register(self) -> None:
         """Index this job's finished result by identity key and config hash (for reuse elsewhere)."""
         res = read_json(self.results_path) or {}
-        keys = [self.hash]
-        if (res.get("identity") or {}).get("key"):
-            keys.append(res["identity"]["key"][:20])
-        for key in keys:
-            try:
-                root = self.sweep_dir.parent
-                rel = os.path.relpath(self.results_path.resolve(), root.resolve())
-                write_json_atomic(self.index_path(key), {"path": rel, "experiment": self.cfg.get("experiment")})
-            except OSError:
-                pass
+        index_result(self.sweep_dir.parent, self.results_path, res, self.hash, self.cfg.get("experiment"))
 
     # -- outcome records
     def succeeded(self, wall_s: float) -> None:

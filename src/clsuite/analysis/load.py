@@ -192,13 +192,18 @@ def dedupe(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
     return sorted(kept.values(), key=lambda r: r["job"]), dropped
 
 
+def split_items(text: str) -> list[str]:
+    """``"a=1,b=[2,3]"`` -> ``["a=1", "b=[2,3]"]``: Hydra's ``key=value`` list joined by commas (a
+    value may hold commas: a new item starts only where a key and ``=`` follow the comma)."""
+    return [i for i in re.split(r",(?=[\w.@/+-]+=)", text) if "=" in i] if text else []
+
+
 def job_overrides(job: str) -> str:
     """What a sweep job changed besides the grouping keys and the seed: its folder name (Hydra's
     ``override_dirname``, ``key=value`` joined by commas; values may hold commas) less those keys.
     ``benchmark=split_mnist,memory_per_class=False,method=gem,seed=3`` -> ``memory_per_class=False``."""
-    items = re.split(r",(?=[\w.@/+-]+=)", Path(job).name)
     grouping = {"benchmark", "method", "reading", *CONDITIONS, "seed"}
-    return ",".join(i for i in items if "=" in i and i.split("=", 1)[0] not in grouping)
+    return ",".join(i for i in split_items(Path(job).name) if i.split("=", 1)[0] not in grouping)
 
 
 def variants(rows: list[dict]) -> list[str]:

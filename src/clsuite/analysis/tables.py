@@ -19,7 +19,6 @@ the rest of the table; ``N/A`` where a quantity is undefined (Joint's Forget); `
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
@@ -34,7 +33,7 @@ from clsuite.analysis.claims import (
     QuoteCheck,
     sign_flip_floor_note,
 )
-from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select
+from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, split_items
 from clsuite.metrics import METRICS, QUANTITIES
 
 NOTE = (
@@ -217,7 +216,7 @@ def swept_axes(summary: pd.DataFrame) -> list[str]:
 
 def _variant_items(v: str) -> dict[str, str]:
     """``"lr=0.05,batch_size=10"`` -> {"lr": "0.05", "batch_size": "10"} (values may hold commas)."""
-    return dict(p.split("=", 1) for p in re.split(r",(?=[\w.]+=)", v)) if v else {}
+    return dict(p.split("=", 1) for p in split_items(v))
 
 
 def _axis_cell(axis: str, v) -> str:
@@ -236,7 +235,7 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
     if "overrides" in summary:  # what each job changed besides the grouping keys (report._adhoc)
         shown = set(extra)  # keys that already have a column of their own (variants)
         summary = summary.assign(overrides=[
-            ",".join(i for i in re.split(r",(?=[\w.@/+-]+=)", str(o)) if "=" in i and i.split("=", 1)[0] not in shown)
+            ",".join(i for i in split_items(str(o)) if i.split("=", 1)[0] not in shown)
             for o in summary["overrides"].fillna("")
         ])  # fmt: skip
         if summary["overrides"].str.len().any():
