@@ -7,26 +7,45 @@ oriented so that ``d > 0`` means the claim holds (for Forget and the first-task 
 better, so ``d = other - claimed``). ``clsuite.analysis.stats.paired`` gives the 95% t interval
 of mean(d), the paired t-test and the exact sign-flip test.
 
-Rules (the same for every claim; :func:`outcome` and :func:`verdict` are their only code):
+Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verdict` are their only code):
 
 1. A comparison is **supported** when its 95% interval lies above 0, **contradicted** when it
    lies below 0, **unresolved** when it contains 0 (the seeds cannot separate the two arms),
    **identical** when the two arms agree to the last digit in every seed (FWT in class-IL: it
    depends on the initialisation only), and **missing** when fewer than 2 seeds have both arms.
 2. A claim is **reproduced** when every comparison is supported; **not reproduced** when at least
-   one is contradicted (each claim of the paper is a conjunction, "best of all", "at every M",
-   "beats MIR's and ER's": one comparison that goes the other way falsifies it, however many
-   others are supported); **partly reproduced** when some are supported and none contradicted
-   (the rest unresolved, identical or missing); **inconclusive** when none is supported or
-   contradicted; **not run** when the claim has no comparison with runs.
+   one is contradicted after the family-wise control of rule 4 (each claim of the paper is a
+   conjunction, "best of all", "at every M", "beats MIR's and ER's": one comparison that goes the
+   other way falsifies it, however many others are supported); **partly reproduced** when some
+   are supported and none contradicted after rule 4 (the rest unresolved, contradicted raw only,
+   identical or missing); **inconclusive** when none is supported or contradicted after rule 4;
+   **not run** when the claim has no comparison with runs.
 3. Each claim is judged separately per reading (``paper_text``, ``mir_code``, ...), on the runs
    of its experiment on the paper's benchmarks (split-MNIST, -FMNIST, -CIFAR10, -CIFAR100) under the
    paper's conditions (M = 100, tau = 0.5, lambda = 0 unless the
-   claim varies them), never pooling variants.
-4. No correction for multiple comparisons: a claim with many comparisons is judged on all of them
-   (one unresolved comparison stops "reproduced"), and each interval is shown. Differences are in
-   the quantity's own unit (Acc in %, others in % points); the imbalance claim uses the paper's
-   relative decline 100 (1 - Acc(lambda=0.9) / Acc(lambda=0.1)) per seed.
+   claim varies them), never pooling variants. Differences are in the quantity's own unit (Acc
+   in %, others in % points); the imbalance claim uses the paper's relative decline
+   100 (1 - Acc(lambda=0.9) / Acc(lambda=0.1)) per seed.
+4. Multiple comparisons. A claim's comparisons in one reading (all benchmarks: 24 for "best Acc
+   of all methods" on two benchmarks) are one family. "Reproduced" needs every comparison
+   supported: an intersection-union test, which keeps its level without correction (a false
+   "reproduced" needs the comparison that fails to pass its own test), so "supported" keeps each
+   comparison's interval. "Not reproduced" needs one contradicted comparison among m, so
+   "contradicted" is decided with family-wise error control: Holm's step-down over the family's m
+   comparisons that have an interval, on the one-sided paired t-test p for d < 0
+   (H0: d >= 0, the paper's direction holds; ``Paired.p_below``), at 2.5%: the tail of the 95%
+   interval on the side of "contradicted", as "supported" uses the other tail (the same 5% level:
+   each wrong verdict has at most 2.5%). With m = 1 this is the interval's rule (its upper bound
+   is below 0 exactly when p < 0.025), and the adjustment only withdraws contradictions, never
+   adds one. A comparison whose interval lies below 0 but whose Holm-adjusted p is 0.025 or more
+   is **contradicted raw, not after Holm** and counts as unresolved: it stops "reproduced" and
+   does not falsify. A claim whose every comparison holds is then called "not reproduced" with
+   probability at most 2.5%, however many comparisons it has (one 95% interval per comparison:
+   up to 1 - 0.975^24 = 45% with 24 independent ones). The t test, not the exact sign-flip test:
+   it is the test the interval inverts (rules 1 and 4 agree at m = 1), and the sign-flip p is
+   discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
+   0.00098 with 10, just under 0.025 / 24 = 0.00104. The former rule (any interval below 0 falsifies, no correction) is
+   ``judge(..., family_wise=False)``, kept to compare the two (``scripts/claims.py --rule both``).
 
 The paper's numbers quoted in its text (``paper_values.QUOTES``) are set beside ours with a 95%
 t interval over seeds (relative numbers computed per seed) and whether the interval contains the
@@ -38,21 +57,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.load import CONDITIONS, order_readings, select
-from clsuite.analysis.stats import Paired, one_sample, paired, smallest_signflip_p
+from clsuite.analysis.stats import LEVEL, Paired, one_sample, paired, smallest_signflip_p
 from clsuite.metrics import QUANTITIES
 
-SUPPORTED, CONTRADICTED, UNRESOLVED, IDENTICAL, MISSING = (
+SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING = (
     "supported",
     "contradicted",
+    "contradicted raw, not after Holm",
     "unresolved",
     "identical",
     "missing",
 )
+ALPHA = round((1 - LEVEL) / 2, 12)  # 0.025: rule 4's one-sided family-wise level, one tail of the 95% interval
 REPRODUCED, PARTLY, NOT, INCONCLUSIVE, NOT_RUN = (
     "reproduced",
     "partly reproduced",
@@ -75,8 +97,35 @@ def outcome(p: Paired) -> str:
     return UNRESOLVED
 
 
+def holm(p: list[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values: the k-th smallest of m times (m - k + 1), kept
+    non-decreasing in that order, capped at 1; reject where the adjusted p is below the level.
+
+    Written here: statsmodels (``multipletests``) is not a dependency, and scipy.stats (1.17) has
+    only ``false_discovery_control`` (Benjamini-Hochberg/-Yekutieli, false discovery rate, not
+    the family-wise error).
+    """
+    m, adjusted, running = len(p), [1.0] * len(p), 0.0
+    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def family(results: list[Paired], family_wise: bool = True) -> tuple[list[str], list[float]]:
+    """Rule 4: each comparison's outcome within its claim's family, and its Holm-adjusted one-sided
+    p for d < 0 (NaN without an interval). ``family_wise=False``: rule 1's outcomes, no p_adj."""
+    raw, p_adj = [outcome(r) for r in results], [float("nan")] * len(results)
+    if not family_wise:
+        return raw, p_adj
+    tested = [i for i, r in enumerate(results) if r.defined]
+    for i, a in zip(tested, holm([results[i].p_below for i in tested]), strict=True):
+        p_adj[i] = a
+    return [RAW_ONLY if o == CONTRADICTED and not p_adj[i] < ALPHA else o for i, o in enumerate(raw)], p_adj
+
+
 def verdict(outcomes: list[str]) -> str:
-    """Rule 2: the verdict of a claim from the outcomes of its comparisons."""
+    """Rule 2: the verdict of a claim from the outcomes of its comparisons (after rule 4: :func:`family`)."""
     if not outcomes or all(o == MISSING for o in outcomes):
         return NOT_RUN
     n_sup, n_con = outcomes.count(SUPPORTED), outcomes.count(CONTRADICTED)
@@ -100,27 +149,55 @@ class Comparison:
 
 @dataclass
 class Judged:
-    """One claim judged on one reading's runs."""
+    """One claim judged on one reading's runs; ``family_wise=False``: the former rule (no rule 4)."""
 
     claim: Claim
     reading: str
     comparisons: list[Comparison] = field(default_factory=list)
+    family_wise: bool = True
+
+    @cached_property
+    def _family(self) -> tuple[list[str], list[float]]:
+        return family([c.result for c in self.comparisons], self.family_wise)
+
+    @property
+    def outcomes(self) -> list[str]:
+        """Each comparison's outcome after rule 4 (rule 1's when not ``family_wise``)."""
+        return self._family[0]
+
+    @property
+    def p_adj(self) -> list[float]:
+        """Each comparison's Holm-adjusted one-sided p for d < 0 over this claim's comparisons."""
+        return self._family[1]
+
+    @property
+    def m(self) -> int:
+        """The size of the family: the comparisons with an interval."""
+        return sum(c.result.defined for c in self.comparisons)
+
+    def decision(self, c: Comparison) -> tuple[str, float]:
+        """(outcome after rule 4, Holm-adjusted p) of one of this claim's comparisons."""
+        i = next(i for i, x in enumerate(self.comparisons) if x is c)
+        return self.outcomes[i], self.p_adj[i]
 
     @property
     def verdict(self) -> str:
-        return verdict([c.outcome for c in self.comparisons])
+        return verdict(self.outcomes)
 
     def count(self, o: str) -> int:
-        return sum(c.outcome == o for c in self.comparisons)
+        return self.outcomes.count(o)
 
     @property
     def deciding(self) -> Comparison | None:
         """The comparison that decides the verdict: when one is contradicted, the most clearly
-        contradicted (lowest upper bound); otherwise the weakest (lowest lower bound)."""
+        contradicted (lowest upper bound); else, when one is contradicted raw only, the most clearly
+        so (the one the former rule falsified the claim with); otherwise the weakest (lowest lower
+        bound)."""
+        for kind in (CONTRADICTED, RAW_ONLY):
+            against = [c for c, o in zip(self.comparisons, self.outcomes, strict=True) if o == kind]
+            if against:
+                return min(against, key=lambda c: c.result.high)
         defined = [c for c in self.comparisons if c.result.defined]
-        against = [c for c in defined if c.outcome == CONTRADICTED]
-        if against:
-            return min(against, key=lambda c: c.result.high)
         return min(defined, key=lambda c: c.result.low) if defined else None
 
 
@@ -305,23 +382,23 @@ CLAIMS: tuple[Claim, ...] = tuple(
 )  # fmt: skip
 
 
-def judge(claim: Claim, runs: pd.DataFrame) -> list[Judged]:
-    """The claim judged on each reading's runs (rule 3)."""
+def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True) -> list[Judged]:
+    """The claim judged on each reading's runs (rule 3); ``family_wise=False``: the former rule (no rule 4)."""
     base = runs[(runs["variant"] == "") & runs["benchmark"].isin(pv.BENCHMARKS)] if not runs.empty else runs
     out = []
     for r in order_readings(base["reading"]):
         sel = select(base[base["reading"] == r], **claim.at)
-        out.append(Judged(claim, r, claim.build(sel) if not sel.empty else []))
+        out.append(Judged(claim, r, claim.build(sel) if not sel.empty else [], family_wise))
     return out
 
 
-def judge_all(experiments: dict) -> list[Judged]:
+def judge_all(experiments: dict, family_wise: bool = True) -> list[Judged]:
     """Every claim whose experiment has runs; claims without runs come back as ``not run``."""
     out = []
     for c in CLAIMS:
         exp = experiments.get(c.experiment)
-        judged = judge(c, exp.runs) if exp is not None and not exp.empty else []
-        out += judged or [Judged(c, "–")]
+        judged = judge(c, exp.runs, family_wise) if exp is not None and not exp.empty else []
+        out += judged or [Judged(c, "–", family_wise=family_wise)]
     return out
 
 
@@ -380,6 +457,6 @@ def sign_flip_floor_note(judged: list[Judged]) -> str:
     n = min(ns)
     return (
         f"With {n} seeds the exact sign-flip test cannot give p < 0.05 (its smallest two-sided p is "
-        f"2/2^{n} = {smallest_signflip_p(n):.4f}); the verdicts rest on the t intervals, which assume roughly "
+        f"2/2^{n} = {smallest_signflip_p(n):.4f}); the verdicts rest on the t intervals and t tests, which assume roughly "
         f"normal per-seed differences. 10 seeds bring the floor to {smallest_signflip_p(10):.3f}."
     )

@@ -407,9 +407,18 @@ def _claim_json(j) -> dict:
         "claim": j.claim.key,
         "reading": j.reading,
         "verdict": j.verdict,
+        "family_wise": j.family_wise,
         "comparisons": [
-            {"benchmark": c.benchmark, "label": c.label, "outcome": c.outcome, **c.result.__dict__}
-            for c in j.comparisons
+            {
+                "benchmark": c.benchmark,
+                "label": c.label,
+                "outcome": o,
+                "outcome_raw": c.outcome,
+                "p_below": c.result.p_below,
+                "p_adj": p,
+                **c.result.__dict__,
+            }
+            for c, o, p in zip(j.comparisons, j.outcomes, j.p_adj, strict=True)
         ],
     }
 

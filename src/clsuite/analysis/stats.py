@@ -7,11 +7,13 @@
   the per-seed difference ``d_s = x_s - y_s`` (only seeds present in both arms count). Returned:
   mean of d, its sample std, n, the two-sided 95% Student-t interval
   ``mean +- t_{0.975, n-1} sd / sqrt(n)``, the paired t-test's p and the exact sign-flip
-  permutation test's p (all 2^n sign patterns of d; Monte Carlo with 2^16 draws above n = 16).
+  permutation test's p (all 2^n sign patterns of d; Monte Carlo with 2^16 draws above n = 16);
+  ``Paired.p_below`` is the one-sided t-test's p for mean(d) < 0, the test the interval's upper
+  bound inverts (the interval lies below 0 exactly when ``p_below < (1 - LEVEL) / 2``).
   With n = 5 seeds the smallest two-sided sign-flip p is 2 / 2^5 = 0.0625: it can never reach
   0.05, which the report says where it matters; the t interval assumes roughly normal d.
 
-Why scipy: both tests and the t quantile are in ``scipy.stats`` (``ttest_1samp`` with its
+Why scipy: both tests, the t quantile and the t distribution are in ``scipy.stats`` (``ttest_1samp`` with its
 ``confidence_interval``, ``permutation_test`` with ``permutation_type="samples"``), a well-kept
 library; nothing here is computed by hand.
 """
@@ -62,6 +64,18 @@ class Paired:
     @property
     def defined(self) -> bool:
         return self.n >= 2 and not math.isnan(self.low)
+
+    @property
+    def p_below(self) -> float:
+        """One-sided paired t-test p for mean(d) < 0 (H0: mean(d) >= 0): P(T_{n-1} <= mean / (sd / sqrt(n))).
+
+        NaN without an interval; every seed the same difference (sd = 0): 0 if it is negative, else 1.
+        """
+        if not self.defined:
+            return float("nan")
+        if self.sd == 0.0:
+            return 0.0 if self.mean < 0 else 1.0
+        return float(stats.t.cdf(self.mean / (self.sd / math.sqrt(self.n)), self.n - 1))
 
     def interval(self, digits: int = 1) -> str:
         if not self.defined:

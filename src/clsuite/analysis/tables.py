@@ -9,7 +9,8 @@
 - ``adhoc``: any other sweep: a plain table of its swept axes (the grouping keys and config keys
   that take several values) and the mean ± std of every quantity; no paper values.
 - ``claims`` / ``claim_details`` / ``quotes``: the verdicts with their intervals, every comparison
-  behind them, and the paper's quoted numbers beside ours.
+  behind them, and the paper's quoted numbers beside ours; ``rule_change``: the verdicts that the
+  family-wise control of "contradicted" (``claims``, rule 4) moves, and why.
 - ``status``: finished, failed, missing, outside the grid, duplicates, code versions, environments.
 
 Cells are ``mean ± std`` (sample std over seeds); ``(n=k)`` where fewer seeds finished than in
@@ -24,11 +25,14 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import (
+    ALPHA,
     CONTRADICTED,
     IDENTICAL,
     MISSING,
+    RAW_ONLY,
     SUPPORTED,
     UNRESOLVED,
+    Comparison,
     Judged,
     QuoteCheck,
     sign_flip_floor_note,
@@ -257,17 +261,58 @@ def _p(v: float) -> str:
     return "–" if math.isnan(v) else (f"{v:.3f}" if v >= 0.001 else "<0.001")
 
 
+_COUNTED = (SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING)
+
+
+def _rule(judged: list[Judged]) -> str:
+    if all(j.family_wise for j in judged):
+        return f"contradicted: Holm's step-down over each claim's comparisons, one-sided, at {ALPHA:g}"
+    if not any(j.family_wise for j in judged):
+        return "former rule: contradicted when any 95% interval lies below 0, no correction"
+    return "rules mixed"
+
+
+def decision(j: Judged, c: Comparison) -> str:
+    """What rule 4 made of comparison ``c`` of claim ``j``, with its Holm-adjusted p."""
+    o, p_adj = j.decision(c)
+    if not j.family_wise:
+        return o
+    if o == CONTRADICTED:
+        return f"contradicted after Holm (p_adj = {_p(p_adj)} < {ALPHA:g}, m = {j.m})"
+    if o == RAW_ONLY:
+        return f"contradicted raw, not after Holm (p_adj = {_p(p_adj)} ≥ {ALPHA:g}, m = {j.m})"
+    return f"{o} (its interval)" if o == SUPPORTED else o
+
+
 def claims(judged: list[Judged]) -> Table:
     t = Table(
-        "The paper's claims, checked with paired statistics over seeds",
-        ["claim", "source", "reading", "verdict", "supported / contradicted / unresolved / identical / missing", "deciding comparison: mean difference [95% CI], n"],
-        note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the weakest (lowest lower bound).",
+        f"The paper's claims, checked with paired statistics over seeds ({_rule(judged)})",
+        ["claim", "source", "reading", "verdict", " / ".join(_COUNTED), "deciding comparison: mean difference [95% CI], n", "its decision"],
+        note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the most clearly contradicted raw only, else the weakest (lowest lower bound). p_adj: Holm-adjusted one-sided p for d < 0 over the claim's m comparisons with an interval.",
     )  # fmt: skip
     for j in judged:
         w = j.deciding
         weak = "–" if w is None else f"{w.label}, {pv.bench_label(w.benchmark)}: {w.result.interval()}, n={w.result.n}"
-        counts = " / ".join(str(j.count(o)) for o in (SUPPORTED, CONTRADICTED, UNRESOLVED, IDENTICAL, MISSING))
-        t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak])
+        counts = " / ".join(str(j.count(o)) for o in _COUNTED)
+        t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak,
+               "–" if w is None else decision(j, w)])  # fmt: skip
+    return t
+
+
+def rule_change(before: list[Judged], after: list[Judged]) -> Table:
+    """The (claim, reading) whose verdict differs between two judgements of the same runs, and the
+    comparisons whose outcome differs (for rule 4: contradicted raw, not after Holm)."""
+    t = Table("Verdicts that moved", ["claim", "reading", "before", "after", "why: the comparisons whose outcome moved"],
+              note=f"Before: {_rule(before)}. After: {_rule(after)}.")  # fmt: skip
+    earlier = {(j.claim.key, j.reading): j for j in before}
+    for a in after:
+        b = earlier.get((a.claim.key, a.reading))
+        if b is None or b.verdict == a.verdict:
+            continue
+        moved = [(c, ob, oa) for c, ob, oa in zip(a.comparisons, b.outcomes, a.outcomes, strict=True) if ob != oa]
+        why = "; ".join(f"{c.label}, {pv.bench_label(c.benchmark)}: {c.result.interval()}, {ob} → {decision(a, c)}"
+                        for c, ob, _ in moved)  # fmt: skip
+        t.add([a.claim.text, a.reading, b.verdict, f"**{a.verdict}**", why])
     return t
 
 
@@ -291,13 +336,16 @@ def claim_details(j: Judged) -> Table:
             "mean d (> 0: the claim holds) [95% CI]",
             "p (paired t)",
             "p (sign-flip, exact)",
+            "p (t, one-sided d < 0)",
+            f"p_adj (Holm, m = {j.m})",
             "outcome",
         ],
     )
-    for c in j.comparisons:
+    for c, o, p_adj in zip(j.comparisons, j.outcomes, j.p_adj, strict=True):
         r = c.result
-        o = "seeds cannot separate them" if c.outcome == UNRESOLVED else c.outcome
-        t.add([pv.bench_label(c.benchmark), c.label, r.n, r.interval(2), _p(r.p_t), _p(r.p_signflip), o])
+        o = "seeds cannot separate them" if o == UNRESOLVED else o
+        t.add([pv.bench_label(c.benchmark), c.label, r.n, r.interval(2), _p(r.p_t), _p(r.p_signflip), _p(r.p_below),
+               _p(p_adj), o])  # fmt: skip
     return t
 
 
