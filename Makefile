@@ -99,6 +99,25 @@ $(PAPER_TARGETS): setup
 	$(PY) scripts/aggregate.py $(call exp_of,$(subst -,_,$(patsubst fig-%,%,$@))) \
 		--layout $(subst -,_,$(patsubst fig-%,%,$@)) || s=$$?; exit $$s
 
+# The paper's open choices (PROTOCOL 8): one sweep per choice, sweeps/choices_<choice>.yaml ->
+# multirun/choices_<choice>/ (EXPERIMENT is not used: each choice has its folder), each value against
+# the reading's default for AdaER and the ablation the choice belongs to, split-MNIST and
+# split-FMNIST, seeds 0..SEEDS-1 (10 unless SEEDS is given). The default's runs are one identity in
+# every sweep: trained once, copied by the others (`reused_from`). Then the per-choice tables
+# (results/choices_*/) and the paired ledger (results/choices/choices.md; also in `make report`).
+# A sweep whose jobs failed does not stop the next one; a bad config (2) or an interrupt does.
+CHOICES = unscored victim R_t_from candidates replay_loss stored_logits
+CHOICE_SEEDS := $(if $(filter file,$(origin SEEDS)),10,$(SEEDS))
+.PHONY: fig-choices
+fig-choices: SEEDS = $(CHOICE_SEEDS)
+fig-choices: setup       ## the paper's open choices, each alone vs the reading's default (10 seeds) -> results/choices/
+	s=0; for c in $(CHOICES); do \
+		$(PY) src/run.py --config-dir sweeps --config-name choices_$$c $(filter-out experiment=%,$(SWEEP_ARGS)) \
+			|| { s=$$?; [ $$s -eq 1 ] || exit $$s; }; \
+	done; \
+	$(PY) scripts/aggregate.py $(addprefix choices_,$(CHOICES)) || s=$$?; \
+	$(PY) scripts/choices.py || s=$$?; exit $$s
+
 help:                    ## this list: every target with its `##` note
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \
 		awk -F'\t' '{ printf "  %-24s %s\n", $$1, $$2 }'

@@ -394,11 +394,12 @@ def test_ccmr_candidates(monkeypatch, C):
 
 
 @pytest.mark.parametrize("flag", [False, True])
-def test_mir_passes_compare_to_old_logits(monkeypatch, flag):
+@pytest.mark.parametrize("module, policy", [(mir, MIRReplay), (ccmr, CCMRReplay)], ids=["mir", "ccmr"])
+def test_scored_replay_passes_compare_to_old_logits(monkeypatch, module, policy, flag):
     log = []
-    fixed_scores(monkeypatch, mir, SCORES9, log)
+    fixed_scores(monkeypatch, module, SCORES9, log)
     learner = toy_learner(memory=toy_memory(TASKS9))
-    MIRReplay(candidates=9, compare_to_old_logits=flag).select(learner, None, None, None, 2)
+    policy(candidates=9, compare_to_old_logits=flag).select(learner, None, None, None, 2)
     assert log[0][1] is flag
 
 
@@ -477,6 +478,12 @@ PLUMBING = [
     (["method=mir", "method.replay.compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
     (["method=adaer", "method.replay.candidates=7"], lambda dm, ln: ln.replay.candidates, 7),
     (["method=adaer", "method.update.class_ties=random"], lambda dm, ln: ln.update_policy.class_ties, "random"),
+    (["method=adaer", "method.update.victim=random"], lambda dm, ln: ln.update_policy.victim_rule, "random"),
+    (["method=ebrs", "method.update.unscored=inf"], lambda dm, ln: ln.update_policy.unscored, "inf"),
+    (["method=adaer", "method.update.unscored=insertion"], lambda dm, ln: ln.update_policy.unscored, "insertion"),
+    (["method=adaer", "method.replay.R_t_from=memory"], lambda dm, ln: ln.replay.R_t_from, "memory"),
+    (["method=ccmr", "method.replay.compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
+    (["method=agem", "method.replay_size=9"], lambda dm, ln: ln.replay_size, 9),
     # the top-level keys a reading sets (PROTOCOL 8) reach the replay policies that read them
     (["method=mir", "exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
     (["method=mir", "exclude_current_task=false"], lambda dm, ln: ln.replay.exclude_current_task, False),
@@ -485,6 +492,8 @@ PLUMBING = [
     (["method=adaer", "candidates=9"], lambda dm, ln: ln.replay.candidates, 9),
     (["method=mir", "compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
     (["method=mir", "compare_to_old_logits=false"], lambda dm, ln: ln.replay.compare_to_old_logits, False),
+    (["method=adaer", "compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
+    (["method=adaer", "compare_to_old_logits=false"], lambda dm, ln: ln.replay.compare_to_old_logits, False),
     (["method=er", "method.lr=0.05"], lambda dm, ln: ln.lr, 0.05),  # a method's own lr wins over the run's
     (
         ["reading=mir_code", "memory=3"],

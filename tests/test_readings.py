@@ -48,6 +48,7 @@ METHODS = {
     "joint": (None, None, None),
 }
 OWN_LOSS = {"hal": "concat"}  # HAL's ER step concatenates B_t and R under every reading
+OWN_R = {"agem": 256}  # A-GEM's g_ref batch: its code's --eps-mem-batch under every reading
 SYNTHETIC_CLASSES = 6  # conf/benchmark/synthetic.yaml
 
 
@@ -59,8 +60,8 @@ def test_each_policy_receives_the_readings_keys(reading, method):
     cfg = make_cfg(f"reading={reading}", f"method={method}")
     assert cfg.reading == reading
     dm, learner, _ = build(cfg)
-    loss = OWN_LOSS.get(method, r["loss"])
-    assert (dm.batch_size, learner.replay_size, learner.replay_loss_form) == (r["batch"], r["R"], loss)
+    loss, R = OWN_LOSS.get(method, r["loss"]), OWN_R.get(method, r["R"])
+    assert (dm.batch_size, learner.replay_size, learner.replay_loss_form) == (r["batch"], R, loss)
     assert learner.lr == r["lr"] and learner.configure_optimizers().param_groups[0]["lr"] == r["lr"]
     uses_memory = update_cls is not None
     assert learner.memory.capacity == (100 * (SYNTHETIC_CLASSES if r["per_class"] else 1) if uses_memory else 0)
@@ -74,8 +75,11 @@ def test_each_policy_receives_the_readings_keys(reading, method):
     if replay_cls is MIRReplay:
         assert replay.candidates == 50  # MIR's own C, every reading
         assert replay.compare_to_old_logits is r["old"]
-    if replay_cls is CCMRReplay:
-        assert replay.candidates == r["cand"] and replay.tau == 0.5
+    if replay_cls is CCMRReplay:  # C-CMR scores as MIR under every reading (one scoring function)
+        assert replay.candidates == r["cand"] and replay.tau == 0.5 and replay.R_t_from == "candidates"
+        assert replay.compare_to_old_logits is r["old"]
+    if update_cls is EBRS:  # the open choices' defaults: Alg. 2's victim, 0 until scored
+        assert (learner.update_policy.victim_rule, learner.update_policy.unscored) == ("lowest_score", 0)
 
 
 def test_a_command_line_value_wins_over_the_reading():

@@ -100,7 +100,8 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only):
     assert "AdaER τ=0.5 vs τ=0.1, Acc" in md and "p (sign-flip, exact)" in md
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
-    assert "## 11. Other experiments (ad-hoc sweeps)" in md
+    assert "## 11. The paper's open choices" in md and "Not run: `make fig-choices" in md
+    assert "## 12. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow

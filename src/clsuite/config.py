@@ -158,8 +158,19 @@ def validate(cfg: DictConfig) -> None:
     _choice(cfg, "eval_mask", ("all", "seen"))
     _choice(cfg, "eval_split", ("test", "val"))
     _choice(cfg, "resume", RESUME_MODES, default="strict")
+    _check_open_choices(cfg)
     _check_trainer(cfg)
     _check_data(cfg, batch_size)
+
+
+def _check_open_choices(cfg) -> None:
+    """The AdaER paper's open choices (conf/replay/ccmr.yaml, conf/update/ebrs.yaml) and a method's own |R|."""
+    _choice(cfg, "method.replay.R_t_from", ("candidates", "memory"), default="candidates")
+    _choice(cfg, "method.update.victim", ("lowest_score", "random"), default="lowest_score")
+    unscored = dotted_get(cfg, "method.update.unscored", 0)  # `inf` on the command line is a float
+    if isinstance(unscored, bool) or unscored not in (0, "inf", "insertion", math.inf):
+        raise ConfigError(f"unknown method.update.unscored {unscored!r}; valid choices: 0, inf, insertion")
+    _whole(cfg, "method.replay_size", 1, allow_null=True)  # A-GEM's reference batch (conf/method/agem.yaml)
 
 
 def _check_trainer(cfg) -> None:

@@ -102,7 +102,7 @@ def build(cfg: DictConfig):
         momentum=float(cfg.momentum),
         weight_decay=float(cfg.weight_decay),
         iters_per_batch=int(cfg.benchmark.iters_per_batch),
-        replay_size=int(cfg.replay_size),
+        replay_size=int(cfg.method.get("replay_size") or cfg.replay_size),  # a method's own (A-GEM), else the reading's
         replay_loss=cfg.method.get("replay_loss") or cfg.replay_loss,  # a method's own, else the reading's
         scenario=cfg.scenario,
         task_classes=dm.task_classes,

@@ -9,7 +9,8 @@
 ``summary.csv`` (one row per cell) and ``status.json``. What is built depends on the experiment:
 a paper experiment (:data:`SECTIONS`: ``table2``, ``memory``, ``first_task``, ``tau``,
 ``imbalance``, ``ablation``, ``cifar100``, ``ablation_cifar100``) gets the paper's layout; any
-other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its swept axes.
+other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its swept axes. The
+report's section "The paper's open choices" is ``clsuite.analysis.choices`` (``multirun/choices_*/``).
 
 ``build_report`` never destroys: it writes ``results/report/`` and touches ``docs/`` only with
 ``docs=True`` and only when every required section has runs (the CIFAR-100 sections are
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from clsuite.analysis import choices as ch
 from clsuite.analysis import figures as fg
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
@@ -360,8 +362,9 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
     quotes = check_quotes(experiments)
     md += [f"## {len(SECTIONS) + 2}. The paper's quoted numbers, beside ours", ""]
     md += [tb.quotes(quotes).markdown() if quotes else "No run matches a quoted number yet.", ""]
-    others = [n for n in names if n not in BY_NAME]
-    md += [f"## {len(SECTIONS) + 3}. Other experiments (ad-hoc sweeps)", ""]
+    md += [f"## {len(SECTIONS) + 3}. The paper's open choices", "", *ch.markdown(experiments)]
+    others = [n for n in names if n not in BY_NAME and n not in ch.BY_EXPERIMENT]
+    md += [f"## {len(SECTIONS) + 4}. Other experiments (ad-hoc sweeps)", ""]
     for n in others:
         md += (
             [f"### {n}", ""]
@@ -369,7 +372,7 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
             + [t.markdown(4) for t in built[n]["tables"]]
         )
     md += [] if others else ["None.", ""]
-    md += [f"## {len(SECTIONS) + 4}. Runs: finished, failed, missing", ""]
+    md += [f"## {len(SECTIONS) + 5}. Runs: finished, failed, missing", ""]
     for n in names:
         md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
     text = "\n".join(md).rstrip() + "\n"

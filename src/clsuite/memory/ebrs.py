@@ -1,7 +1,7 @@
 """E-BRS: entropy-balanced reservoir sampling (AdaER paper, Sec. IV-B, Algorithm 2).
 
 Per incoming sample (x, y) with N samples seen (PROTOCOL section 3):
-  - memory not full: append it (score 0 until scored);
+  - memory not full: append it (its stored score is `unscored`, 0 by default, until scored);
   - else draw j ~ U[0, N); if j < M (classic reservoir acceptance, probability M/N):
     y~ = the most frequent class in memory (ties: lowest label, or random),
     m  = the slot of class y~ with the lowest stored score s(m) (ties: random),
@@ -15,7 +15,22 @@ an accepted sample costs no host-device sync, one with some costs three, not
 about six per sample; on a CPU the result is the same, bit for bit.
 
 Under a reading (PROTOCOL 8) only the capacity changes (``memory_per_class``);
-the policy has no other reading key.
+the policy has no other reading key. The scores it evicts by are those of the replay policy
+(C-CMR for AdaER, MIR for the E-BRS ablation), both from ``clsuite.replay.virtual.score_slots``
+with the reading's ``compare_to_old_logits``.
+
+The paper's open choices, each a key (conf/update/ebrs.yaml; defaults = the behaviour before the
+keys existed):
+  - ``victim``: ``lowest_score`` = Alg. 2 line 8, the lowest-score slot of the most frequent class
+    | ``random`` = a uniformly random slot of that class (the score's own contribution, ablated);
+  - ``unscored``: the stored s(m) of a sample until its first scoring: ``0`` (what
+    ``Memory.append`` / ``replace`` write) | ``inf`` (never evicted before it has been scored,
+    unless every slot of the class is unscored: then a random one of them) | ``insertion`` (its
+    s at insertion, ``clsuite.replay.virtual.insertion_scores``: computed when the sample is
+    written, after its batch's update step, under one virtual step on its own batch B_t, with
+    the replay policy's ``compare_to_old_logits``; usually below 0, since a step on B_t lowers
+    B_t's loss);
+  - ``class_ties``: the most frequent class among equals: ``lowest`` label | ``random``.
 """
 
 from __future__ import annotations
@@ -27,16 +42,37 @@ import torch
 from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
 from clsuite.memory.reservoir import fill_then_draw
+from clsuite.replay.virtual import insertion_scores
+
+VICTIMS = ("lowest_score", "random")
+UNSCORED = (0, "inf", "insertion")
 
 
 class EBRS(UpdatePolicy):
-    def __init__(self, class_ties: str = "lowest"):
+    def __init__(self, class_ties: str = "lowest", victim: str = "lowest_score", unscored: int | str = 0):
         if class_ties not in ("lowest", "random"):
             raise ValueError(f"unknown class_ties {class_ties!r}; valid: lowest, random")
-        self.class_ties = class_ties
+        if victim not in VICTIMS:
+            raise ValueError(f"unknown victim {victim!r}; valid choices: {', '.join(VICTIMS)}")
+        if unscored == float("inf"):
+            unscored = "inf"  # `unscored=inf` on the command line is Hydra's float inf
+        if isinstance(unscored, bool) or unscored not in UNSCORED:
+            raise ValueError(f"unknown unscored {unscored!r}; valid choices: {', '.join(map(str, UNSCORED))}")
+        self.class_ties, self.victim_rule, self.unscored = class_ties, victim, unscored
+
+    def new_scores(self, x, y, t, learner) -> torch.Tensor | None:
+        """The s(m) each incoming sample is stored with; None: 0, as ``Memory`` writes it."""
+        if self.unscored == "inf":
+            return torch.full((len(y),), float("inf"), device=y.device)
+        if self.unscored == "insertion":
+            if learner is None:
+                raise ValueError("unscored=insertion scores a sample with the learner's network: pass the learner")
+            return insertion_scores(learner, x, y, t, getattr(learner.replay, "compare_to_old_logits", False))
+        return None
 
     def victim(self, memory: Memory, counts: torch.Tensor) -> int:
-        """Alg. 2 lines 7-8: lowest-score slot of the most frequent class."""
+        """Alg. 2 lines 7-8: lowest-score slot of the most frequent class (``victim=random``: any slot
+        of that class, uniformly)."""
         top = counts.max()
         if self.class_ties == "lowest":
             y_tilde = int(torch.argmax((counts == top).int()))  # first (lowest) label at the max
@@ -44,18 +80,25 @@ class EBRS(UpdatePolicy):
             tied = (counts == top).nonzero().squeeze(1)
             y_tilde = int(tied[torch.randint(len(tied), (1,), device=tied.device)])
         slots = (memory.y[: memory.size] == y_tilde).nonzero().squeeze(1)
+        if self.victim_rule == "random":
+            return int(slots[torch.randint(len(slots), (1,), device=slots.device)])
         s = memory.score[slots]
         lowest = slots[s == s.min()]
         return int(lowest[torch.randint(len(lowest), (1,), device=lowest.device)])
 
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
+        before = memory.size
         drawn = fill_then_draw(memory, x, y, t, draw_device="cpu")  # Alg. 2 lines 2-3 (append), 5 (j ~ U[0, N))
-        if drawn is None:
+        accepted = [] if drawn is None else ((drawn[1] >= 0).nonzero().squeeze(1) + drawn[0]).tolist()  # j < M
+        appended = memory.size - before
+        if not appended and not accepted:
             return
-        start, slots = drawn
-        accepted = ((slots >= 0).nonzero().squeeze(1) + start).tolist()  # Alg. 2 line 6: j < M
+        new = self.new_scores(x, y, t, learner)
+        if new is not None and appended:
+            memory.score[before : memory.size] = new[:appended]
         if not accepted:
             return
+        new_host = None if new is None else new.cpu()
         labels = torch.cat([memory.y[: memory.size], y]).cpu()
         host = SimpleNamespace(y=labels[: memory.size], score=memory.score[: memory.size].to("cpu", copy=True))
         host.size, y_host = memory.size, labels[memory.size :]
@@ -65,7 +108,9 @@ class EBRS(UpdatePolicy):
             m = self.victim(host, counts)
             counts[host.y[m]] -= 1
             counts[y_host[i]] += 1
-            host.y[m], host.score[m] = y_host[i], 0.0  # as memory.replace: the new sample's score is 0
+            host.y[m], host.score[m] = y_host[i], 0.0 if new_host is None else new_host[i]  # its unscored s
             placed[m] = i
         idx, src = torch.tensor([list(placed), list(placed.values())]).to(memory.device)
-        memory.replace(idx, x[src], y[src], t[src])
+        memory.replace(idx, x[src], y[src], t[src])  # writes s = 0
+        if new is not None:
+            memory.score[idx] = new[src]

@@ -16,12 +16,17 @@ Adaptations to the online class-IL protocol (each one a config choice):
   reservoir, which needs no task boundary.
 - R is drawn only from slots of past tasks (``RandomReplay(exclude_current_task)``):
   as in both reference codes, whose reference batch never holds the current task.
-- |R| = ``replay_size``, the reading's replay batch size for every replay method
-  (paper_text 20, mir_code 10); the A-GEM code uses 256, Mammoth 128 (``minibatch_size``).
+- |R| = ``method.replay_size`` = 256, A-GEM's own under every reading (not the reading's
+  ``replay_size``): the value of the setting that reproduces its own paper,
+  github.com/facebookresearch/agem at 4542149, fc_permute_mnist.py l.58 ``EPS_MEM_BATCH_SIZE =
+  256``, the default of ``--eps-mem-batch`` (l.116; conv_split_cifar.py l.60), which
+  replicate_results_iclr19.sh (l.38 MNIST, l.65 CIFAR) does not override; fewer past-task slots
+  than 256: all of them (as fc_permute_mnist.py l.294-295). Mammoth uses 128 (utils/best_args.py,
+  seq-mnist agem ``minibatch_size``). ``method.replay_size=null`` gives the reading's |R|.
 - One head over all classes (class-IL): both losses are plain CE over the head.
 
-Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; R from
-past tasks only is A-GEM's own under every reading; ``replay_loss`` does not
+Under a reading (PROTOCOL 8): |B_t| and the memory budget follow it; |R| (256) and R from
+past tasks only are A-GEM's own under every reading; ``replay_loss`` does not
 apply (the loss is B_t's alone, R enters through g_ref).
 """
 

@@ -9,13 +9,25 @@ For each incoming batch B_t once memory holds samples (PROTOCOL section 3):
      buffer), a shortfall filled uniformly from the rest of M - R_e;
   5. R = R_e + R_t (the learner then updates on R + B_t, Alg. 1 line 10).
 tau = 1: q = 0, pure top-|R| (MIR-like). tau = 0: no p_j, R_t is drawn with
-equal quotas over the tasks in memory. Memory smaller than |R|: all of it.
+equal quotas over the tasks in memory. Memory smaller than |R| (or than the
+scored pool): all of it.
 
-Under a reading (PROTOCOL 8): ``candidates`` (null: all of M, the paper's s in
-R^M; mir_code: C = 50 random candidates, as MIR) and ``exclude_current_task``
-(score and replay only past tasks' slots) come from it, as do |B_t|, |R|, the
-replay loss and the memory budget. The scores are always Eq. 4 (no stored
-logits: ``compare_to_old_logits`` is MIR's scoring, not C-CMR's).
+The scores come from the function MIR uses (``clsuite.replay.virtual.score_slots``), with the
+reading's ``compare_to_old_logits`` exactly as MIR: paper_text scores by plain Eq. 4; mir_code
+scores s = l(theta') - min(l(theta), loss of the logits stored with the sample) and stores the
+current logits where they give the lower loss (MIR's split-MNIST script), since the paper builds
+C-CMR's virtual step and scores on MIR (Sec. IV-A). AdaER's E-BRS evicts by these scores.
+
+The paper's open choices, each a key (conf/replay/ccmr.yaml; defaults = the behaviour before
+the keys existed):
+  - ``candidates`` (the reading's): null = score all of M (s in R^M, Eq. 4) | C random candidates
+    (mir_code: C = 50, as MIR);
+  - ``R_t_from``: ``candidates`` = R_t from the scored pool minus R_e (with C candidates: C - R_e)
+    | ``memory`` = R_t from all the replayable memory minus R_e (M - R_e, the paper's words, Sec.
+    IV-A: "training memories from M - R_e"); the two agree when the pool is all of M;
+  - ``exclude_current_task`` (the reading's): score and replay only past tasks' slots;
+  - ``compare_to_old_logits`` (the reading's): above.
+|B_t|, |R|, the replay loss and the memory budget come from the reading too.
 """
 
 from __future__ import annotations
@@ -58,11 +70,24 @@ def round_half_up(v: float) -> int:
     return math.floor(v + 0.5)
 
 
+R_T_FROM = ("candidates", "memory")
+
+
 class CCMRReplay(ReplayPolicy):
-    def __init__(self, tau: float = 0.5, candidates: int | None = None, exclude_current_task: bool = False):
+    def __init__(
+        self,
+        tau: float = 0.5,
+        candidates: int | None = None,
+        exclude_current_task: bool = False,
+        compare_to_old_logits: bool = False,
+        R_t_from: str = "candidates",
+    ):
         if not 0.0 <= tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {tau}")
+        if R_t_from not in R_T_FROM:
+            raise ValueError(f"unknown R_t_from {R_t_from!r}; valid choices: {', '.join(R_T_FROM)}")
         self.tau, self.candidates, self.exclude_current_task = tau, candidates, exclude_current_task
+        self.compare_to_old_logits, self.R_t_from = compare_to_old_logits, R_t_from
 
     def select(self, learner, x, y, t, n: int):
         mem = learner.memory
@@ -70,18 +95,22 @@ class CCMRReplay(ReplayPolicy):
         pool = mem.slots(exclude) if self.candidates is None else mem.sample(self.candidates, exclude)
         if len(pool) == 0:
             return pool
-        s = score_slots(learner, x, y, t, pool)  # Alg. 1 lines 4, 6; each slot keeps its score
+        s = score_slots(learner, x, y, t, pool, self.compare_to_old_logits)  # Alg. 1 l. 4, 6; slots keep it
         if len(pool) <= n:
             return pool  # memory smaller than |R|: replay all of it
         p = round_half_up(self.tau * n)
         q = n - p
         top = s.topk(p).indices  # R_e: the p most interfered (Alg. 1 line 7)
         R_e = pool[top]
-        in_top = torch.zeros(len(pool), dtype=torch.uint8, device=pool.device)
-        in_top[top] = 1
-        rest = pool[in_top.argsort(stable=True)[: len(pool) - p]]  # M - R_e, in pool order (no host sync)
         if q == 0:
             return R_e
+        if self.R_t_from == "memory" and self.candidates is not None:
+            pool = mem.slots(exclude)  # R_t from M - R_e, not only from the scored candidates
+            in_top = torch.isin(pool, R_e).to(torch.uint8)
+        else:
+            in_top = torch.zeros(len(pool), dtype=torch.uint8, device=pool.device)
+            in_top[top] = 1
+        rest = pool[in_top.argsort(stable=True)[: len(pool) - p]]  # pool - R_e, in pool order (no host sync)
         n_tasks = int(mem.t[pool].max()) + 1
         per_task = torch.zeros(n_tasks, dtype=torch.long, device=pool.device)  # bincount, without its sync on a GPU
         if p > 0:

@@ -12,7 +12,8 @@ the top-level ``replay_loss`` key.
 Under a reading (PROTOCOL 8): ``exclude_current_task``, ``compare_to_old_logits``,
 ``replay_loss``, |B_t|, |R| and the memory budget follow it (all are notions of
 MIR's code); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
-own under every reading.
+own under every reading. C-CMR scores with the same function (``score_slots``) and the same
+reading key, so the E-BRS ablation (MIR replay) and AdaER (C-CMR replay) evict by one score.
 """
 
 from __future__ import annotations

@@ -1,0 +1,224 @@
+"""The paper's open choices, measured: each value of a choice against the reading's default, paired by seed.
+
+``make fig-choices`` runs one sweep per choice (``sweeps/choices_<name>.yaml`` ->
+``multirun/choices_<name>/``): the choice's values x its methods x split-MNIST, split-FMNIST x
+seeds, everything else at the reading's setting. The default's runs are the same runs in every
+sweep (one identity: the sweeps after the first copy them, ``reused_from``).
+
+Steps (:func:`ledger`):
+
+1. For each choice (:data:`CHOICES`), load ``multirun/choices_<name>/`` (``clsuite.analysis.load``:
+   one row per distinct run, sealed results only).
+2. A run's value of the choice is its config's ``key`` (a null value, dropped from the stored
+   config, reads as null). The reading's default is read where the suite keeps it: the reading's
+   file (``conf/reading/<reading>.yaml``) for a reading key, else the policy's file
+   (``conf/update/ebrs.yaml``, ``conf/replay/ccmr.yaml``).
+3. Arms are paired within one (benchmark, method, reading) and one *setting*: the config less the
+   choice's own keys (``key`` and the policy keys that interpolate it) and the environment (code
+   version, threads, device, torch), so only runs that differ in the choice alone are compared.
+4. Per non-default value: d_s = x_s(value) - x_s(default) over the seeds that have both, for Acc
+   and Forget, with the mean, n and the 95% t interval of ``clsuite.analysis.stats.paired``.
+
+Each choice carries the paper's words on it (:attr:`Choice.paper`) and the value they point to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from clsuite.analysis import paper_values as pv
+from clsuite.analysis import tables as tb
+from clsuite.analysis.load import Experiment, load_experiment, order_readings
+from clsuite.analysis.stats import paired
+from clsuite.config import CONF_DIR
+
+PREFIX = "choices_"
+QUANTITIES = ("acc", "forget")
+ENV = ("code", "torch_threads", "device", "torch")
+COMMAND = "make fig-choices LAUNCHER=joblib"
+NO_DEFAULT = object()  # a reading without a file (unlabelled runs): nothing to pair with
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str  # experiment multirun/choices_<name>/, sweep sweeps/choices_<name>.yaml
+    title: str
+    key: str  # the config key, as in the results file's config
+    home: str  # where the default lives: conf/<home>; "{reading}" = the run's reading
+    paper_value: str | None  # the value the paper's words point to (None: they do not say)
+    paper: str  # the paper's words
+
+    @property
+    def experiment(self) -> str:
+        return PREFIX + self.name
+
+    def default(self, reading: str):
+        """The reading's default value of the choice; :data:`NO_DEFAULT` when the reading has no file."""
+        path = Path(CONF_DIR) / self.home.format(reading=reading)
+        if not path.is_file():
+            return NO_DEFAULT
+        return OmegaConf.select(OmegaConf.load(path), self.key.split(".")[-1])
+
+    def own_keys(self, flat_keys) -> set:
+        """The config keys that carry the choice: the key and the policy keys interpolating it."""
+        leaf = self.key.split(".")[-1]
+        return {k for k in flat_keys if k == self.key or k.endswith("." + leaf)}
+
+
+CHOICES = (
+    Choice("unscored", "E-BRS: stored score of a sample never scored", "method.update.unscored", "update/ebrs.yaml",
+           None, "silent: Alg. 2 writes M[N] <- (x, y) and evicts by argmin s(m); no score is given to a new sample"),
+    Choice("victim", "E-BRS: the victim in the most frequent class", "method.update.victim", "update/ebrs.yaml",
+           "lowest_score", "Alg. 2 line 8, \"m = argmin_m (s(m) | y_m = ỹ)\"; Sec. IV-B: \"By removing the least "
+           "important memory examples in Line 8, E-BRS prevents the most forgotten memory example from being replaced\""),
+    Choice("R_t_from", "C-CMR: where R_t is drawn from", "method.replay.R_t_from", "replay/ccmr.yaml", "memory",
+           "Sec. IV-A: \"the number of training memories from M − R_e captured in R_t\" (memory = M − R_e)"),
+    Choice("candidates", "C-CMR: C = 50 candidates or all of M", "candidates", "reading/{reading}.yaml", "null",
+           "Eq. 4: \"where s ∈ R^{M×1}\": every memory sample is scored (null = all of M)"),
+    Choice("replay_loss", "The replay loss: split or concat", "replay_loss", "reading/{reading}.yaml", "concat",
+           "Alg. 1 line 10: \"θ = θ − α∇_θ l(f_θ; (R + B_t))\": one loss over R and B_t together"),
+    Choice("stored_logits", "Scores against stored logits (MIR's code)", "compare_to_old_logits",
+           "reading/{reading}.yaml", "false", "Eq. 4: \"s(m) = l(f_θ'(x_m), y_m) − l(f_θ(x_m), y_m)\": no stored logits"),
+)  # fmt: skip
+BY_EXPERIMENT = {c.experiment: c for c in CHOICES}
+
+
+def show(v) -> str:
+    """A value as the command line writes it: null, true/false, 0, inf, 50, insertion."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if v == int(v):
+            return str(int(v))
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Row:
+    choice: Choice
+    reading: str
+    value: str
+    default: str
+    benchmark: str
+    method: str
+    default_acc: float  # mean over the paired seeds
+    diffs: dict  # quantity -> stats.Paired (value - default)
+
+    @property
+    def n(self) -> int:
+        return self.diffs["acc"].n
+
+
+def _setting(r: pd.Series, own: set) -> str:
+    """What must be equal for two runs to be paired: the config less the choice's keys, and the environment."""
+    cfg = {k: v for k, v in r["flat"].items() if k not in own}
+    return json.dumps([cfg, [str(r[k]) for k in ENV]], sort_keys=True, default=str)
+
+
+def choice_rows(choice: Choice, e: Experiment) -> list[Row]:
+    """Every (non-default value, benchmark, method, reading, setting) of one choice's experiment."""
+    if e.empty:
+        return []
+    runs = e.runs
+    own = choice.own_keys({k for f in runs["flat"] for k in f})
+    runs = runs.assign(
+        value=runs["flat"].map(lambda f: show(f.get(choice.key))),
+        setting=runs.apply(lambda r: _setting(r, own), axis=1),
+    )
+    out = []
+    for (bench, method, reading, _), g in runs.groupby(["benchmark", "method", "reading", "setting"], sort=False):
+        default = choice.default(reading)
+        if default is NO_DEFAULT:
+            continue
+        d = show(default)
+        base = g[g["value"] == d]
+        if base.empty:
+            continue
+        for value in sorted(set(g["value"]) - {d}):
+            arm = g[g["value"] == value]
+            diffs = {q: paired(dict(zip(arm["seed"], arm[q])), dict(zip(base["seed"], base[q]))) for q in QUANTITIES}
+            seeds = set(arm["seed"]) & set(base["seed"])
+            out.append(Row(choice, reading, value, d, bench, method,
+                           float(base[base["seed"].isin(seeds)]["acc"].mean()), diffs))  # fmt: skip
+    readings = order_readings({r.reading for r in out})
+    benches = pv.order_benchmarks({r.benchmark for r in out})
+    methods = pv.order_methods([r.method for r in out])
+    return sorted(
+        out, key=lambda r: (readings.index(r.reading), r.value, benches.index(r.benchmark), methods.index(r.method))
+    )
+
+
+def ledger(experiments: dict[str, Experiment]) -> list[Row]:
+    """Every choice's rows, in :data:`CHOICES` order."""
+    return [row for c in CHOICES if c.experiment in experiments for row in choice_rows(c, experiments[c.experiment])]
+
+
+def table(rows: list[Row]) -> tb.Table:
+    t = tb.Table(
+        "The paper's open choices: each value against the reading's default, paired by seed",
+        ["choice", "reading", "value (default)", "benchmark", "method", "n", "Acc default (%)",
+         "Δ Acc [95% CI]", "Δ Forget [95% CI]"],
+        note="Δ = value − default, per seed, mean over the seeds both arms have (n), 95% Student-t interval. "
+        "Acc higher is better, Forget lower is better. Everything but the choice is the reading's setting.",
+    )  # fmt: skip
+    last = None
+    for r in rows:
+        if last is not None and r.choice != last:
+            t.rule()
+        last = r.choice
+        t.add([r.choice.name, r.reading, f"{r.value} ({r.default})", pv.bench_label(r.benchmark),
+               pv.method_label(r.method), r.n, f"{r.default_acc:.1f}", r.diffs["acc"].interval(),
+               r.diffs["forget"].interval()])  # fmt: skip
+    return t
+
+
+def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:
+    """The report's section body: the ledger and, per choice, which way the paper's text points."""
+    rows = ledger(experiments)
+    ran = [c for c in CHOICES if c.experiment in experiments and not experiments[c.experiment].empty]
+    out = [
+        f"Each choice the paper leaves open (PROTOCOL section 8), measured alone: every other key at the "
+        f"reading's value, the default's runs shared between the choices. Runs: `multirun/{PREFIX}<choice>/`; "
+        f"fill or extend them: `{COMMAND}` (sweeps/choices_*.yaml).",
+        "",
+    ]
+    if not rows:
+        return [*out, f"Not run: `{COMMAND}`.", ""]
+    out += [table(rows).markdown(level), "Which way the paper's text points:", ""]
+    for c in CHOICES:
+        to = f"`{c.paper_value}`" if c.paper_value is not None else "no value"
+        run = "" if c in ran else f" (not run: `{COMMAND}`)"
+        out.append(f"- **{c.name}** (`{c.key}`), {c.title}: the text points to {to}; {c.paper}.{run}")
+    return [*out, ""]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="The paper's open choices, paired by seed, from multirun/choices_*/.")
+    ap.add_argument("--multirun-dir", default="multirun")
+    ap.add_argument("--out", default="results/choices", help="writes <out>/choices.md")
+    a = ap.parse_args(argv)
+    root = Path(a.multirun_dir)
+    experiments = {
+        c.experiment: load_experiment(root / c.experiment) for c in CHOICES if (root / c.experiment).is_dir()
+    }
+    if not experiments:
+        print(f"error: no runs under {root}/{PREFIX}*/: run `{COMMAND}` first", file=sys.stderr)
+        return 2
+    text = "\n".join(["# The paper's open choices", "", *markdown(experiments)])
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "choices.md").write_text(text)
+    print(text)
+    return 0
