@@ -52,10 +52,21 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+_SIGNALS: list[int] = []  # signals received by this invocation; the first one stops it
+
+
 def _raise_interrupted(signum, frame):
-    for s in (signal.SIGTERM, signal.SIGINT):  # a second signal must not break the clean-up
+    _SIGNALS.append(signum)
+    if len(_SIGNALS) == 1:  # a second signal must not break the clean-up: noted, reported, ignored
+        raise Interrupted(signum)
+
+
+def _stopped(e: Interrupted, what: str) -> None:
+    """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
+    for s in (signal.SIGTERM, signal.SIGINT):  # nothing may end the process between this line and exit
         signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
+    later = ", ".join(signal.Signals(n).name for n in _SIGNALS[1:])
+    fail(f"{e}; {what}" + (f" ({later} received while stopping: ignored)" if later else ""), e.exit_code)
 
 
 @contextlib.contextmanager
@@ -97,7 +108,7 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
     except Diverged as e:
         fail(str(e), status=1)
     except Interrupted as e:
-        fail(f"{e}; the run stopped before its end, no results written ({out_dir})", status=e.exit_code)
+        _stopped(e, f"the run stopped before its end, no results written ({out_dir})")
     print(report := format_report(results))
     keep_report(out_dir, report)  # also in the run's run.log
     print(f"results: {Path(out_dir) / 'results.json'}")
@@ -127,6 +138,7 @@ def _watch_sweep(stop: threading.Event) -> None:
 
 
 _ORPHANED = threading.Event()
+_JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal before any: nothing ran)
 
 
 def run_job(cfg: DictConfig, hc) -> float | None:
@@ -147,6 +159,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     if in_worker:
         threading.Thread(target=_watch_sweep, args=(stop,), daemon=True).start()
     t0 = time.perf_counter()
+    _JOBS_STARTED.append(job.name)
     try:
         with interruptible():
             job.write_overrides()
@@ -198,21 +211,46 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return run_job(cfg, hc)
 
 
+def precheck(argv: list[str]) -> RunMode | None:
+    """Steps 1-2 before ``hydra.main``: ``--help``, the overrides, the composed config; a single run
+    is validated here, so a refused run leaves no folder. The run mode, or None (Hydra's own
+    ``--cfg`` / ``--info`` / ``--hydra-help``)."""
+    from clsuite.compose import parse_args, precompose
+
+    try:
+        args = parse_args(argv)
+        if args.help:
+            from clsuite.confighelp import help_text
+
+            print(help_text())
+            sys.exit(0)
+        if args.hydra_help or args.cfg or args.info or args.shell_completion:
+            return None
+        check_overrides(args.overrides)
+        cfg, mode = precompose(args)
+        if mode == RunMode.RUN:
+            validate(cfg)
+    except (ConfigError, DataError) as e:
+        fail(str(e))
+    return mode
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``clsuite`` / ``python src/run.py``: check the overrides, run, set the exit status."""
+    """``clsuite`` / ``python src/run.py``: check and compose, run, set the exit status."""
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    try:
-        check_overrides(sys.argv[1:])
-    except ConfigError as e:
-        fail(str(e))
+    _SIGNALS.clear()
+    _JOBS_STARTED.clear()
+    mode = None
     try:
         with interruptible():
+            mode = precheck(sys.argv[1:])
             _hydra_main()
     except Interrupted as e:
-        fail(
-            f"{e}; the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them", e.exit_code
-        )
+        if mode == RunMode.MULTIRUN and _JOBS_STARTED:
+            _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
+        where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
+        _stopped(e, f"{where} stopped during start-up, before any training; no results written")
     s = sweep.LAST_SUMMARY
     if s and (s.get("failed") or s.get("interrupted")):
         sys.exit(1)
