@@ -40,7 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
         (["seed=nan"], "seed must be a whole number in [0, 4294967295], got nan"),
         ([f"seed={2**32}"], "seed must be a whole number in [0, 4294967295], got 4294967296"),
         (["trainer.threads=0"], "trainer.threads must be a whole number >= 1 or null, got 0"),
-        (["trainer.precision=bogus"], "unknown trainer.precision 'bogus'; valid choices: 32-true, 16-mixed, bf16-mixed"),
+        (
+            ["trainer.precision=bogus"],
+            "unknown trainer.precision 'bogus'; valid choices: 32-true, 16-mixed, bf16-mixed",
+        ),
         (["trainer.accelerator=tpu"], "unknown trainer.accelerator 'tpu'; valid choices: auto, cpu, gpu"),
         (["data.val_fraction=0.999"], "data.val_fraction=0.999 leaves 0 training samples per class of 100"),
         (["benchmark.n_tasks=4"], "benchmark.n_tasks must be a whole number in [1, 3], got 4"),

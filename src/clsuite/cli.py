@@ -7,16 +7,21 @@
 
 Steps of one invocation:
 
-1. the overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown
-   key) and Hydra composes the config (``CONF_DIR``: the packaged ``clsuite/conf`` when installed);
-2. a single run is validated (``clsuite.config.validate``), trained (``run_experiment``) and
-   written into its own folder ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``;
-   a sweep validates every job first (``clsuite.sweep.SweepCallback``), then each job takes its
-   lock, resumes or trains, and records a failure without stopping the others (:func:`run_job`);
+1. before ``hydra.main``: ``--help`` prints the keys of the schema (``clsuite.confighelp``); the
+   overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown key,
+   a deleted group) and the config is composed as Hydra will compose it (``clsuite.compose``:
+   any Hydra error becomes one line); a single run is validated against the schema
+   (``clsuite.config.validate``) here, so a refused run leaves no folder;
+2. a single run is trained (``run_experiment``) into its own folder
+   ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
+   first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
+   resumes or trains, and records a failure without stopping the others (:func:`run_job`);
 3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training); 1 a run failed
    (a non-finite loss, a broken file) or a sweep job failed; 128 + n when stopped by signal n
-   (SIGTERM: 143, SIGINT: 130), with a message, no results file for the interrupted run, and
-   the interrupted sweep jobs recorded (``failed.json``, ``status: interrupted``) for a rerun.
+   (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
+   either during start-up), no results file for the interrupted run, and the interrupted sweep
+   jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides
+   the message and the status; a later one (SIGINT then SIGTERM) is named and ignored.
 """
 
 from __future__ import annotations
@@ -138,6 +143,7 @@ def _watch_sweep(stop: threading.Event) -> None:
 
 
 _ORPHANED = threading.Event()
+_MODE: list[RunMode | None] = [None]  # this invocation's run mode, once composed
 _JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal before any: nothing ran)
 
 
@@ -228,6 +234,7 @@ def precheck(argv: list[str]) -> RunMode | None:
             return None
         check_overrides(args.overrides)
         cfg, mode = precompose(args)
+        _MODE[:] = [mode]  # (a signal during the validation below is reported as the run's)
         if mode == RunMode.RUN:
             validate(cfg)
     except (ConfigError, DataError) as e:
@@ -241,12 +248,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], *argv]
     _SIGNALS.clear()
     _JOBS_STARTED.clear()
-    mode = None
+    _MODE[:] = [None]
     try:
         with interruptible():
-            mode = precheck(sys.argv[1:])
+            precheck(sys.argv[1:])
             _hydra_main()
     except Interrupted as e:
+        mode = _MODE[0]
         if mode == RunMode.MULTIRUN and _JOBS_STARTED:
             _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
         where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")

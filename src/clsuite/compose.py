@@ -50,9 +50,8 @@ def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[D
     """(composed config, run mode) of this command line; ``ConfigError`` (one line) when it fails."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_automatic_config_search_path
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.types import Override  # noqa: F401  (parser warm-up)
     from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.global_hydra import GlobalHydra
 
     name = args.config_name or config_name
     overrides = list(args.overrides)

@@ -28,6 +28,8 @@ def _conf_dir() -> Path:
 
 CONF_DIR = _conf_dir()
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
+
+
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 

@@ -57,8 +57,19 @@ def defaults() -> dict:
 _ABSENT = object()
 
 
+def _node_yaml(target: str) -> dict:
+    """The keys of the yaml file of the first option that selects ``target`` (its defaults)."""
+    group, _, option = selected_by().get(target, ["=?"])[0].partition("=")
+    path = CONF_DIR / group.split("@")[0] / f"{option}.yaml"
+    doc = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return (doc.get("plugin") or {}) if group == "method" else doc
+
+
 def _default(key: str) -> str:
-    v = defaults().get(key, _ABSENT)
+    return _show(defaults().get(key, _ABSENT))
+
+
+def _show(v) -> str:
     if v is _ABSENT:
         return "-"
     if v == "???":
@@ -75,7 +86,9 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     out = [(f"{head} keys", r) for head, r in sections.items()]
     for slot in SLOTS:
         for target, decl in NODES.items():
-            if not target.startswith({"replay": "clsuite.replay.", "update": "clsuite.memory."}.get(slot, "clsuite.methods.")):
+            if not target.startswith(
+                {"replay": "clsuite.replay.", "update": "clsuite.memory."}.get(slot, "clsuite.methods.")
+            ):
                 continue
             keys = node_keys(target)
             by = ", ".join(selected_by().get(target, [])) or "(no option selects it)"
@@ -85,7 +98,13 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
             if decl.get("scenarios"):
                 extra.append(f"scenario: {', '.join(decl['scenarios'])}")
             title = f"method.{slot} = {target.rsplit('.', 1)[-1]} ({by})" + (f"; {'; '.join(extra)}" if extra else "")
-            out.append((title, [(f"method.{slot}.{k}", "", s.range(), s.doc) for k, s in keys.items()]))
+            node = _node_yaml(target)
+            out.append(
+                (
+                    title,
+                    [(f"method.{slot}.{k}", _show(node.get(k, _ABSENT)), s.range(), s.doc) for k, s in keys.items()],
+                )
+            )
     return out
 
 
@@ -94,9 +113,7 @@ def groups() -> list[tuple[str, str, str]]:
     base = (yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults", [])
     chosen = {k: v for d in base if isinstance(d, dict) for k, v in d.items()}
     return [
-        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method")))
-        for g in GROUPS
-        if g != "tuned"
+        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method"))) for g in GROUPS if g != "tuned"
     ]
 
 
@@ -104,7 +121,9 @@ def help_text() -> str:
     lines = [USAGE, "", "Config groups (KEY=OPTION):"]
     for key, options, default in groups():
         lines.append(f"  {key:22s} {options}  [default: {default}]")
-    lines.append("  (tuned: per-benchmark values of a method, conf/tuned/<method>/<benchmark>.yaml, applied automatically)")
+    lines.append(
+        "  (tuned: per-benchmark values of a method, conf/tuned/<method>/<benchmark>.yaml, applied automatically)"
+    )
     for title, keys in rows():
         lines += ["", f"{title}:"]
         if not keys:
@@ -142,7 +161,7 @@ def markdown() -> str:
             lines.append("No parameters.")
             continue
         lines += ["| key | default | range | meaning |", "|---|---|---|---|"]
-        lines += [f"| `{k}` | {d or ' '} | {r} | {m} |" for k, d, r, m in keys]
+        lines += [f"| `{k}` | {_cell(d)} | {_cell(r)} | {_cell(m)} |" for k, d, r, m in keys]
     from clsuite.schema import RULES
 
     lines += ["", "## Cross-key rules", ""]
@@ -152,13 +171,17 @@ def markdown() -> str:
         "## Adding a key",
         "",
         "One line in `src/clsuite/schema.py`: in `KEYS` for a key of `conf/config.yaml` or of a group",
-        "(`\"data.foo\": Flag(\"what it does\")`), in `NODES` under its class for a parameter of a replay",
-        "policy, update policy or method plugin (`foo=Whole(1, None, \"what it does\")`); then",
+        '(`"data.foo": Flag("what it does")`), in `NODES` under its class for a parameter of a replay',
+        'policy, update policy or method plugin (`foo=Whole(1, None, "what it does")`); then',
         "`python -m clsuite.confighelp > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
         "`tests/test_schema.py`.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or " "
 
 
 if __name__ == "__main__":

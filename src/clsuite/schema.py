@@ -133,23 +133,23 @@ def _choices(choices) -> str:
     return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in choices)
 
 
-def Whole(lo=None, hi=None, doc="", **kw) -> Spec:  # noqa: N802  (declarations read as types)
+def Whole(lo=None, hi=None, doc="", **kw) -> Spec:
     return Spec("whole", doc, lo=lo, hi=hi, **kw)
 
 
-def Real(lo=None, hi=None, doc="", **kw) -> Spec:  # noqa: N802
+def Real(lo=None, hi=None, doc="", **kw) -> Spec:
     return Spec("real", doc, lo=lo, hi=hi, **kw)
 
 
-def Flag(doc="", **kw) -> Spec:  # noqa: N802
+def Flag(doc="", **kw) -> Spec:
     return Spec("flag", doc, **kw)
 
 
-def OneOf(*choices, doc="", **kw) -> Spec:  # noqa: N802
+def OneOf(*choices, doc="", **kw) -> Spec:
     return Spec("choice", doc, choices=tuple(choices), **kw)
 
 
-def Kind(kind: str, doc="", **kw) -> Spec:  # noqa: N802  (name | text | path | names | shape)
+def Kind(kind: str, doc="", **kw) -> Spec:
     return Spec(kind, doc, **kw)
 
 
@@ -361,7 +361,9 @@ def source_size(bench) -> tuple[int, int]:
         return SOURCE_SIZES[bench.source]
     syn = bench.get("synthetic")
     if not syn:
-        raise ConfigError("benchmark.synthetic is missing; benchmark.source=synthetic needs its num_classes, shape, ...")
+        raise ConfigError(
+            "benchmark.synthetic is missing; benchmark.source=synthetic needs its num_classes, shape, ..."
+        )
     return syn.num_classes, syn.train_per_class
 
 
@@ -387,7 +389,9 @@ def _rule_memory(cfg) -> str | None:
     if slots == "task":
         t = update.get("n_tasks") or bench.n_tasks
         if t < bench.n_tasks:
-            return f"method.update.n_tasks must be null or a whole number >= {bench.n_tasks} (benchmark.n_tasks), got {t}"
+            return (
+                f"method.update.n_tasks must be null or a whole number >= {bench.n_tasks} (benchmark.n_tasks), got {t}"
+            )
         lo, why = -(-t // unit), f"one ring slot per task, T={t}"
     elif slots == "class":
         heads = bench.classes_per_task if cfg.scenario == "domain_il" else classes

@@ -507,8 +507,10 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
                     OmegaConf.update(cfg, key, value, merge=True, force_add=add)
         except ConfigError as e:
             raise ConfigError(f"{e} ({where})") from None
-        except Exception as e:  # a composition error (a bad value type, a missing file)
-            raise ConfigError(f"{where} does not compose: {error_line(e)}") from None
+        except Exception as e:  # a composition error (an unknown key, a missing file)
+            from clsuite.compose import error_line as hydra_error_line
+
+            raise ConfigError(f"{hydra_error_line(e, job['overrides'], name)} ({where})") from None
         try:
             validate(cfg)
         except ConfigError as e:
