@@ -17,7 +17,9 @@ choices; the caller prints it as ``error: ...`` and exits 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import io
 import re
 from pathlib import Path
 
@@ -32,10 +34,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """Hydra's own parser of the command line (the same one ``hydra.main`` uses)."""
     from hydra._internal.utils import get_args_parser
 
+    said = io.StringIO()
     try:
-        return get_args_parser().parse_args(argv)
-    except SystemExit as e:  # argparse printed its usage line
-        raise ConfigError(f"could not read the command line {' '.join(argv)!r}; see --help") from e
+        with contextlib.redirect_stderr(said):
+            return get_args_parser().parse_args(argv)
+    except SystemExit:  # argparse's usage and error lines: its last line, once
+        why = said.getvalue().strip().splitlines()[-1:] or ["?"]
+        raise ConfigError(f"{why[0].split(': error: ', 1)[-1]}; see --help") from None
 
 
 def sweep_values(overrides: list[str]) -> str | None:

@@ -374,8 +374,8 @@ def n_classes(cfg) -> int:
 
 def _rule_memory(cfg) -> str | None:
     """memory: at least one slot per task (GEM's task ring) or per class (HAL's ring, iCaRL's
-    exemplars) of the method's layout, at most the stream's training samples (a larger M stores
-    every sample: a second name for the same run)."""
+    exemplars) of the method's layout, at most the stream's training samples before imbalance
+    (a larger M stores every sample: a second name for the same run)."""
     update = cfg.method.get("update")
     if not update:  # no memory (online, joint, oEWC, SI)
         return None
