@@ -143,7 +143,8 @@ def test_help_lists_the_readings_and_the_policy_groups():
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, str(root / "src" / "run.py"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0
-    lines = out.stdout.splitlines()
-    assert "reading: mir_code, paper_text" in lines
-    assert any(line.startswith("replay: ") and "ccmr" in line for line in lines)
-    assert any(line.startswith("update: ") and "ebrs" in line for line in lines)
+    groups = {
+        line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ") and len(line.split()) > 1
+    }
+    assert "mir_code, paper_text  [default: paper_text]" in groups["reading"]
+    assert "ccmr" in groups["replay@method.replay"] and "ebrs" in groups["update@method.update"]

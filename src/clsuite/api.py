@@ -28,6 +28,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from clsuite import sweep  # noqa: F401  (registers the config's resolvers)
+from clsuite.compose import error_line, sweep_values
 from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
 
 __all__ = ["ConfigError", "compose", "run"]
@@ -42,11 +43,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
 
     overrides = list(overrides)
     check_overrides(overrides)
+    if arg := sweep_values(overrides):
+        raise ConfigError(f"{arg} sweeps over several values; compose takes one value per key (sweeps: clsuite -m)")
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(" ".join(str(e).split())) from None
+        raise ConfigError(error_line(e, overrides, config_name)) from None
     validate(cfg)
     return cfg
 

@@ -7,16 +7,21 @@
 
 Steps of one invocation:
 
-1. the overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown
-   key) and Hydra composes the config (``CONF_DIR``: the packaged ``clsuite/conf`` when installed);
-2. a single run is validated (``clsuite.config.validate``), trained (``run_experiment``) and
-   written into its own folder ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``;
-   a sweep validates every job first (``clsuite.sweep.SweepCallback``), then each job takes its
-   lock, resumes or trains, and records a failure without stopping the others (:func:`run_job`);
+1. before ``hydra.main``: ``--help`` prints the keys of the schema (``clsuite.confighelp``); the
+   overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown key,
+   a deleted group) and the config is composed as Hydra will compose it (``clsuite.compose``:
+   any Hydra error becomes one line); a single run is validated against the schema
+   (``clsuite.config.validate``) here, so a refused run leaves no folder;
+2. a single run is trained (``run_experiment``) into its own folder
+   ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
+   first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
+   resumes or trains, and records a failure without stopping the others (:func:`run_job`);
 3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training); 1 a run failed
    (a non-finite loss, a broken file) or a sweep job failed; 128 + n when stopped by signal n
-   (SIGTERM: 143, SIGINT: 130), with a message, no results file for the interrupted run, and
-   the interrupted sweep jobs recorded (``failed.json``, ``status: interrupted``) for a rerun.
+   (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
+   either during start-up), no results file for the interrupted run, and the interrupted sweep
+   jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides
+   the message and the status; a later one (SIGINT then SIGTERM) is named and ignored.
 """
 
 from __future__ import annotations
@@ -52,10 +57,21 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+_SIGNALS: list[int] = []  # signals received by this invocation; the first one stops it
+
+
 def _raise_interrupted(signum, frame):
-    for s in (signal.SIGTERM, signal.SIGINT):  # a second signal must not break the clean-up
+    _SIGNALS.append(signum)
+    if len(_SIGNALS) == 1:  # a second signal must not break the clean-up: noted, reported, ignored
+        raise Interrupted(signum)
+
+
+def _stopped(e: Interrupted, what: str) -> None:
+    """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
+    for s in (signal.SIGTERM, signal.SIGINT):  # nothing may end the process between this line and exit
         signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
+    later = ", ".join(signal.Signals(n).name for n in _SIGNALS[1:])
+    fail(f"{e}; {what}" + (f" ({later} received while stopping: ignored)" if later else ""), e.exit_code)
 
 
 @contextlib.contextmanager
@@ -97,7 +113,7 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
     except Diverged as e:
         fail(str(e), status=1)
     except Interrupted as e:
-        fail(f"{e}; the run stopped before its end, no results written ({out_dir})", status=e.exit_code)
+        _stopped(e, f"the run stopped before its end, no results written ({out_dir})")
     print(report := format_report(results))
     keep_report(out_dir, report)  # also in the run's run.log
     print(f"results: {Path(out_dir) / 'results.json'}")
@@ -127,6 +143,8 @@ def _watch_sweep(stop: threading.Event) -> None:
 
 
 _ORPHANED = threading.Event()
+_MODE: list[RunMode | None] = [None]  # this invocation's run mode, once composed
+_JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal before any: nothing ran)
 
 
 def run_job(cfg: DictConfig, hc) -> float | None:
@@ -147,6 +165,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     if in_worker:
         threading.Thread(target=_watch_sweep, args=(stop,), daemon=True).start()
     t0 = time.perf_counter()
+    _JOBS_STARTED.append(job.name)
     try:
         with interruptible():
             job.write_overrides()
@@ -198,21 +217,48 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return run_job(cfg, hc)
 
 
+def precheck(argv: list[str]) -> RunMode | None:
+    """Steps 1-2 before ``hydra.main``: ``--help``, the overrides, the composed config; a single run
+    is validated here, so a refused run leaves no folder. The run mode, or None (Hydra's own
+    ``--cfg`` / ``--info`` / ``--hydra-help``)."""
+    from clsuite.compose import parse_args, precompose
+
+    try:
+        args = parse_args(argv)
+        if args.help:
+            from clsuite.confighelp import help_text
+
+            print(help_text())
+            sys.exit(0)
+        if args.hydra_help or args.cfg or args.info or args.shell_completion:
+            return None
+        check_overrides(args.overrides)
+        cfg, mode = precompose(args)
+        _MODE[:] = [mode]  # (a signal during the validation below is reported as the run's)
+        if mode == RunMode.RUN:
+            validate(cfg)
+    except (ConfigError, DataError) as e:
+        fail(str(e))
+    return mode
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``clsuite`` / ``python src/run.py``: check the overrides, run, set the exit status."""
+    """``clsuite`` / ``python src/run.py``: check and compose, run, set the exit status."""
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    try:
-        check_overrides(sys.argv[1:])
-    except ConfigError as e:
-        fail(str(e))
+    _SIGNALS.clear()
+    _JOBS_STARTED.clear()
+    _MODE[:] = [None]
     try:
         with interruptible():
+            precheck(sys.argv[1:])
             _hydra_main()
     except Interrupted as e:
-        fail(
-            f"{e}; the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them", e.exit_code
-        )
+        mode = _MODE[0]
+        if mode == RunMode.MULTIRUN and _JOBS_STARTED:
+            _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
+        where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
+        _stopped(e, f"{where} stopped during start-up, before any training; no results written")
     s = sweep.LAST_SUMMARY
     if s and (s.get("failed") or s.get("interrupted")):
         sys.exit(1)

@@ -68,6 +68,20 @@ def method_lr(cfg) -> float:
     return lr
 
 
+def _build(method_cfg, slot: str):
+    """``method.<slot>`` instantiated (None when null); a class that refuses its arguments is a ``ConfigError``."""
+    from hydra.errors import InstantiationException
+
+    node = method_cfg.get(slot)
+    if not node:
+        return None
+    try:
+        return instantiate(node)
+    except InstantiationException as e:
+        why = " ".join(str(e).split("\n")[0].split())
+        raise ConfigError(f"method.{slot} could not be built: {why}") from None
+
+
 def build(cfg: DictConfig):
     """(datamodule, learner, device) from a composed config: the method's replay policy
     (``method.replay``), update policy (``method.update``) and plugin (``method.plugin``)
@@ -88,15 +102,15 @@ def build(cfg: DictConfig):
     model_kw = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "arch"}
     net = build_model(arch, dm.input_shape, dm.num_classes, **model_kw)
     m = cfg.method
-    plugin = instantiate(m.plugin) if m.get("plugin") else None
+    plugin = _build(m, "plugin")
     uses_memory = plugin.uses_memory if plugin is not None else True
     capacity = memory_capacity(cfg, dm.n_tasks * dm.classes_per_task) if uses_memory else 0
     memory = Memory(capacity, dm.input_shape, dm.num_classes, device=device)
     learner = ContinualLearner(
         net,
         memory=memory,
-        replay=instantiate(m["replay"]) if m.get("replay") else None,
-        update=instantiate(m["update"]) if m.get("update") else None,
+        replay=_build(m, "replay"),
+        update=_build(m, "update"),
         plugin=plugin,
         lr=method_lr(cfg),
         momentum=float(cfg.momentum),

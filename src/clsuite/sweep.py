@@ -439,8 +439,9 @@ def expand_grid(config: DictConfig) -> list[dict]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     h = config.hydra
-    params = h.sweeper.get("params") or {}
-    args = [f"{k}={v}" for k, v in params.items()] + list(h.overrides.task)
+    params = h.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=False) if params else {}  # (`${...}` is a job's value)
+    args = [f"{k}={v}" for k, v in params.items()] + OmegaConf.to_container(h.overrides.task, resolve=False)
     parser = OverridesParser.create()
     jobs = BasicSweeper.split_arguments(parser.parse_overrides(args), None)[0]
     od = h.job.config.override_dirname
@@ -507,8 +508,10 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
                     OmegaConf.update(cfg, key, value, merge=True, force_add=add)
         except ConfigError as e:
             raise ConfigError(f"{e} ({where})") from None
-        except Exception as e:  # a composition error (a bad value type, a missing file)
-            raise ConfigError(f"{where} does not compose: {error_line(e)}") from None
+        except Exception as e:  # a composition error (an unknown key, a missing file)
+            from clsuite.compose import error_line as hydra_error_line
+
+            raise ConfigError(f"{hydra_error_line(e, job['overrides'], name)} ({where})") from None
         try:
             validate(cfg)
         except ConfigError as e:
@@ -565,7 +568,10 @@ class SweepCallback(_HydraCallback):
             return
         try:
             grid = expand_grid(config)
-        except Exception as e:  # (glob() sweeps and the like: no grid file)
+        except Exception as e:  # glob() sweeps: no grid file; anything else: the sweep is not checked, so not run
+            if "glob(" not in str(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)):
+                print(f"error: could not expand the sweep grid ({error_line(e)})", file=sys.stderr)
+                sys.exit(2)
             print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
             return
         errors = unknown_options(grid)

@@ -1,0 +1,168 @@
+"""Compose the config exactly as ``hydra.main`` will, before it runs, and turn Hydra's errors
+into one line.
+
+Steps of :func:`precompose` (``clsuite.cli.main``, before ``hydra.main`` creates a folder):
+
+1. parse the command line with Hydra's own argument parser (``--config-dir``, ``-cn``, ``-m``);
+2. a sweep value (``seed=1,2``) without ``-m`` is refused: Hydra would stop with "Ambiguous value";
+3. build Hydra's search path and its run mode (``hydra.mode`` of a sweep config counts) as
+   ``hydra._internal.utils._run_hydra`` does, compose with Hydra's compose API, and hand Hydra's
+   global state back (``hydra.main`` initialises it again).
+
+:func:`error_line` turns a Hydra / OmegaConf exception (unknown key, missing group option,
+parse error, interpolation error, instantiate error) into one line naming the key and the valid
+choices; the caller prints it as ``error: ...`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import re
+from pathlib import Path
+
+import yaml
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from clsuite.config import CONF_DIR, GROUPS, ConfigError, group_options
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Hydra's own parser of the command line (the same one ``hydra.main`` uses)."""
+    from hydra._internal.utils import get_args_parser
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return get_args_parser().parse_args(argv)
+    except SystemExit:  # argparse's usage and error lines: its last line, once
+        why = said.getvalue().strip().splitlines()[-1:] or ["?"]
+        raise ConfigError(f"{why[0].split(': error: ', 1)[-1]}; see --help") from None
+
+
+def sweep_values(overrides: list[str]) -> str | None:
+    """The first override that sweeps (``seed=1,2``, ``seed=range(3)``), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return next((o.input_line for o in parsed if o.is_sweep_override()), None)
+
+
+def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[DictConfig, RunMode]:
+    """(composed config, run mode) of this command line; ``ConfigError`` (one line) when it fails."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_automatic_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.global_hydra import GlobalHydra
+
+    name = args.config_name or config_name
+    overrides = list(args.overrides)
+    search_path = create_automatic_config_search_path(None, None, str(CONF_DIR))
+    if args.config_dir is not None:
+        folder = Path(args.config_dir).resolve()
+        if not folder.is_dir():
+            raise ConfigError(f"--config-dir {args.config_dir!r} is not a folder")
+        search_path.prepend(provider="command-line", path=f"file://{folder}", anchor=SearchPathQuery(provider="schema"))
+    try:
+        hydra = Hydra.create_main_hydra2(task_name="run", config_search_path=search_path)
+        try:
+            mode = hydra.get_mode(config_name=name, overrides=overrides)
+            mode = mode or (RunMode.MULTIRUN if args.multirun else RunMode.RUN)
+            if mode == RunMode.RUN and (arg := sweep_values(overrides)):
+                key = arg.split("=", 1)[0]
+                raise ConfigError(
+                    f"{arg} sweeps over several values: add -m (--multirun) to run each one, or quote a "
+                    f"string ({key}='{arg.split('=', 1)[1]}'); a single run takes one value"
+                )
+            cfg = hydra.compose_config(name, overrides, run_mode=mode, with_log_configuration=False, from_shell=True)
+        finally:
+            GlobalHydra.instance().clear()
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(error_line(e, overrides, name)) from None
+    return cfg, mode
+
+
+# ----------------------------------------------------------------------------- Hydra's errors
+
+
+def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "config") -> str:
+    """One line for a Hydra / OmegaConf exception: the key, what is wrong, the valid choices."""
+    text = str(e)
+    first = " ".join(text.split("\n")[0].split()) or type(e).__name__
+    if m := re.match(r"Could not override '([^']+)'", text):
+        return _cannot_override(m.group(1), text, overrides, config_name)
+    if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):
+        group, option = m.groups()
+        return f"unknown {group} {option!r}; valid choices: {', '.join(group_options(group))}"
+    if type(e).__name__ == "OverrideParseException":
+        bad = _unparsable(overrides)
+        return f"could not parse {bad!r}: {first} (Hydra's override syntax: key=value, key=a,b with -m)"
+    if "Error resolving interpolation" in text and (deleted := [o for o in overrides if o.startswith("~")]):
+        group = deleted[0].lstrip("~").split("=")[0]
+        if group in GROUPS:
+            return f"{group} cannot be deleted ({deleted[0]}): every run needs one; valid choices: {', '.join(group_options(group))}"
+    if type(e).__name__ == "InstantiationException":
+        return f"could not build {first}"
+    return first
+
+
+def _cannot_override(key: str, text: str, overrides: list[str], config_name: str) -> str:
+    group = key.split("@")[0]
+    if "Did you mean to override" in text and group in ("replay", "update"):
+        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), "...")
+        return (
+            f"{group} is chosen per method: write {group}@method.{group}={value}; valid choices: "
+            f"{', '.join(group_options(group))}"
+        )
+    if "No match in the defaults list" in text and group in ("replay", "update"):
+        return f"{key} needs a method with a {group} policy; valid choices: method={','.join(methods_with(group))}"
+    parent, _, leaf = key.rpartition(".")
+    base = _compose_without(key, overrides, config_name)
+    node = OmegaConf.select(base, parent, default=None) if (base is not None and parent) else base
+    if isinstance(node, DictConfig):
+        valid = ", ".join(k for k in node if k != "_target_")
+        where = f"keys of {parent}" if parent else "top-level keys"
+        return f"unknown key {key!r}; valid {where}: {valid}"
+    if base is not None and parent:
+        method = OmegaConf.select(base, "method.name", default="?")
+        return f"unknown key {key!r}: {parent} is null for method={method}; it has no {leaf}"
+    return f"unknown key {key!r}"
+
+
+def _compose_without(key: str, overrides: list[str], config_name: str) -> DictConfig | None:
+    from hydra import compose, initialize_config_dir
+
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key and "," not in o]
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name=config_name, overrides=rest)
+    except Exception:
+        return None
+
+
+def _unparsable(overrides: list[str]) -> str:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for o in overrides:
+        try:
+            parser.parse_overrides([o])
+        except Exception:
+            return o
+    return " ".join(overrides)
+
+
+@functools.cache
+def methods_with(group: str) -> list[str]:
+    """The methods whose yaml has a ``/<group>@<group>`` default (``replay``, ``update``)."""
+    out = []
+    for p in sorted((CONF_DIR / "method").glob("*.yaml")):
+        defaults = (yaml.safe_load(p.read_text()) or {}).get("defaults") or []
+        if any(isinstance(d, dict) and any(k.startswith(f"/{group}@") for k in d) for d in defaults):
+            out.append(p.stem)
+    return out

@@ -1,0 +1,188 @@
+"""``clsuite --help`` and docs/CONFIG.md, generated from the schema (``clsuite.schema``) and conf/.
+
+Steps: the groups and their options (conf/ folders; ``replay`` / ``update`` are chosen inside a
+method: ``replay@method.replay=<option>``), the default of every key (the composed default
+config), then every key of :data:`clsuite.schema.KEYS` with its range and meaning, then the
+parameters of each replay policy, update policy and method plugin (:data:`clsuite.schema.NODES`)
+with the options that select it. ``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the
+doc; ``tests/test_schema.py`` fails when the file differs.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import yaml
+from omegaconf import OmegaConf
+
+from clsuite.config import CONF_DIR, GROUPS, dotted_get, group_options
+from clsuite.schema import KEYS, NODES, SLOTS, node_keys
+
+USAGE = """\
+usage: clsuite [KEY=VALUE ...]                 one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
+       clsuite -m KEY=A,B ... [KEY=VALUE ...]  a sweep (every combination) -> multirun/<experiment>/
+       clsuite --config-dir sweeps --config-name table2   a paper sweep (sweeps/)
+       clsuite --cfg job [KEY=VALUE ...]       print the composed config, run nothing
+(python src/run.py in a checkout). Bad input: one `error:` line, exit 2, before anything is written."""
+HIDDEN = ("tuned", "launcher")  # groups shown in their own line
+
+
+def group_key(group: str) -> str:
+    return f"{group}@method.{group}" if group in ("replay", "update") else group
+
+
+@functools.cache
+def selected_by() -> dict[str, list[str]]:
+    """Each class of NODES -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
+    out: dict[str, list[str]] = {}
+    for group in ("method", "replay", "update"):
+        for option in group_options(group):
+            doc = yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text()) or {}
+            target = (doc.get("plugin") or {}).get("_target_") if group == "method" else doc.get("_target_")
+            if target:
+                out.setdefault(target, []).append(f"{group_key(group)}={option}")
+    return out
+
+
+@functools.cache
+def defaults() -> dict:
+    """Every key's default in the composed default config, interpolations unresolved."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = OmegaConf.to_container(compose(config_name="config"), resolve=False)
+    return {k: v for k in KEYS if (v := dotted_get(cfg, k, _ABSENT)) is not _ABSENT}
+
+
+_ABSENT = object()
+
+
+def _node_yaml(target: str) -> dict:
+    """The keys of the yaml file of the first option that selects ``target`` (its defaults)."""
+    group, _, option = selected_by().get(target, ["=?"])[0].partition("=")
+    path = CONF_DIR / group.split("@")[0] / f"{option}.yaml"
+    doc = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return (doc.get("plugin") or {}) if group == "method" else doc
+
+
+def _default(key: str) -> str:
+    return _show(defaults().get(key, _ABSENT))
+
+
+def _show(v) -> str:
+    if v is _ABSENT:
+        return "-"
+    if v == "???":
+        return "(reading)"
+    return yaml.safe_dump(v, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
+
+
+def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
+    """[(section title, [(key, default, range, meaning), ...]), ...] for every declared key."""
+    sections: dict[str, list] = {}
+    for key, spec in KEYS.items():
+        head = key.split(".")[0] if "." in key else "run"
+        sections.setdefault(head, []).append((key, _default(key), spec.range(), spec.doc))
+    out = [(f"{head} keys", r) for head, r in sections.items()]
+    for slot in SLOTS:
+        for target, decl in NODES.items():
+            if not target.startswith(
+                {"replay": "clsuite.replay.", "update": "clsuite.memory."}.get(slot, "clsuite.methods.")
+            ):
+                continue
+            keys = node_keys(target)
+            by = ", ".join(selected_by().get(target, [])) or "(no option selects it)"
+            extra = []
+            if decl.get("slots"):
+                extra.append(f"memory >= one slot per {decl['slots']}")
+            if decl.get("scenarios"):
+                extra.append(f"scenario: {', '.join(decl['scenarios'])}")
+            title = f"method.{slot} = {target.rsplit('.', 1)[-1]} ({by})" + (f"; {'; '.join(extra)}" if extra else "")
+            node = _node_yaml(target)
+            out.append(
+                (
+                    title,
+                    [(f"method.{slot}.{k}", _show(node.get(k, _ABSENT)), s.range(), s.doc) for k, s in keys.items()],
+                )
+            )
+    return out
+
+
+def groups() -> list[tuple[str, str, str]]:
+    """[(KEY, options, default), ...] for the config groups."""
+    base = (yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults", [])
+    chosen = {k: v for d in base if isinstance(d, dict) for k, v in d.items()}
+    return [
+        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method"))) for g in GROUPS if g != "tuned"
+    ]
+
+
+def help_text() -> str:
+    lines = [USAGE, "", "Config groups (KEY=OPTION):"]
+    for key, options, default in groups():
+        lines.append(f"  {key:22s} {options}  [default: {default}]")
+    lines.append(
+        "  (tuned: per-benchmark values of a method, conf/tuned/<method>/<benchmark>.yaml, applied automatically)"
+    )
+    for title, keys in rows():
+        lines += ["", f"{title}:"]
+        if not keys:
+            lines.append("  (no parameters)")
+        for key, default, rng, doc in keys:
+            d = f" [default: {default}]" if default not in ("", "-") else ""
+            lines.append(f"  {key}: {rng}{d}")
+            lines.append(f"      {doc}")
+    lines += ["", "Full reference: docs/CONFIG.md. Hydra's own flags: --hydra-help."]
+    return "\n".join(lines)
+
+
+def markdown() -> str:
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from `src/clsuite/schema.py` by `python -m clsuite.confighelp > docs/CONFIG.md`",
+        "(`tests/test_schema.py` fails when this file is out of date). `clsuite --help` prints the same.",
+        "Every key is checked before a run (and before any job of a sweep) against the range below and",
+        "the cross-key rules at the end; a bad value is one `error:` line and exit status 2.",
+        "",
+        "```",
+        USAGE,
+        "```",
+        "",
+        "## Config groups",
+        "",
+        "| KEY | options | default |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{k}` | {o} | {d} |" for k, o, d in groups()]
+    for title, keys in rows():
+        lines += ["", f"## {title}", ""]
+        if not keys:
+            lines.append("No parameters.")
+            continue
+        lines += ["| key | default | range | meaning |", "|---|---|---|---|"]
+        lines += [f"| `{k}` | {_cell(d)} | {_cell(r)} | {_cell(m)} |" for k, d, r, m in keys]
+    from clsuite.schema import RULES
+
+    lines += ["", "## Cross-key rules", ""]
+    lines += [f"- {' '.join((r.__doc__ or '').split())}" for r in RULES]
+    lines += [
+        "",
+        "## Adding a key",
+        "",
+        "One line in `src/clsuite/schema.py`: in `KEYS` for a key of `conf/config.yaml` or of a group",
+        '(`"data.foo": Flag("what it does")`), in `NODES` under its class for a parameter of a replay',
+        'policy, update policy or method plugin (`foo=Whole(1, None, "what it does")`); then',
+        "`python -m clsuite.confighelp > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
+        "`tests/test_schema.py`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or " "
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

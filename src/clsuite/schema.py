@@ -1,0 +1,497 @@
+"""The declared schema of the composed config: every key's type, range, choices and meaning,
+and the rules that tie keys together. ``clsuite.config.validate`` checks a config against it;
+``--help`` and docs/CONFIG.md are generated from it (``clsuite.confighelp``).
+
+Steps of :func:`check` (each failure: ``ConfigError``, one line ``<key> must be ..., got <value>``
+or ``unknown <key> <value>; valid choices: ...``):
+
+1. every key of :data:`KEYS` present in the config (``req=True``: must be present) is resolved
+   (an interpolation that fails, e.g. ``${oc.env:NOPE}``, is named with the key's range) and
+   checked against its :class:`Spec`;
+2. the three slots of a method, ``method.replay`` / ``method.update`` / ``method.plugin``, are
+   either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) has a
+   declaration in :data:`NODES`; each of its keys is checked against that declaration;
+3. the cross-key :data:`RULES`, in order: benchmark sizes, memory vs the method's memory
+   layout, scenario vs the method, precision vs the device, eval split vs the validation split.
+
+Adding a key is one line: in :data:`KEYS` for a key of ``conf/config.yaml`` or of a group
+(``"data.foo": Flag("what it does")``), in :data:`NODES` under its class for a parameter of a
+replay policy, update policy or method plugin (``foo=Whole(1, doc="what it does")``);
+``tests/test_schema.py`` fails for a key of ``conf/`` that has none. A new replay / update /
+plugin class gets a ``NODES`` entry (or ``declare()`` from outside ``src/``).
+
+Why a table and not Hydra structured configs: OmegaConf checks a dataclass field's type but not
+its range (``__post_init__`` never runs on a DictConfig), reports both as a multi-line
+``ValidationError``, and the method nodes change shape with ``_target_``; the ranges and
+cross-key rules need this layer anyway, so the types live in it too (one home).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+SEED_MAX = 2**32 - 1  # numpy's seed range
+RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
+# Classes and training samples of each source's smallest class (PROTOCOL section 1).
+SOURCE_SIZES = {"MNIST": (10, 5421), "FashionMNIST": (10, 6000), "cifar10": (10, 5000), "cifar100": (100, 500)}
+# Lightning precisions that run the suite end to end (tests/test_schema.py: each trains on the CPU);
+# "64-true" / "16-true" / "bf16-true" cast the network but not the data, the aliases (32, "16") are
+# second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
+PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
+CPU_PRECISIONS = ("32-true", "bf16-mixed")
+MISSING = object()  # value()'s marker of a key absent from the config
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# ----------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One key: its kind, range (``lo``/``hi``, open or closed), choices, null allowed, meaning."""
+
+    kind: str  # whole | real | flag | choice | name | text | path | names | shape
+    doc: str = ""
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    choices: tuple = ()
+    null: bool = False
+    req: bool = True  # must be present in the composed config (else: only checked where present)
+
+    def range(self) -> str:
+        """'a whole number >= 1 or null', 'in [0, 1)', 'true or false', 'one of a, b', ..."""
+        nul = " or null" if self.null else ""
+        if self.kind in ("whole", "real"):
+            what = "a whole number" if self.kind == "whole" else "a finite number"
+            fmt = "{:d}" if self.kind == "whole" else "{:g}"
+            lo = fmt.format(self.lo) if self.lo is not None else None
+            hi = fmt.format(self.hi) if self.hi is not None else None
+            if lo is not None and hi is not None:
+                b = f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+                return f"{what} {b}{nul}" if self.kind == "whole" else f"in {b[3:]}{nul}"
+            if lo is not None:
+                return f"{what} {'>' if self.lo_open else '>='} {lo}{nul}"
+            return f"{what}{nul}"
+        return {
+            "flag": f"true or false{nul}",
+            "choice": f"one of {_choices(self.choices)}{nul}",
+            "name": f"a name of letters, digits, '_', '.', '-'{nul}",
+            "text": f"a string{nul}",
+            "path": f"a folder path{nul}",
+            "names": "a list of strings",
+            "shape": "a list of whole numbers >= 1 (channels, height, width)",
+        }[self.kind]
+
+    def problem(self, key: str, v) -> str | None:
+        """The error line for value ``v`` of ``key``, or None when it is valid."""
+        if v is None and self.null:
+            return None
+        if self.kind == "choice":
+            ok = any(v == c and type(v) is type(c) for c in self.choices)
+            return None if ok else f"unknown {key} {v!r}; valid choices: {_choices(self.choices)}"
+        bad = f"{key} must be {self.range()}, got {v!r}"
+        if self.kind == "whole":
+            if isinstance(v, float) and math.isfinite(v) and v == int(v) and self._inside(v):
+                return f"{bad} (write {int(v)})"  # 50.0 would be a second identity of 50
+            return None if isinstance(v, int) and not isinstance(v, bool) and self._inside(v) else bad
+        if self.kind == "real":
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                return f"{key} must be a finite number, got {v!r}"
+            return None if self._inside(v) else bad
+        if self.kind == "flag":
+            return None if isinstance(v, bool) else bad
+        if self.kind == "name":
+            return None if isinstance(v, str) and NAME.match(v) else bad
+        if self.kind in ("text", "path"):
+            return None if isinstance(v, str) and (v or self.kind == "text") else bad
+        if self.kind == "names":
+            return None if isinstance(v, list) and all(isinstance(s, str) for s in v) else bad
+        if self.kind == "shape":
+            ok = isinstance(v, list) and 1 <= len(v) <= 3 and all(type(s) is int and s >= 1 for s in v)
+            return None if ok else bad
+        raise ValueError(f"unknown spec kind {self.kind!r}")
+
+    def _inside(self, v) -> bool:
+        lo_ok = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
+        hi_ok = self.hi is None or (v < self.hi if self.hi_open else v <= self.hi)
+        return lo_ok and hi_ok
+
+
+def _choices(choices) -> str:
+    """The choices as written on the command line, each once (``inf``: the string and Hydra's float)."""
+    return ", ".join(dict.fromkeys(str(c).lower() if isinstance(c, bool) else str(c) for c in choices))
+
+
+def Whole(lo=None, hi=None, doc="", **kw) -> Spec:
+    return Spec("whole", doc, lo=lo, hi=hi, **kw)
+
+
+def Real(lo=None, hi=None, doc="", **kw) -> Spec:
+    return Spec("real", doc, lo=lo, hi=hi, **kw)
+
+
+def Flag(doc="", **kw) -> Spec:
+    return Spec("flag", doc, **kw)
+
+
+def OneOf(*choices, doc="", **kw) -> Spec:
+    return Spec("choice", doc, choices=tuple(choices), **kw)
+
+
+def Kind(kind: str, doc="", **kw) -> Spec:
+    return Spec(kind, doc, **kw)
+
+
+# ----------------------------------------------------------------------------- the keys
+
+# fmt: off
+KEYS: dict[str, Spec] = {
+    # conf/config.yaml
+    "experiment": Kind("name", "groups runs: output folder multirun/<experiment>, W&B group"),
+    "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
+    "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
+    "reading": Kind("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
+    "memory": Whole(0, None, "M: memory size (total, or per class if memory_per_class); bounds per method: cross-key rules"),
+    "memory_per_class": Flag("reading: false = M in total | true = M per class (MIR's --mem_size)"),
+    "batch_size": Whole(1, None, "reading: |B_t|, incoming batch size"),
+    "replay_size": Whole(1, None, "reading: |R|, replayed memory samples per step"),
+    "replay_loss": OneOf("concat", "split", doc="reading: concat = one loss over R + B_t | split = mean(B_t) + mean(R)"),
+    "exclude_current_task": Flag("reading: replay (and MIR/C-CMR candidates) only from past tasks' slots"),
+    "candidates": Whole(1, None, "reading: C-CMR candidates; null = all of M (paper) | C random ones", null=True),
+    "compare_to_old_logits": Flag("reading: MIR scores against the logits stored with the sample"),
+    "tau": Real(0, 1, "C-CMR: p = round(tau |R|) interfered samples (R_e), q = |R| - p task-associated (R_t)"),
+    "lambda": Real(0, 1, "imbalance (PROTOCOL 6): one class per task keeps round((1 - lambda) n)", hi_open=True),
+    "lr": Real(0, None, "reading: SGD learning rate (a method's method.lr overrides it)", lo_open=True),
+    "momentum": Real(0, 1, "SGD momentum", hi_open=True),
+    "weight_decay": Real(0, None, "SGD weight decay (L2)"),
+    "scenario": OneOf("class_il", "task_il", "domain_il", doc="one head over all classes | task-IL masks | domain-IL"),
+    "eval_mask": OneOf("all", "seen", doc="all: argmax over the whole head | seen: only classes seen so far"),
+    "eval_split": OneOf("test", "val", doc="test | val (tuning; needs data.val_fraction > 0)"),
+    "data.root": Kind("path", "folder of the datasets (default $DATA_DIR, else ./data)"),
+    "data.download": Flag("fetch the official files (md5-checked) when missing"),
+    "data.verify_md5": Flag("md5-check every data file before reading it"),
+    "data.class_order": OneOf("natural", "random", doc="natural | random (permuted with the seed)"),
+    "data.val_fraction": Real(0, 1, "held out of each task's training samples", hi_open=True),
+    "data.imbalance_semantics": OneOf("keep", "ratio", doc="keep: minority keeps (1 - lambda) n | ratio: lambda n"),
+    "data.normalize": Flag("standardise inputs with the training set's mean and std"),
+    # conf/benchmark/
+    "benchmark.name": Kind("name", "the benchmark's name (results, tables)"),
+    "benchmark.source": OneOf(*SOURCE_SIZES, "synthetic", doc="dataset the tasks are cut from"),
+    "benchmark.n_tasks": Whole(1, None, "T: number of tasks (at most classes // classes_per_task)"),
+    "benchmark.classes_per_task": Whole(1, None, "classes per task (at most the source's classes)"),
+    "benchmark.train_per_class": Whole(1, None, "training samples per class; null = all (at most the smallest class)", null=True),
+    "benchmark.backbone": OneOf("mlp", "resnet18", doc="the paper's network for this benchmark (model=auto)"),
+    "benchmark.iters_per_batch": Whole(1, None, "optimisation steps per incoming batch (split-CIFAR100: 5)"),
+    "benchmark.synthetic.num_classes": Whole(1, None, "synthetic: number of Gaussian clusters", req=False),
+    "benchmark.synthetic.shape": Kind("shape", "synthetic: input shape", req=False),
+    "benchmark.synthetic.train_per_class": Whole(1, None, "synthetic: training samples per class", req=False),
+    "benchmark.synthetic.test_per_class": Whole(1, None, "synthetic: test samples per class", req=False),
+    "benchmark.synthetic.seed": Whole(0, SEED_MAX, "synthetic: seed of the clusters", req=False),
+    # conf/model/
+    "model.arch": OneOf("auto", "mlp", "resnet18", doc="auto: benchmark.backbone | mlp | resnet18 (reduced, nf)"),
+    "model.hidden": Whole(1, None, "MLP: units per hidden layer", req=False),
+    "model.depth": Whole(0, None, "MLP: hidden layers (0: a linear classifier)", req=False),
+    "model.nf": Whole(1, None, "reduced ResNet-18: width of the first stage", req=False),
+    # conf/trainer/
+    "trainer.accelerator": OneOf("auto", "cpu", "gpu", doc="auto: the GPU when there is one | cpu | gpu"),
+    "trainer.device_index": Whole(0, None, "GPU index; null: $CLSUITE_GPU or 0", null=True),
+    "trainer.deterministic": Flag("Lightning's deterministic algorithms"),
+    "trainer.precision": OneOf(*PRECISIONS, doc="Lightning precision (16-mixed: CUDA only)"),
+    "trainer.progress_bar": OneOf("auto", True, False, doc="auto: when stderr is a terminal | true | false"),
+    "trainer.log_every_n_steps": Whole(1, None, "loss logged every n incoming batches"),
+    "trainer.threads": Whole(1, None, "torch / BLAS CPU threads; null: torch's default", null=True),
+    # conf/logger/
+    "logger.name": OneOf("csv", "none", "wandb", doc="where the run's curves go"),
+    "logger.mode": OneOf("offline", "online", "disabled", doc="W&B mode ($WANDB_MODE wins)", req=False),
+    "logger.project": Kind("name", "W&B project", req=False),
+    "logger.entity": Kind("text", "W&B entity (team or user)", null=True, req=False),
+    "logger.group": Kind("text", "W&B group; null: the table cell", null=True, req=False),
+    "logger.run_name": Kind("text", "W&B run name; null: every key of the run", null=True, req=False),
+    "logger.tags": Kind("names", "W&B tags added to the automatic ones", req=False),
+    # conf/method/
+    "method.name": Kind("name", "the method's name (results, tables)"),
+    "method.lr": Real(0, None, "the method's own learning rate; null = the run's lr", lo_open=True, null=True),
+    "method.joint": Flag("one i.i.d. pass over all tasks (joint upper bound)", req=False),
+    "method.replay_loss": OneOf("concat", "split", doc="the method's own replay_loss, under every reading", req=False),
+    "method.replay_size": Whole(1, None, "the method's own |R| (A-GEM's g_ref batch); null = the reading's", null=True, req=False),
+}
+
+# Parameters of the classes in method.replay / method.update / method.plugin, by ``_target_``.
+# ``slots``: what the update policy's memory layout needs one slot of ("task" | "class");
+# ``scenarios``: the scenarios a plugin supports (default: all).
+NODES: dict[str, dict] = {
+    # conf/replay/
+    "clsuite.replay.random.RandomReplay": dict(
+        exclude_current_task=Flag("replay only from past tasks' slots")),
+    "clsuite.replay.balanced.BalancedReplay": dict(
+        exclude_current_task=Flag("replay only from past tasks' slots")),
+    "clsuite.replay.ccmr.CCMRReplay": dict(
+        tau=Real(0, 1, "p = round(tau |R|) interfered (R_e), q = |R| - p task-associated (R_t)"),
+        candidates=Whole(1, None, "null = score all of M | C random candidates", null=True),
+        exclude_current_task=Flag("score and replay only past tasks' slots"),
+        compare_to_old_logits=Flag("score against the logits stored with the sample (as MIR)"),
+        R_t_from=OneOf("candidates", "memory", doc="R_t from the scored pool - R_e | all of M - R_e")),
+    "clsuite.replay.mir.MIRReplay": dict(
+        candidates=Whole(1, None, "C: random candidates scored by the virtual step"),
+        exclude_current_task=Flag("candidates only from past tasks' slots"),
+        compare_to_old_logits=Flag("score against the logits stored with the sample")),
+    # conf/update/
+    "clsuite.memory.reservoir.Reservoir": dict(),
+    "clsuite.memory.ebrs.EBRS": dict(
+        class_ties=OneOf("lowest", "random", doc="most frequent classes tied: lowest label | random"),
+        victim=OneOf("lowest_score", "random", doc="lowest-score slot of the class (Alg. 2) | a random one"),
+        unscored=OneOf(0, "inf", "insertion", math.inf, doc="s(m) of a sample until first scored")),
+    "clsuite.memory.gss_greedy.GSSGreedy": dict(
+        n_mem_grads=Whole(1, None, "n: memory gradient vectors G_j per incoming batch"),
+        mem_batch=Whole(1, None, "memory samples per G_j"),
+        empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory")),
+    "clsuite.memory.herding.HerdingMemory": dict(slots="class"),
+    "clsuite.memory.class_ring.ClassRingBuffer": dict(slots="class"),
+    "clsuite.memory.task_ring.TaskRingBuffer": dict(
+        slots="task",
+        n_tasks=Whole(1, None, "T of the ring layout; null = benchmark.n_tasks (at least that)", null=True)),
+    # conf/method/ plugins
+    "clsuite.methods.base.NoMemory": dict(),
+    "clsuite.methods.agem.AGEM": dict(),
+    "clsuite.methods.icarl.ICaRL": dict(scenarios=("class_il", "task_il")),
+    "clsuite.methods.gem.GEM": dict(
+        memory_strength=Real(0, None, "margin of the dual QP (GEM's gamma)"),
+        eps=Real(0, None, "ridge added to G G' before the QP", lo_open=True)),
+    "clsuite.methods.hal.HAL": dict(
+        scenarios=("class_il", "task_il"),
+        hal_lambda=Real(0, None, "weight of the anchor loss"),
+        beta=Real(0, 1, "EMA factor of the mean embedding phi"),
+        gamma=Real(0, None, "weight of ||phi(e) - phi_y||^2 in the anchor objective"),
+        anchor_steps=Whole(0, None, "SGD steps per anchor"),
+        finetune_steps=Whole(0, None, "fine-tuning steps on the memory for theta_M"),
+        finetune_batch=Whole(1, None, "memory batch of those steps"),
+        anchor_lr=Real(0, None, "anchor SGD learning rate; null = the method's lr", lo_open=True, null=True)),
+    "clsuite.methods.oewc.OnlineEWC": dict(
+        e_lambda=Real(0, None, "weight of the EWC penalty"),
+        gamma=Real(0, 1, "decay of the online Fisher at each task end"),
+        chunk=Whole(1, None, "samples per vmap call for the Fisher (memory vs speed only)")),
+    "clsuite.methods.si.SI": dict(
+        c=Real(0, None, "weight of the surrogate loss"),
+        xi=Real(0, None, "damping of Omega's denominator", lo_open=True),
+        clip=Real(0, None, "gradient entries clipped to [-clip, clip]; null = no clipping", lo_open=True, null=True)),
+}
+# fmt: on
+SLOTS = ("replay", "update", "plugin")  # method.<slot>: null or a node of NODES
+META = ("slots", "scenarios")  # NODES entries that are not keys
+
+
+def declare(target: str, **keys) -> None:
+    """Declare a replay / update / plugin class from outside ``src/`` (same form as a NODES entry)."""
+    NODES[target] = dict(keys)
+
+
+def node_keys(target: str) -> dict[str, Spec]:
+    return {k: v for k, v in NODES.get(target, {}).items() if k not in META}
+
+
+def targets(slot: str) -> list[str]:
+    prefix = {"replay": "clsuite.replay.", "update": "clsuite.memory.", "plugin": "clsuite.methods."}[slot]
+    return [t for t in NODES if t.startswith(prefix)]
+
+
+# ----------------------------------------------------------------------------- reading values
+
+
+def value(cfg, key: str, spec: Spec | None = None):
+    """``cfg``'s value at the dotted ``key``, resolved; a failed interpolation is a ``ConfigError``."""
+    try:
+        v = OmegaConf.select(cfg, key, default=MISSING, throw_on_missing=True)
+    except MissingMandatoryValue:
+        raise ConfigError(f"{key} is not set (???){_must(key, spec)}") from None
+    except OmegaConfBaseException as e:
+        why = " ".join(str(e).split("\n")[0].split())
+        why = re.sub(r"^\w+ raised while resolving interpolation: ", "", why).strip("\"'")
+        raise ConfigError(f"{key}={_raw(cfg, key)} does not resolve ({why}){_must(key, spec)}") from None
+    if v is MISSING:
+        return MISSING
+    return OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
+
+
+def _must(key: str, spec: Spec | None) -> str:
+    if spec is None:
+        return ""
+    return f"; valid choices: {_choices(spec.choices)}" if spec.kind == "choice" else f"; {key} must be {spec.range()}"
+
+
+def _raw(cfg, key: str) -> str:
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, throw_on_resolution_failure=False) if parent else cfg
+    try:
+        return str(node._get_node(leaf)._value())
+    except Exception:
+        return "?"
+
+
+# ----------------------------------------------------------------------------- cross-key rules
+
+
+def _rule_benchmark(cfg) -> str | None:
+    """benchmark sizes fit the source: classes_per_task, n_tasks, train_per_class, val_fraction."""
+    n_classes, available = source_size(cfg.benchmark)
+    per_task = cfg.benchmark.classes_per_task
+    for key, hi in (("benchmark.classes_per_task", n_classes), ("benchmark.n_tasks", n_classes // per_task)):
+        if msg := Whole(1, hi).problem(key, value(cfg, key)):
+            return msg
+    per_class = cfg.benchmark.train_per_class
+    if msg := Whole(1, available, null=True).problem("benchmark.train_per_class", per_class):
+        return msg
+    per_class, vf = per_class or available, cfg.data.val_fraction
+    if per_class - round(vf * per_class) < 1:
+        return (
+            f"data.val_fraction={vf} leaves {per_class - round(vf * per_class)} training samples per class of "
+            f"{per_class} (zero training steps); valid: data.val_fraction < {1 - 0.5 / per_class:.4f}"
+        )
+    return None
+
+
+def source_size(bench) -> tuple[int, int]:
+    """(classes, training samples of the smallest class) of the benchmark's source."""
+    if bench.source != "synthetic":
+        return SOURCE_SIZES[bench.source]
+    syn = bench.get("synthetic")
+    if not syn:
+        raise ConfigError(
+            "benchmark.synthetic is missing; benchmark.source=synthetic needs its num_classes, shape, ..."
+        )
+    return syn.num_classes, syn.train_per_class
+
+
+def n_classes(cfg) -> int:
+    """Classes of the stream (T x classes per task): what memory_per_class multiplies."""
+    return int(cfg.benchmark.n_tasks) * int(cfg.benchmark.classes_per_task)
+
+
+def _rule_memory(cfg) -> str | None:
+    """memory: at least one slot per task (GEM's task ring) or per class (HAL's ring, iCaRL's
+    exemplars) of the method's layout, at most the stream's training samples before imbalance
+    (a larger M stores every sample: a second name for the same run)."""
+    update = cfg.method.get("update")
+    if not update:  # no memory (online, joint, oEWC, SI)
+        return None
+    bench, per_class = cfg.benchmark, bool(cfg.memory_per_class)
+    classes = n_classes(cfg)
+    per_class_n = bench.train_per_class or source_size(bench)[1]
+    stream = classes * (per_class_n - round(cfg.data.val_fraction * per_class_n))
+    unit = classes if per_class else 1  # slots per unit of `memory`
+    lo, why = 0, ""
+    slots = NODES.get(update.get("_target_"), {}).get("slots")
+    if slots == "task":
+        t = update.get("n_tasks") or bench.n_tasks
+        if t < bench.n_tasks:
+            return (
+                f"method.update.n_tasks must be null or a whole number >= {bench.n_tasks} (benchmark.n_tasks), got {t}"
+            )
+        lo, why = -(-t // unit), f"one ring slot per task, T={t}"
+    elif slots == "class":
+        heads = bench.classes_per_task if cfg.scenario == "domain_il" else classes
+        lo, why = -(-heads // unit), f"one slot per class, {heads} classes"
+    hi = stream // unit
+    m = cfg.memory
+    if lo <= m <= hi:
+        return None
+    size = f" per class (x {classes} classes)" if per_class else ""
+    need = f"method={cfg.method.name} needs {why}" if m < lo else f"{stream} training samples in the stream"
+    return f"memory must be a whole number in [{lo}, {hi}]{size} ({need}), got {m}"
+
+
+def _rule_scenario(cfg) -> str | None:
+    """scenario: one the method's plugin supports (iCaRL and HAL need one output per class)."""
+    plugin = cfg.method.get("plugin")
+    ok = NODES.get(plugin.get("_target_"), {}).get("scenarios") if plugin else None
+    if ok and cfg.scenario not in ok:
+        return f"method={cfg.method.name} does not support scenario={cfg.scenario}; valid choices: {', '.join(ok)}"
+    return None
+
+
+def _rule_device(cfg) -> str | None:
+    """trainer: gpu needs a CUDA device, device_index one of them, precision one the device runs."""
+    t = cfg.trainer
+    acc, index, precision = t.accelerator, t.get("device_index"), t.precision
+    if acc == "cpu" or (acc == "auto" and index is None and precision in CPU_PRECISIONS):
+        return None if acc != "cpu" or precision in CPU_PRECISIONS else _precision_line(precision, "cpu")
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0 and acc == "gpu":
+        return "trainer.accelerator='gpu' but no CUDA device is available; valid here: auto, cpu"
+    if index is not None and n and index >= n:
+        return f"trainer.device_index must be in [0, {n - 1}] on this machine, got {index}"
+    if n == 0 and precision not in CPU_PRECISIONS:
+        return _precision_line(precision, "cpu")
+    if n and precision == "bf16-mixed" and not torch.cuda.is_bf16_supported():
+        return _precision_line(precision, "this GPU", ("32-true", "16-mixed"))
+    return None
+
+
+def _precision_line(precision, device, valid=CPU_PRECISIONS) -> str:
+    return f"trainer.precision={precision} does not run on {device}; valid choices here: {', '.join(valid)}"
+
+
+def _rule_eval_split(cfg) -> str | None:
+    """eval_split=val needs a validation split (data.val_fraction > 0)."""
+    if cfg.eval_split == "val" and cfg.data.val_fraction == 0:
+        return "eval_split=val needs data.val_fraction > 0 (e.g. data.val_fraction=0.05)"
+    return None
+
+
+RULES: tuple[Callable, ...] = (_rule_benchmark, _rule_memory, _rule_scenario, _rule_device, _rule_eval_split)
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+def check(cfg: DictConfig) -> int:
+    """Steps 1-3 of the module docstring; the number of keys checked. Raises ``ConfigError``."""
+    n = 0
+    for key, spec in KEYS.items():
+        v = value(cfg, key, spec)
+        if v is MISSING:
+            if spec.req:
+                raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
+            continue
+        if msg := spec.problem(key, v):
+            raise ConfigError(msg)
+        n += 1
+    for slot in SLOTS:
+        node = value(cfg, f"method.{slot}")
+        if node is MISSING or node is None:
+            continue
+        target = node.get("_target_") if isinstance(node, dict) else None
+        if target not in NODES:
+            from hydra.utils import get_class
+
+            try:
+                get_class(str(target))  # a class declared elsewhere (an extension): its keys are its own
+            except Exception:
+                valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
+                raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}") from None
+            continue
+        for k, spec in node_keys(target).items():
+            key = f"method.{slot}.{k}"
+            v = value(cfg, key, spec)
+            if v is MISSING:
+                raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
+            if msg := spec.problem(key, v):
+                raise ConfigError(msg)
+            n += 1
+    for rule in RULES:
+        if msg := rule(cfg):
+            raise ConfigError(msg)
+    return n
