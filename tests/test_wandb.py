@@ -161,7 +161,7 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
     for m in (50, 100):
         for method, final in (("er", 60.0), ("mir", 70.0)):
             for seed in (0, 1):
-                write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 40.0))
+                write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 60.0))
     out = tmp_path / "results"
     s = sync_experiment("memory", tmp_path / "multirun", out)
     assert (s["results"], s["logged"]) == (8, 8)

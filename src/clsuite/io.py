@@ -46,3 +46,10 @@ def read_json(path: str | Path) -> dict | None:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+
+
+def read_object(path: str | Path) -> dict | None:
+    """The parsed file when it holds a JSON object; None when it is missing, unreadable, not valid
+    JSON, or valid JSON of another kind (``[]``: a bookkeeping file someone else wrote)."""
+    obj = read_json(path)
+    return obj if isinstance(obj, dict) else None
