@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(
             f"{e}; the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them", e.exit_code
         )
-    s = sweep.LAST_SUMMARY
+    s = sweep.last_summary()
     if s and (s.get("failed") or s.get("interrupted")):
         sys.exit(1)
 

@@ -54,6 +54,7 @@ class Rejected:
 
     path: Path
     reason: str
+    data: dict | None = None  # the parsed file when it was a JSON object (to say why, never to count)
 
     ok = False
 
@@ -72,7 +73,9 @@ def read_run(path) -> SealedRun | Rejected:
     except ValueError:
         return Rejected(path, "not valid JSON (a torn or hand-written file)")
     reason = problem(res)
-    return Rejected(path, reason) if reason else SealedRun(path, res)
+    if reason:
+        return Rejected(path, reason, res if isinstance(res, dict) else None)
+    return SealedRun(path, res)
 
 
 def problem(res) -> str | None:

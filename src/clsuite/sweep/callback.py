@@ -1,0 +1,120 @@
+"""The Hydra callback of every multirun (conf/config.yaml ``hydra.callbacks.sweep``).
+
+At the start (:meth:`SweepCallback.on_multirun_start`): expand and check the grid
+(``clsuite.sweep.grid``; a bad grid is one ``error:`` line, exit 2, before any job starts); an
+empty sweep (``seed=range(0,0)``) writes nothing and exits 0; then ``grid.json`` and the reuse
+index (``clsuite.sweep.index.reindex``). At the end: the summary, counted from the jobs' own files
+(``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status
+(:func:`last_summary`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from clsuite import identity as ident
+from clsuite.config import ConfigError
+from clsuite.io import GRID_FILE, write_json_atomic
+from clsuite.locks import HOST
+from clsuite.sweep.env import env_flag
+from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
+from clsuite.sweep.index import reindex
+from clsuite.sweep.job import error_line
+from clsuite.sweep.summary import summarize
+
+_LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
+
+
+def last_summary() -> dict | None:
+    """The summary of the last sweep this process launched (None before one ended)."""
+    return _LAST.get("summary")
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:  # pragma: no cover
+    _HydraCallback = object  # type: ignore[assignment,misc]
+
+
+class SweepCallback(_HydraCallback):
+    """Hydra callback (conf/config.yaml ``hydra.callbacks.sweep``): grid check + grid.json + summary."""
+
+    def __init__(self) -> None:
+        self.grid: list[dict] | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_id = uuid.uuid4().hex[:12]
+        os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
+        os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
+        sweeper = str(config.hydra.sweeper.get("_target_", ""))
+        if not sweeper.endswith("BasicSweeper"):
+            return
+        try:
+            grid = expand_grid(config)
+        except Exception as e:  # (glob() sweeps and the like: no grid file)
+            print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
+            return
+        errors = unknown_options(grid)
+        try:
+            if errors:
+                raise ConfigError(errors[0])
+            check_folders(config, grid)
+            validate_grid(config, grid)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        if not grid:
+            print(f"sweep {config.get('experiment')}: no jobs (an empty sweep): nothing run, {sweep_dir}/ unchanged",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(0)
+        self.grid = grid  # every job composed and validated: only now is the grid the sweep's
+        write_json_atomic(
+            sweep_dir / GRID_FILE,
+            {
+                "experiment": config.get("experiment"),
+                "sweep_id": sweep_id,
+                "created": dt.datetime.now().isoformat(timespec="seconds"),
+                "host": HOST,
+                "argv": sys.argv,
+                "launcher": str(config.hydra.launcher.get("_target_", "")),
+                "n_jobs": len(grid),
+                "jobs": grid,
+            },
+        )
+        print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
+        if env_flag("CLSUITE_REUSE"):
+            n = reindex(sweep_dir.parent)
+            if n:
+                print(f"sweep {config.get('experiment')}: indexed {n} earlier results for reuse", file=sys.stderr)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        s = summarize(str(config.hydra.sweep.dir), os.environ.get("CLSUITE_SWEEP_ID"), self.grid)
+        _LAST["summary"] = s
+        exp = config.get("experiment")
+        msg = (
+            f"sweep {exp}: {s['ran']} ran, {s['skipped']} skipped (results match), {s['reused']} reused "
+            f"(same identity in another experiment), {s['busy']} busy (running elsewhere), "
+            f"{s['interrupted']} interrupted, {s['failed']} failed"
+        )
+        if "expected" in s:
+            msg += f"; {s['finished_total']}/{s['expected']} of the grid have results"
+        print(msg, file=sys.stderr)
+        if s["reruns"]:
+            why = ", ".join(
+                f"{r} changed: {n}" if r in ident.REASONS[:6] else f"{r}: {n}" for r, n in sorted(s["reruns"].items())
+            )
+            print(f"  reran because {why}", file=sys.stderr)
+        for line in s["failed_jobs"][:20]:
+            print(f"  failed: {line}", file=sys.stderr)
+        print(f"  tables and figures: python scripts/aggregate.py {exp}", file=sys.stderr)
+        from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
+
+        log_sweep_charts(config)
