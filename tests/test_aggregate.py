@@ -17,7 +17,7 @@ import pytest
 from clsuite.analysis import claims as cl
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.load import UNLABELLED, job_overrides, load_experiment, load_runs
+from clsuite.analysis.load import job_overrides, load_experiment, load_runs
 from clsuite.analysis.report import aggregate, main_aggregate, memory_axis
 from clsuite.analysis.stats import Paired, one_sample, paired, summarize
 from tests.results_fixtures import edit_run, fake_R, write_grid, write_run

@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from clsuite import identity, io, sweep
 from clsuite.callbacks import Diverged, DivergenceGuard
 from clsuite.cli import Interrupted, interruptible
-from clsuite.experiment import run_experiment
 from clsuite.config import ConfigError
+from clsuite.experiment import run_experiment
 from tests.conftest import CONF_DIR, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]

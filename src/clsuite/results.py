@@ -100,7 +100,9 @@ def _accuracies(v, n: int | None = None) -> bool:
     return (
         isinstance(v, list)
         and (n is None or len(v) == n)
-        and all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 100 for x in v)
+        and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 100 for x in v
+        )
     )
 
 
@@ -141,7 +143,7 @@ def schema_problem(res: dict) -> str | None:
         node = cfg.get(head) if head else cfg
         if not isinstance(node, dict) or node.get(leaf) != value:
             return f"config.{key} does not match the file's {key.split('.')[0]} ({value!r})"
-    return identity_problem(res["identity"] if "identity" in res else None, cfg)
+    return identity_problem(res.get("identity"), cfg)
 
 
 def identity_problem(identity, cfg: dict) -> str | None:

@@ -333,7 +333,11 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], lef
         "environments": runs.groupby(["device", "torch_threads", "torch"]).size().to_dict() if not runs.empty else {},
     }
     grid = read_object(exp_dir / GRID_FILE)
-    if grid is not None and isinstance(grid.get("jobs"), list) and all(isinstance(j, dict) and j.get("dir") for j in grid["jobs"]):
+    if (
+        grid is not None
+        and isinstance(grid.get("jobs"), list)
+        and all(isinstance(j, dict) and j.get("dir") for j in grid["jobs"])
+    ):
         expected = [j["dir"] for j in grid["jobs"]]
         out["grid"] = {"expected": len(expected), "created": grid.get("created"), "argv": grid.get("argv")}
         rejected = {r["job"] for r in left_out["rejected"]}

@@ -48,6 +48,8 @@ from clsuite.analysis.load import (
     select,
 )
 from clsuite.analysis.stats import summarize
+from clsuite.config import ConfigError
+from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
 
@@ -428,8 +430,9 @@ def main_aggregate(argv=None) -> int:
     incomplete = False
     for exp in args.experiments:
         try:
+            safe_name(exp, "experiment")  # a folder of multirun/ and of results/: never a path
             res = aggregate(exp, args.multirun_dir, args.out, args.layout)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, ConfigError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         st = res["experiment"].status
@@ -441,6 +444,10 @@ def main_aggregate(argv=None) -> int:
         )
         for f in st["failed"]:
             print(f"  failed: {f['job']}: {f['error']}", file=sys.stderr)
+        for r in st["rejected"]:
+            print(f"  left out: {r['job']}: {r['reason']}", file=sys.stderr)
+        for d in st["seed_duplicates"]:
+            print(f"  left out: {d['job']}: another run of its seed, kept {d['kept']} ({d['why']})", file=sys.stderr)
         incomplete |= bool(st["failed"] or st["missing"])
     return 1 if (args.strict and incomplete) else 0
 

@@ -377,7 +377,9 @@ def status_markdown(st: dict, where: str) -> str:
     if st["duplicates"]:
         lines.append(f"- the same run reached twice (same identity, counted once): {len(st['duplicates'])}")
     if st.get("rejected"):
-        lines.append(f"- **left out** (results files never counted: unsealed, edited or malformed): {len(st['rejected'])}")
+        lines.append(
+            f"- **left out** (results files never counted: unsealed, edited or malformed): {len(st['rejected'])}"
+        )
         lines += [f"  - `{r['job']}`: {r['reason']}" for r in st["rejected"]]
     if st.get("seed_duplicates"):
         lines.append(

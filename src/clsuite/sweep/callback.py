@@ -21,13 +21,37 @@ from omegaconf import DictConfig
 
 from clsuite import identity as ident
 from clsuite.config import ConfigError
-from clsuite.io import GRID_FILE, write_json_atomic
+from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.locks import HOST
+from clsuite.paths import check_names
 from clsuite.sweep.env import env_flag
 from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import error_line
 from clsuite.sweep.summary import summarize
+
+
+def _refuse(check, *args) -> None:
+    """Run ``check(*args)`` (or raise ``check`` when it is an error): a ``ConfigError`` is one ``error:``
+    line and exit 2, an ``OSError`` (an output folder that cannot be made) one line and exit 1."""
+    try:
+        if isinstance(check, BaseException):
+            raise check
+        check(*args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print(f"error: {os_error_line(e)}; nothing run", file=sys.stderr)
+        sys.exit(1)
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
 
 _LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
 
@@ -49,7 +73,17 @@ class SweepCallback(_HydraCallback):
     def __init__(self) -> None:
         self.grid: list[dict] | None = None
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run, before Hydra makes its folder: names, and a folder free of other results."""
+        _refuse(check_names, config)
+        run_dir = Path(str(config.hydra.run.dir))
+        if (run_dir / RESULTS_FILE).exists():
+            _refuse(ConfigError(f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
+                                "choose a new folder (the default makes one per run)"))  # fmt: skip
+        _refuse(_make_folder, run_dir)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse(check_names, config)
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
         os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
@@ -62,21 +96,19 @@ class SweepCallback(_HydraCallback):
             print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
             return
         errors = unknown_options(grid)
-        try:
-            if errors:
-                raise ConfigError(errors[0])
-            check_folders(config, grid)
-            validate_grid(config, grid)
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+        if errors:
+            _refuse(ConfigError(errors[0]))
+        _refuse(check_folders, config, grid)
+        _refuse(validate_grid, config, grid)
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not grid:
             print(f"sweep {config.get('experiment')}: no jobs (an empty sweep): nothing run, {sweep_dir}/ unchanged",
                   file=sys.stderr)  # fmt: skip
             sys.exit(0)
         self.grid = grid  # every job composed and validated: only now is the grid the sweep's
-        write_json_atomic(
+        _refuse(_make_folder, sweep_dir)
+        _refuse(
+            write_json_atomic,
             sweep_dir / GRID_FILE,
             {
                 "experiment": config.get("experiment"),

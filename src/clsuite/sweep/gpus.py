@@ -17,7 +17,6 @@ from clsuite import identity as ident
 from clsuite.sweep.env import env_flag
 
 
-
 def gpu_count() -> int:
     try:
         import torch

@@ -115,7 +115,9 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
 
 def check_folders(config: DictConfig, jobs: list[dict]) -> None:
     """``ConfigError`` when the jobs would share a folder or the sweep spans experiments (module docstring)."""
-    experiments = sorted({o.partition("=")[2] for j in jobs for o in j["overrides"] if o.partition("=")[0].lstrip("+~") == "experiment"})
+    experiments = sorted(
+        {o.partition("=")[2] for j in jobs for o in j["overrides"] if o.partition("=")[0].lstrip("+~") == "experiment"}
+    )
     if len(experiments) > 1:
         raise ConfigError(
             f"experiment is swept ({','.join(experiments)}): a sweep writes one experiment's folder, grid and "

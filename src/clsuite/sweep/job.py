@@ -38,7 +38,16 @@ from pathlib import Path
 from clsuite import identity as ident
 from clsuite.config import dotted_get
 from clsuite.identity import config_diff, config_hash, normalize
-from clsuite.io import FAILED_FILE, LOG_FILE, OVERRIDES_FILE, RESULTS_FILE, STALE_PREFIX, read_object, write_json_atomic
+from clsuite.io import (
+    FAILED_FILE,
+    LOG_FILE,
+    OVERRIDES_FILE,
+    RESULTS_FILE,
+    STALE_PREFIX,
+    os_error_line,
+    read_object,
+    write_json_atomic,
+)
 from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
 from clsuite.sweep.env import env_flag, resume_mode
@@ -204,6 +213,8 @@ class Job:
 
 
 def error_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:  # an output path: name it
+        return f"{type(exc).__name__}: {os_error_line(exc)}"
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
@@ -222,8 +233,3 @@ def _attempt(prev: dict) -> int:
         return int(prev.get("attempt", 0))
     except (TypeError, ValueError):
         return 0
-
-
-def error_line(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
