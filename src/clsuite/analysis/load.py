@@ -116,6 +116,17 @@ def _code(res: dict) -> str:
     return "unknown"
 
 
+def real_data(res: dict) -> bool:
+    """Made on a real data set: not ``benchmark.source=synthetic`` and every data file has an md5."""
+    files = dotted_get(res, "identity.data.files")
+    return (
+        dotted_get(res, "config.benchmark.source") != "synthetic"
+        and isinstance(files, dict)
+        and bool(files)
+        and all(isinstance(v, str) and v for v in files.values())
+    )
+
+
 def reading_of(res: dict) -> str:
     r = res.get("reading")
     if r is None:
@@ -164,6 +175,7 @@ def run_row(res: dict, job: str) -> dict:
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
         "commit": _commit(res),
         "code": _code(res),
+        "real_data": real_data(res),
         "key": str(res["identity"]["key"]),  # sealed files only: the reader checked it
         "reused_from": res.get("reused_from"),
         "R": R,
@@ -175,7 +187,7 @@ def run_row(res: dict, job: str) -> dict:
 
 COLUMNS = [
     "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "seed", *QUANTITIES, "wall_time_s", "train_time_s",
-    "device", "torch_threads", "torch", "cpu", "commit", "code", "key", "reused_from", "R", "b", "flat", "versions",
+    "device", "torch_threads", "torch", "cpu", "commit", "code", "real_data", "key", "reused_from", "R", "b", "flat", "versions",
 ]  # fmt: skip
 
 

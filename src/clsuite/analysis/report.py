@@ -12,12 +12,14 @@ a paper experiment (:data:`SECTIONS`: ``table2``, ``memory``, ``first_task``, ``
 other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its swept axes.
 
 ``build_report`` never destroys: it writes ``results/report/`` and touches ``docs/`` only with
-``docs=True`` and only when every required section has runs (the CIFAR-100 sections are
-optional: they need the CIFAR-100 files). It never deletes a file in ``docs/``; figures it
+``docs=True``, only when every required section has runs (the CIFAR-100 sections are
+optional: they need the CIFAR-100 files) and only when every run it shows passes the docs gate
+(``clsuite.analysis.docs_gate``: sealed, the committed or an accepted code, real data; the
+refusal names the runs). It never deletes a file in ``docs/``; figures it
 writes replace those of the same name. Exit status of ``scripts/report.py``: 0 when a report was
 written (sections without runs are named, with the command that fills them, on stderr and in
 the report); 1 when there is no run at all (nothing written) or when ``--docs`` was asked and a
-required section has no runs (``docs/`` untouched, ``results/report/`` written): a build step
+required section has no runs or a run fails the gate (``docs/`` untouched, ``results/report/`` written): a build step
 that did not do what it was asked must fail, so that ``make report DOCS=1`` cannot pass
 silently on a fresh clone.
 """
@@ -38,6 +40,7 @@ from clsuite.analysis import figures as fg
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import check_quotes, judge_all
+from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
     KEYS,
     Experiment,
@@ -377,8 +380,10 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
     text = "\n".join(md).rstrip() + "\n"
     (out / "REPRODUCTION.md").write_text(text)
     (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
-    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged}
-    if docs is not None and not [s for s in missing if not s.optional]:
+    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": []}
+    if docs is not None:
+        result["ungated"] = ungated(experiments, Path(docs), committed_code())
+    if docs is not None and not [s for s in missing if not s.optional] and not result["ungated"]:
         (Path(docs) / "figures").mkdir(parents=True, exist_ok=True)
         for p in figdir.glob("*.png"):
             if f"figures/{p.name}" in text:  # this report's figures only, not those of earlier builds
@@ -468,8 +473,18 @@ def main_report(argv=None, root: Path | None = None) -> int:
         print(f"error: no runs under {a.multirun_dir}/: nothing written; docs/ untouched", file=sys.stderr)
         return 1
     print(res["written"])
+    for line in res["ungated"][:50]:
+        print(f"refused: {line}", file=sys.stderr)
+    if len(res["ungated"]) > 50:
+        print(f"refused: ... and {len(res['ungated']) - 50} more", file=sys.stderr)
     if a.docs and not res["docs"]:
-        print(f"error: {a.docs}/ not updated: required sections have no runs (listed above)", file=sys.stderr)
+        why = (
+            f"{len(res['ungated'])} runs are not sealed, from the committed (or an accepted) code and on the real "
+            f"data (listed above; docs_gate in src/clsuite/analysis/docs_gate.py, docs/INTEGRITY.md)"
+            if res["ungated"]
+            else "required sections have no runs (listed above)"
+        )
+        print(f"error: {a.docs}/ not updated: {why}", file=sys.stderr)
         return 1
     if res["docs"]:
         print(Path(a.docs) / "REPRODUCTION.md")
