@@ -249,9 +249,10 @@ def wandb_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
 
 
-def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, capsys):
-    """A file named ``wandb`` in the run's folder (W&B cannot start): one warning, CSV instead,
-    exit 0 and the results file; with logger.required=true: one error line before training."""
+def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, monkeypatch, capsys):
+    """A file named ``wandb`` in the run's folder, or online without an API key (W&B cannot start):
+    one warning, CSV instead, exit 0 and the results file; with logger.required=true: one error
+    line before training."""
     from clsuite.cli import run_single
 
     out = tmp_path / "run"
@@ -265,6 +266,15 @@ def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, capsys):
         read_run(out / io.RESULTS_FILE).ok and acc == json.loads((out / io.RESULTS_FILE).read_text())["metrics"]["acc"]
     )
     assert (out / "csv" / "metrics.csv").is_file()  # logged to CSV instead
+    # online without an API key (no network needed: W&B refuses at once)
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    run_single(make_cfg("method=er", *TINY, "logger=wandb"), str(tmp_path / "online"))
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: W&B start failed (UsageError: No API key")
+    assert read_run(tmp_path / "online" / io.RESULTS_FILE).ok
+    monkeypatch.setenv("WANDB_MODE", "offline")
     req = tmp_path / "required"
     req.mkdir()
     (req / "wandb").write_text("taken")

@@ -140,8 +140,7 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
     assert run["config"]["identity"]["key"] == res["identity"]["key"]
     assert run["group"] == describe(c)["group"]
     # results that change (a rerun) get a new run; the old one is superseded, kept out of the mirror
-    res2 = json.loads((job / "results.json").read_text()) | {"seed": 1}
-    (job / "results.json").write_text(json.dumps(res2))
+    run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp", "seed=1"), job)
     assert log_from_results(c, job, source="skipped")
     assert len(offline_runs(job)) == 1 and len(list((job / "wandb" / "superseded").iterdir())) == 1
 
