@@ -430,7 +430,7 @@ def main_aggregate(argv=None) -> int:
     ap.add_argument("--multirun-dir", default="multirun")
     ap.add_argument("--out", default="results", help="output root: <out>/<experiment>/ (default: results)")
     ap.add_argument("--layout", choices=sorted(BY_NAME), help="a paper section's layout (default: by the name)")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when a run of the grid is missing or failed")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a run is missing, failed or left out")
     args = ap.parse_args(argv)
     incomplete = False
     for exp in args.experiments:
@@ -444,8 +444,10 @@ def main_aggregate(argv=None) -> int:
         grid = (
             f" ({st['finished'] - len(st['outside_grid'])}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
         )
+        left = f", {len(st['rejected'])} left out" if st["rejected"] else ""
         print(
-            f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing -> {res['out']}/"
+            f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing{left} "
+            f"-> {res['out']}/"
         )
         for f in st["failed"]:
             print(f"  failed: {f['job']}: {f['error']}", file=sys.stderr)
@@ -453,7 +455,7 @@ def main_aggregate(argv=None) -> int:
             print(f"  left out: {r['job']}: {r['reason']}", file=sys.stderr)
         for d in st["seed_duplicates"]:
             print(f"  left out: {d['job']}: another run of its seed, kept {d['kept']} ({d['why']})", file=sys.stderr)
-        incomplete |= bool(st["failed"] or st["missing"])
+        incomplete |= bool(st["failed"] or st["missing"] or st["rejected"])
     return 1 if (args.strict and incomplete) else 0
 
 
