@@ -332,3 +332,15 @@ def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, mo
     with pytest.raises(OSError) as exc:
         io.write_json_atomic(tmp_path / "afile" / "sub" / io.RESULTS_FILE, {})
     assert io.os_error_line(exc.value) == f"Not a directory: {tmp_path / 'afile' / 'sub' / io.RESULTS_FILE}"
+
+
+@pytest.mark.parametrize(
+    "name", ["table2", "memory", "first_task", "tau", "imbalance", "ablation", "cifar100", "ablation_cifar100"]
+)
+def test_every_paper_sweep_gives_each_job_its_own_folder(name):
+    from tests.test_sweeps import compose_sweep
+
+    cfg = compose_sweep(name)
+    jobs = sweep.expand_grid(cfg)
+    sweep.check_folders(cfg, jobs)  # no ConfigError
+    assert len({j["dir"] for j in jobs}) == len(jobs) > 1
