@@ -225,6 +225,9 @@ def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
     rc, err = cli(f"hydra.run.dir={taken}")
     assert rc == 2 and err[-1].startswith("error: hydra.run.dir") and "already holds another run's results" in err[-1]
     assert (taken / io.RESULTS_FILE).read_text() == "{}" and sorted(os.listdir(taken)) == [io.RESULTS_FILE]
+    (tmp_path / "afile").write_text("x")
+    rc, err = cli(f"hydra.run.dir={tmp_path / 'afile' / 'run'}")  # a folder that cannot be made: one line, exit 1
+    assert rc == 1 and err == [f"error: Not a directory: {tmp_path / 'afile' / 'run'}; nothing run"]
     rc, err = cli("experiment=../../x")
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: experiment '../../x' cannot be a folder name")
     (tmp_path / "multirun" / "e").mkdir(parents=True)

@@ -46,6 +46,21 @@ def _refuse(check, *args) -> None:
         sys.exit(1)
 
 
+def _check_run_dir(run_dir: Path) -> None:
+    """A single run's folder: refused when it holds another run's results; made now (an OS error here
+    is one line, not Hydra's traceback)."""
+    try:
+        taken = (run_dir / RESULTS_FILE).exists()
+    except OSError as e:  # a name too long, a parent that is a file
+        raise OSError(e.errno, e.strerror, str(run_dir)) from e
+    if taken:
+        raise ConfigError(
+            f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
+            "choose a new folder (the default makes one per run)"
+        )
+    _make_folder(run_dir)
+
+
 def _make_folder(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -76,11 +91,7 @@ class SweepCallback(_HydraCallback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single run, before Hydra makes its folder: names, and a folder free of other results."""
         _refuse(check_names, config)
-        run_dir = Path(str(config.hydra.run.dir))
-        if (run_dir / RESULTS_FILE).exists():
-            _refuse(ConfigError(f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
-                                "choose a new folder (the default makes one per run)"))  # fmt: skip
-        _refuse(_make_folder, run_dir)
+        _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse(check_names, config)
