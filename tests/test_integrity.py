@@ -85,6 +85,12 @@ def test_the_suites_own_results_pass_and_every_edit_is_caught(one_run):
     assert read_run(one_run.with_name("none.json")).reason == "missing"
 
 
+def test_a_joint_run_one_final_row_and_nan_metrics_passes(tmp_path):
+    run_experiment(make_cfg("method=joint", *TINY), tmp_path)
+    got = read_run(tmp_path / io.RESULTS_FILE)
+    assert got.ok and len(got.data["R"]) == 1 and got.data["metrics"]["bwt"] != got.data["metrics"]["bwt"]  # NaN
+
+
 def test_config_only_relaxes_the_identity_never_the_seal_and_reuse_never_seals_unverified(one_run, tmp_path):
     """The example of issue 20: resume=config_only accepted a file whose digest was deleted; reuse
     into another experiment then gave it a fresh, valid seal."""
