@@ -3,7 +3,7 @@
     python scripts/aggregate.py table2                  # Table II layout, heatmaps
     python scripts/aggregate.py memory first_task tau   # several experiments
     python scripts/aggregate.py my_sweep                # any other sweep: a plain table of its axes
-    python scripts/aggregate.py table2 --strict         # exit 1 if a run is missing or failed
+    python scripts/aggregate.py table2 --strict         # exit 1 if a run is missing, failed or left out
 
 What each experiment produces: src/clsuite/analysis/report.py.
 """

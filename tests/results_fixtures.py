@@ -2,8 +2,9 @@
 
 Nothing here is a result of the suite. ``plausible_R`` draws an accuracy matrix of a class-IL
 stream (a task is learned to ~95%, then decays towards a method-dependent level; tasks not yet
-seen are at 0); ``write_run`` writes one ``results.json`` with the fields the analysis reads
-(metrics, R, b, config, reading, identity, device, versions); ``paper_suite`` fills
+seen are at 0); ``write_run`` writes one sealed ``results.json`` with the fields the analysis reads
+(metrics, R, b, config, reading, identity, device, versions), which ``clsuite.results.read_run``
+accepts; ``edit_run`` changes one and seals it again; ``paper_suite`` fills
 ``multirun/`` with every paper experiment on two benchmarks, used to draw the figures in tests.
 
     .venv/bin/python -m tests.results_fixtures /tmp/fake_multirun     # then: python scripts/report.py --multirun-dir ...
@@ -11,14 +12,16 @@ seen are at 0); ``write_run`` writes one ``results.json`` with the fields the an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from clsuite.identity import canonical, normalize, seal, sha256
 from clsuite.metrics import all_metrics
+
+CODE_HASH = "0123456789abcdef"  # the made-up code of the made-up runs
 
 # A made-up retention level per method (0 = forgets everything, 1 = keeps what it learned).
 RETENTION = {
@@ -66,6 +69,7 @@ def write_run(
     job=None,
     identity=True,
     device="cpu",
+    code_hash=CODE_HASH,
 ) -> Path:
     """One finished run's ``results.json`` under ``root/<job>/``; returns its folder."""
     R = fake_R(5, 80.0) if R is None else np.asarray(R, dtype=float)
@@ -77,8 +81,8 @@ def write_run(
         "tau": tau,
         "lambda": lam,
         "lr": 0.1,
-        "benchmark": {"name": benchmark, "n_tasks": R.shape[1]},
-        "method": {"name": method},
+        "benchmark": {"name": benchmark, "n_tasks": R.shape[1], "source": "MNIST"},
+        "method": {"name": method, **({"joint": True} if R.shape[0] == 1 else {})},
         "logger": {"name": "csv"},
         "trainer": {"accelerator": "cpu", "progress_bar": False, "threads": 1},
         **({"reading": reading} if reading else {}),
@@ -101,11 +105,12 @@ def write_run(
     if reading:
         res["reading"] = reading
     if identity:
-        blob = json.dumps({k: v for k, v in cfg.items() if k not in ("experiment", "logger")}, sort_keys=True)
         res["identity"] = {
-            "key": hashlib.sha256(blob.encode()).hexdigest(),
-            "code": {"commit": "abc1234", "dirty_hash": None},
-            "env": {"torch_threads": 1, "blas_threads": 1, "device_type": device, "torch": "2.13.0"},
+            "config": normalize(cfg),
+            "code": {"hash": code_hash},
+            "data": {"files": {"MNIST/raw/train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873"}},
+            "env": {"torch_threads": 1, "blas_threads": 1, "device_type": device.split(":")[0], "torch": "2.13.0"},
+            "provenance": {"commit": "abc1234" + "0" * 33, "dirty": False, "version": None},
         }
     name = job or ",".join(
         [f"benchmark={benchmark}", f"lambda={lam}", f"memory={memory}", f"method={method}"]
@@ -114,8 +119,26 @@ def write_run(
     )
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
-    (d / "results.json").write_text(json.dumps(res))
+    (d / "results.json").write_text(json.dumps(reseal(res)))
     return d
+
+
+def reseal(res: dict) -> dict:
+    """The results as a run would write them: the identity's key from its parts, then the seal."""
+    ident = res.get("identity")
+    if isinstance(ident, dict) and all(k in ident for k in ("config", "code", "data", "env")):
+        ident["key"] = sha256(canonical({k: ident[k] for k in ("config", "code", "data", "env")}))
+    res.pop("digest", None)
+    return seal(res)
+
+
+def edit_run(d: Path, edit) -> Path:
+    """Change a written run (``edit(res)`` in place) and seal it again, as if a run had written it."""
+    path = Path(d) / "results.json"
+    res = json.loads(path.read_text())
+    edit(res)
+    path.write_text(json.dumps(reseal(res)))
+    return Path(d)
 
 
 def write_grid(root: Path, dirs: list[str]) -> None:

@@ -17,10 +17,10 @@ import pytest
 from clsuite.analysis import claims as cl
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.load import UNLABELLED, job_overrides, load_experiment, load_runs
+from clsuite.analysis.load import job_overrides, load_experiment, load_runs
 from clsuite.analysis.report import aggregate, main_aggregate, memory_axis
 from clsuite.analysis.stats import Paired, one_sample, paired, summarize
-from tests.results_fixtures import fake_R, write_grid, write_run
+from tests.results_fixtures import edit_run, fake_R, write_grid, write_run
 
 # ----------------------------------------------------------------------------- loading
 
@@ -33,25 +33,74 @@ def test_dedupe_by_identity_key(tmp_path):
     runs, dropped = load_runs(root)
     assert sorted(runs["job"]) == ["a", "c"] and dropped == [("b", "a")]
     # a run copied from another experiment gives way to the one trained here
-    d = write_run(root, seed=2, R=fake_R(5, 60.0), job="a0")
-    res = json.loads((d / "results.json").read_text())
-    (d / "results.json").write_text(json.dumps({**res, "reused_from": "elsewhere"}))
+    edit_run(write_run(root, seed=2, R=fake_R(5, 60.0), job="a0"), lambda res: res.update(reused_from="elsewhere"))
     write_run(root, seed=2, R=fake_R(5, 60.0), job="z")
     runs, dropped = load_runs(root)
     assert "z" in set(runs["job"]) and ("a0", "z") in dropped
 
 
-def test_dedupe_falls_back_to_the_normalised_config(tmp_path):
+def test_forged_unsealed_and_malformed_files_are_never_counted(tmp_path):
+    """The example of issue 20: metrics.acc set to 99 by hand moved a cell to 81.2 +- 25.2."""
     root = tmp_path / "table2"
-    write_run(root, seed=0, identity=False, reading=None, job="a")
-    # same result-affecting config; the logger and the experiment name do not count (normalize)
-    write_run(root, seed=0, identity=False, reading=None, extra_cfg={"logger": {"name": "wandb"}}, job="b")
-    write_run(root, seed=0, identity=False, reading=None, extra_cfg={"lr": 0.05}, job="c")
-    runs, dropped = load_runs(root)
-    assert sorted(runs["job"]) == ["a", "c"] and dropped == [("b", "a")]
-    assert set(runs["reading"]) == {UNLABELLED}
-    assert runs["key"].str.startswith("config:").all()
-    assert sorted(runs["variant"]) == ["lr=0.05", "lr=0.1"]  # varies within one cell: never pooled
+    for s in range(3):
+        write_run(root, seed=s, R=fake_R(5, 80.0), job=f"s{s}")
+    forged = root / "s2" / "results.json"
+    res = json.loads(forged.read_text())
+    res["metrics"]["acc"] = 99.0
+    forged.write_text(json.dumps(res))  # the seal no longer matches
+    d = write_run(root, seed=3, job="no_metrics")
+    edit_run(d, lambda r: r.pop("metrics"))  # sealed again, but malformed
+    edit_run(write_run(root, seed=4, job="acc_not_from_R"), lambda r: r["metrics"].update(acc=99.0))
+    d = write_run(root, seed=5, job="unsealed")
+    res = json.loads((d / "results.json").read_text())
+    (d / "results.json").write_text(json.dumps({k: v for k, v in res.items() if k != "digest"}))
+    (root / "list").mkdir()
+    (root / "list" / "results.json").write_text("[]")
+    (root / "torn").mkdir()
+    (root / "torn" / "results.json").write_text('{"status": "fini')
+    e = load_experiment(root)
+    assert sorted(e.runs["job"]) == ["s0", "s1"]
+    s = summarize(e.runs)
+    assert s["acc_mean"].tolist() == [80.0] and s["n"].tolist() == [2]
+    reasons = {r["job"]: r["reason"] for r in e.status["rejected"]}
+    assert reasons["s2"].startswith("edited after it was written")
+    assert reasons["no_metrics"].startswith("'metrics' lacks")
+    assert reasons["acc_not_from_R"].startswith("metrics.acc = 99.0 is not the value recomputed")
+    assert reasons["unsealed"].startswith("unsealed")
+    assert reasons["list"] == "not a JSON object (a list)" and reasons["torn"].startswith("not valid JSON")
+    md = tb.status_markdown(e.status, "x")
+    assert "**left out**" in md and "`s2`: edited after it was written" in md
+
+
+def test_a_run_without_identity_is_rejected(tmp_path):
+    root = tmp_path / "table2"
+    write_run(root, seed=0, identity=False, job="a")
+    write_run(root, seed=1, job="b")
+    runs, _dropped, left = load_runs(root, with_left_out=True)
+    assert list(runs["job"]) == ["b"] and left["rejected"][0]["reason"].startswith("no 'identity' object")
+
+
+def test_one_run_per_seed_the_current_codes_else_the_newest(tmp_path, monkeypatch):
+    """Two runs of one seed with different code were both pooled (n=3 over 2 seeds)."""
+    import os
+
+    from clsuite.analysis import load
+
+    root = tmp_path / "table2"
+    write_run(root, seed=0, R=fake_R(5, 80.0), job="s0")
+    old = write_run(root, seed=1, R=fake_R(5, 70.0), job="s1_old", code_hash="aaaa000000000000")
+    new = write_run(root, seed=1, R=fake_R(5, 60.0), job="s1_new", code_hash="bbbb000000000000")
+    os.utime(old / "results.json", (1e9, 1e9))  # older
+    runs, _d, left = load_runs(root, with_left_out=True)
+    assert sorted(runs["job"]) == ["s0", "s1_new"]
+    assert left["seed_duplicates"] == [{"job": "s1_old", "kept": "s1_new", "why": "the newest results file"}]
+    assert summarize(runs)["n"].tolist() == [2]
+    monkeypatch.setattr(load, "current_code", lambda: "aaaa000000000000")
+    runs, _d, left = load_runs(root, with_left_out=True)
+    assert sorted(runs["job"]) == ["s0", "s1_old"] and left["seed_duplicates"][0]["why"] == "the current code's run"
+    md = tb.status_markdown(load_experiment(root).status, "x")
+    assert "`s1_new`: left out, kept `s1_old` (the current code's run)" in md
+    del new
 
 
 def test_status_against_the_grid(tmp_path):
@@ -74,18 +123,13 @@ def test_status_against_the_grid(tmp_path):
 def test_mixed_environments_are_flagged(tmp_path):
     root = tmp_path / "table2"
     write_run(root, seed=0)
-    d = write_run(root, seed=1)
-    res = json.loads((d / "results.json").read_text())
-    res["identity"]["env"]["torch_threads"] = 2
-    (d / "results.json").write_text(json.dumps(res))
+    edit_run(write_run(root, seed=1), lambda res: res["identity"]["env"].update(torch_threads=2))
     md = tb.status_markdown(load_experiment(root).status, "x")
     assert "**mixed environments**" in md and "cpu / 2 / 2.13.0 (1 runs)" in md
 
 
 def _set_identity(d, **code_and_provenance):
-    res = json.loads((d / "results.json").read_text())
-    res["identity"].update(code_and_provenance)
-    (d / "results.json").write_text(json.dumps(res))
+    edit_run(d, lambda res: res["identity"].update(code_and_provenance))
 
 
 def test_code_versions_are_content_hashes_and_commits_are_provenance(tmp_path):
@@ -93,7 +137,9 @@ def test_code_versions_are_content_hashes_and_commits_are_provenance(tmp_path):
     same = {"code": {"hash": "1111222233334444"}}
     _set_identity(write_run(root, seed=0), **same, provenance={"commit": "a" * 40, "dirty": False, "version": None})
     _set_identity(write_run(root, seed=1), **same, provenance={"commit": "b" * 40, "dirty": True, "version": None})
-    old = write_run(root, seed=2)  # made before content hashes: {"commit": "abc1234", "dirty_hash": None}
+    old = write_run(root, seed=2)
+    _set_identity(old, code={"commit": "abc1234", "dirty_hash": None})  # made before content hashes
+    edit_run(old, lambda res: res["identity"].pop("provenance"))
     runs = load_runs(root)[0].set_index("seed")
     assert list(runs["commit"]) == ["aaaaaaaaaa", "bbbbbbbbbb+dirty", "abc1234"]
     assert list(runs["code"]) == ["1111222233334444", "1111222233334444", "commit:abc1234"]
@@ -336,15 +382,13 @@ def test_variants_are_shown_apart_not_pooled(tmp_path):
 
 def test_machine_facts_come_from_the_results_file(tmp_path):
     d = write_run(tmp_path / "table2", device="cuda:0")
-    res = json.loads((d / "results.json").read_text())
-    res["versions"] |= {"cpu": "Some CPU 9000", "gpu": "Some GPU X"}
-    (d / "results.json").write_text(json.dumps(res))
+    edit_run(d, lambda res: res["versions"].update(cpu="Some CPU 9000", gpu="Some GPU X"))
     r = load_runs(tmp_path / "table2")[0].iloc[0]
     assert (r["device"], r["cpu"], r["torch"], r["commit"]) == (
         "cuda:0 (Some GPU X)",
         "Some CPU 9000",
         "2.13.0",
-        "abc1234",
+        "abc1234000",
     )
 
 

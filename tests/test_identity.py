@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from clsuite import identity, io, sweep
 from clsuite.callbacks import Diverged, DivergenceGuard
 from clsuite.cli import Interrupted, interruptible
+from clsuite.config import ConfigError
 from clsuite.experiment import run_experiment
 from tests.conftest import CONF_DIR, make_cfg
 
@@ -568,7 +569,7 @@ def test_joblib_n_jobs_is_checked(n_jobs):
 
     cfg = compose_sweep("table2", "launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}")
     with pytest.raises(
-        sweep.ConfigError,
+        ConfigError,
         match=rf"^hydra.launcher.n_jobs must be a whole number >= 1 \(or -1: one per core\), got {n_jobs}$",
     ):
         sweep.validate_grid(cfg, [])

@@ -8,6 +8,7 @@ synthetic data (3x32x32, 10 classes in 5 tasks; split-CIFAR100's 5 iterations pe
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import pytest
 
 from clsuite.analysis import figures as fg
 from clsuite.analysis.report import main_report
-from tests.results_fixtures import fake_R, paper_suite, write_run
+from clsuite.identity import normalize
+from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR_SHAPED = [
@@ -76,7 +78,7 @@ def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
     assert "Not run: `make fig-memory" in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
-def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only):
+def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, capsys):
     """Every section filled (made-up runs, one benchmark): docs/ rewritten, no committed file deleted."""
     docs = _docs(tmp_path)
     mr = paper_suite(tmp_path / "multirun", seeds=range(3), benches=("split_mnist",))
@@ -85,6 +87,24 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only):
     stale = tmp_path / "results" / "report" / "figures" / "gone_experiment_fig.png"  # left by an earlier build
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"png")
+    # the gate: an edited run, a synthetic run and code neither committed nor accepted keep docs/ as it is
+    edited = write_run(mr / "tau", method="adaer", seed=9, job="edited")
+    res = json.loads((edited / "results.json").read_text())
+    (edited / "results.json").write_text(json.dumps({**res, "metrics": {**res["metrics"], "acc": 99.0}}))
+    edit_run(write_run(mr / "tau", method="adaer", seed=8, job="synthetic"),
+             lambda r: r["config"]["benchmark"].update(source="synthetic") or r["identity"].update(config=normalize(r["config"])))  # fmt: skip
+    assert main_report(args) == 1 and _untouched(docs)
+    err = capsys.readouterr().err
+    assert "refused: tau/edited: left out (edited after it was written" in err
+    assert "refused: tau/synthetic: not on the real data set" in err
+    first = sorted(p.parent.name for p in (mr / "ablation").glob("*/results.json"))[0]
+    assert f"refused: ablation/{first}: made by code {CODE_HASH} (abc1234000), neither the committed code" in err
+    assert "refused: ... and " in err and "error: " in err and "not updated: " in err
+    shutil.rmtree(edited)
+    shutil.rmtree(mr / "tau" / "synthetic")
+    (docs / "accepted_code.json").write_text(
+        json.dumps({"accepted": [{"code_hash": CODE_HASH, "commit": "abc1234", "why": "made-up runs of the test"}]})
+    )
     assert main_report(args) == 0
     assert not (docs / "figures" / stale.name).exists()  # docs/ gets this report's figures only
     md = (docs / "REPRODUCTION.md").read_text()

@@ -208,18 +208,18 @@ EXAMPLES = [
     ),
     (
         ["method=gem", "memory=2"],
-        "error: memory must be a whole number in [3, 600] (method=gem needs one ring slot per task, T=3), got 2",
+        "error: memory must be a whole number in [3, 100000] (method=gem needs one ring slot per task, T=3), got 2",
     ),
     (
         ["method=hal", "memory=3"],
-        "error: memory must be a whole number in [6, 600] (method=hal needs one slot per class, 6 classes), got 3",
+        "error: memory must be a whole number in [6, 100000] (method=hal needs one slot per class, 6 classes), got 3",
     ),
     (["trainer.precision=64"], "error: unknown trainer.precision 64; valid choices: 32-true, 16-mixed, bf16-mixed"),
     (["benchmark.backbone=foo"], "error: unknown benchmark.backbone 'foo'; valid choices: mlp, resnet18"),
     (["model.arch=foo"], "error: unknown model.arch 'foo'; valid choices: auto, mlp, resnet18"),
     (
         ["memory=99999999999999999999999"],
-        "error: memory must be a whole number in [0, 600] (600 training samples in the stream), got 99999999999999999999999",
+        "error: memory must be a whole number in [0, 100000] (at most 100000 slots: the larger of 100000 and the stream's 600 samples), got 99999999999999999999999",
     ),
     (
         ["memory=${oc.env:NOPE}"],
@@ -300,13 +300,13 @@ def test_a_sweep_refuses_an_unknown_key_as_one_line(tmp_path, monkeypatch, capsy
 @pytest.mark.parametrize(
     "ok,bad,needle",
     [
-        (["method=gem", "memory=3"], ["method=gem", "memory=2"], "in [3, 600]"),  # synthetic: T = 3
+        (["method=gem", "memory=3"], ["method=gem", "memory=2"], "in [3, 100000]"),  # synthetic: T = 3
         (["method=gem", "reading=mir_code", "memory=1"], None, None),  # 1 per class x 6 classes >= 3 tasks
         (["method=hal", "memory=6"], ["method=hal", "memory=5"], "one slot per class, 6 classes"),
         (["method=icarl", "memory=6"], ["method=icarl", "memory=5"], "one slot per class, 6 classes"),
-        (["method=er", "memory=600"], ["method=er", "memory=601"], "in [0, 600] (600 training samples"),
-        (["method=er", "reading=mir_code", "memory=100"], ["method=er", "reading=mir_code", "memory=101"], "per class"),
-        (["method=online", "memory=601"], None, None),  # no memory: M is not read
+        (["method=er", "memory=100000"], ["method=er", "memory=100001"], "in [0, 100000] (at most 100000 slots"),
+        (["method=er", "reading=mir_code", "memory=16666"], ["method=er", "reading=mir_code", "memory=16667"], "per class"),
+        (["method=online", "memory=100001"], None, None),  # no memory: M is not read
         (
             ["method=gem", "method.update.n_tasks=3"],
             ["method=gem", "method.update.n_tasks=2"],

@@ -15,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict, read_write
 
-from clsuite import sweep
+from clsuite import identity, io, sweep
 from clsuite.analysis.paper_values import METHOD_ORDER
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
@@ -162,9 +162,9 @@ def test_launcher_group_sets_hydra_launcher(launcher, target):
 def test_normalize_ignores_what_does_not_change_the_result():
     a = make_cfg("logger=csv", "trainer=cpu", "experiment=a")
     b = make_cfg("logger=none", "trainer=default", "trainer.progress_bar=true", "experiment=b", "data.root=/x")
-    assert sweep.config_hash(a) == sweep.config_hash(b)
-    assert sweep.config_hash(a) != sweep.config_hash(make_cfg("seed=1"))
-    assert sweep.config_diff(sweep.normalize(a), sweep.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
+    assert identity.config_hash(a) == identity.config_hash(b)
+    assert identity.config_hash(a) != identity.config_hash(make_cfg("seed=1"))
+    assert identity.config_diff(identity.normalize(a), identity.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
 
 
 def _job(cfg, sweep_dir: Path, name="job") -> sweep.Job:
@@ -198,7 +198,7 @@ def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
     assert (job.out_dir / "results.stale-1.json").is_file() and not job.results_path.exists()
     monkeypatch.setenv("CLSUITE_RESUME", "0")
     assert _job(cfg, sdir).finished() is None
-    log = [json.loads(line) for line in (sdir / sweep.LOG_FILE).read_text().splitlines()]
+    log = [json.loads(line) for line in (sdir / io.LOG_FILE).read_text().splitlines()]
     assert [r["status"] for r in log] == ["failed", "failed", "ran"]
 
 
@@ -230,7 +230,7 @@ def test_unknown_option_in_the_grid():
 
 
 def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "gpu_count", lambda: 2)
+    monkeypatch.setattr(sweep.gpus, "gpu_count", lambda: 2)
     monkeypatch.setenv("CLSUITE_GPU_POOL", "1")
     monkeypatch.setenv("CLSUITE_GPU_LOCK_DIR", str(tmp_path))
     monkeypatch.delenv("CLSUITE_GPU", raising=False)

@@ -140,8 +140,7 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
     assert run["config"]["identity"]["key"] == res["identity"]["key"]
     assert run["group"] == describe(c)["group"]
     # results that change (a rerun) get a new run; the old one is superseded, kept out of the mirror
-    res2 = json.loads((job / "results.json").read_text()) | {"seed": 1}
-    (job / "results.json").write_text(json.dumps(res2))
+    run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp", "seed=1"), job)
     assert log_from_results(c, job, source="skipped")
     assert len(offline_runs(job)) == 1 and len(list((job / "wandb" / "superseded").iterdir())) == 1
 
@@ -161,7 +160,7 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
     for m in (50, 100):
         for method, final in (("er", 60.0), ("mir", 70.0)):
             for seed in (0, 1):
-                write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 40.0))
+                write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 60.0))
     out = tmp_path / "results"
     s = sync_experiment("memory", tmp_path / "multirun", out)
     assert (s["results"], s["logged"]) == (8, 8)

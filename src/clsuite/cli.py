@@ -16,8 +16,10 @@ Steps of one invocation:
    ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
    first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
    resumes or trains, and records a failure without stopping the others (:func:`run_job`);
-3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training); 1 a run failed
-   (a non-finite loss, a broken file) or a sweep job failed; 128 + n when stopped by signal n
+3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training: a bad value, a
+   name that cannot be a folder name, W&B required but unavailable, a run folder holding another
+   run's results); 1 a run failed (a non-finite loss, a broken file, an OS error on an output
+   path: one ``error:`` line naming it) or a sweep job failed; 128 + n when stopped by signal n
    (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
    either during start-up), no results file for the interrupted run, and the interrupted sweep
    jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides
@@ -42,6 +44,7 @@ from omegaconf import DictConfig
 from clsuite import sweep
 from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
 from clsuite.data.files import DataError
+from clsuite.io import os_error_line
 from clsuite.progress import keep_report
 
 
@@ -102,14 +105,16 @@ def fail(msg: str, status: int = 2):
 def run_single(cfg: DictConfig, out_dir: str) -> float:
     from clsuite.callbacks import Diverged
     from clsuite.experiment import format_report, run_experiment
-    from clsuite.loggers import make_logger
+    from clsuite.loggers import LoggerUnavailable, make_logger
 
     try:
         validate(cfg)
         with make_logger(cfg, out_dir) as logger:
             results = run_experiment(cfg, out_dir, logger=logger)
-    except (ConfigError, DataError) as e:
+    except (ConfigError, DataError, LoggerUnavailable) as e:
         fail(str(e))
+    except OSError as e:  # an output path: read-only, disk full, name too long (no results file written)
+        fail(f"{os_error_line(e)}; no results written", status=1)
     except Diverged as e:
         fail(str(e), status=1)
     except Interrupted as e:
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
             _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
         where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
         _stopped(e, f"{where} stopped during start-up, before any training; no results written")
-    s = sweep.LAST_SUMMARY
+    s = sweep.last_summary()
     if s and (s.get("failed") or s.get("interrupted")):
         sys.exit(1)
 

@@ -37,7 +37,9 @@ def group_options(group: str) -> list[str]:
 def unknown_option(key: str, value: str) -> str | None:
     """The error line for ``group=value`` when ``value`` has no yaml file in the group, else None."""
     key = key.lstrip("+~")
-    if key not in GROUPS or (CONF_DIR / key / f"{value}.yaml").is_file():
+    if key not in GROUPS:
+        return None
+    if "/" not in value and "\\" not in value and (CONF_DIR / key / f"{value}.yaml").is_file():
         return None
     return f"unknown {key} {value!r}; valid choices: {choices(key)}"
 
@@ -75,6 +77,18 @@ def check_overrides(args: list[str]) -> None:
             for v in value.split(","):
                 if (v.strip() or not key.startswith("~")) and (msg := unknown_option(bare, v.strip())):
                     raise ConfigError(msg)
+        from clsuite.paths import NAMED, safe_name  # values that become folder names, before Hydra makes one
+
+        if bare in NAMED:
+            for v in _sweep_values(value):
+                safe_name(v, bare)
+
+
+def _sweep_values(value: str) -> list[str]:
+    """The values of an override: ``a,b`` or ``choice(a,b)`` -> [a, b], quotes stripped."""
+    if value.startswith(("choice(", "glob(")) and value.endswith(")"):
+        value = value[value.index("(") + 1 : -1]
+    return [v.strip().strip("'\"") for v in value.split(",")]
 
 
 # ----------------------------------------------------------------------------- values
@@ -98,6 +112,9 @@ def validate(cfg: DictConfig) -> None:
 
     The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules),
     then the data files the run will read."""
+    from clsuite.paths import check_names  # names that become folder names (clsuite.paths)
+
+    check_names(cfg)
     check(cfg)
     if cfg.benchmark.source == "synthetic":
         return

@@ -352,7 +352,7 @@ def _code_change(old: dict, new: dict) -> str:
     return f"code hash {a['hash']} -> {b.get('hash')} ({made_by(old)} -> {made_by(new)})"
 
 
-REASONS = ("config", "code", "data", "threads", "device", "torch", "no identity", "edited")
+REASONS = ("config", "code", "data", "threads", "device", "torch", "no identity", "edited", "malformed")
 
 
 def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:

@@ -24,20 +24,31 @@ STALE_PREFIX = "results.stale-"  # an older result of the job, kept when its ide
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically; on any error remove the temporary file."""
+    """Write ``obj`` as JSON to ``path`` atomically; on any error remove the temporary file.
+
+    An OS error (read-only folder, full disk, a name too long, a parent that is a file) is
+    re-raised as ``OSError(errno, strerror, path)``: its message names the file that was to be
+    written, not a temporary name."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=1, allow_nan=True, default=str)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
+
+
+def os_error_line(e: OSError) -> str:
+    """``<reason>: <path>``: one line for an OS error on an output path (``Read-only file system: ...``)."""
+    return f"{e.strerror or e}: {e.filename}" if e.filename is not None else f"{e.strerror or e}"
 
 
 def read_json(path: str | Path) -> dict | None:
@@ -46,3 +57,10 @@ def read_json(path: str | Path) -> dict | None:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+
+
+def read_object(path: str | Path) -> dict | None:
+    """The parsed file when it holds a JSON object; None when it is missing, unreadable, not valid
+    JSON, or valid JSON of another kind (``[]``: a bookkeeping file someone else wrote)."""
+    obj = read_json(path)
+    return obj if isinstance(obj, dict) else None

@@ -56,11 +56,11 @@ class JoblibLauncher(_HydraJoblibLauncher):
 
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
-        from clsuite.io import LOCK_FILE, read_json
+        from clsuite.io import LOCK_FILE, read_object
         from clsuite.sweep import holder_alive
 
         path = self._job_dir(overrides) / LOCK_FILE
-        holder = read_json(path)
+        holder = read_object(path)
         if not holder or holder.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
             return False
         try:

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from clsuite.io import LOCK_FILE, read_json
+from clsuite.io import LOCK_FILE, read_object
 
 HOST = socket.gethostname()
 
@@ -39,14 +39,14 @@ def holder_alive(holder: dict, mtime: float) -> bool:
     """Is the process named in a lock file still running (another host: is its heartbeat fresh)?"""
     if holder.get("host") != HOST:
         return time.time() - mtime < float(os.environ.get("CLSUITE_LOCK_STALE_S", 600))
-    pid = int(holder.get("pid", -1))
     try:
+        pid = int(holder.get("pid", -1))
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         return False
     start = _proc_start(pid)
     return not (start and holder.get("start") and start != holder["start"])
@@ -73,7 +73,7 @@ class JobLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                holder = read_json(self.path)
+                holder = read_object(self.path)
                 try:
                     mtime = self.path.stat().st_mtime
                 except FileNotFoundError:
@@ -99,7 +99,7 @@ class JobLock:
             os.rename(self.path, aside)
         except FileNotFoundError:
             return
-        if read_json(aside) != judged:  # a fresh lock taken meanwhile: give it back
+        if read_object(aside) != judged:  # a fresh lock taken meanwhile: give it back
             with contextlib.suppress(OSError):
                 os.link(aside, self.path)
         with contextlib.suppress(OSError):
@@ -113,5 +113,5 @@ class JobLock:
     def release(self) -> None:
         self._stop.set()
         with contextlib.suppress(OSError, ValueError, TypeError):
-            if (read_json(self.path) or {}).get("token") == self.record["token"]:
+            if (read_object(self.path) or {}).get("token") == self.record["token"]:
                 self.path.unlink()

@@ -10,7 +10,16 @@
 - after each task i: ``acc/task<j>`` = R[i, j], ``acc/seen`` = the mean over the tasks seen so
   far, against the axis ``task`` = i.
 
-CSV writes both kinds of rows to ``csv/metrics.csv`` (``step`` = train/step). W&B gets a run per
+CSV writes both kinds of rows to ``csv/metrics.csv`` (``step`` = train/step).
+
+**A logger failure never costs a result.** W&B trouble (no API key with ``WANDB_MODE=online``,
+an unwritable cache or run folder, a file named ``wandb`` in the run's folder, a failed write)
+is one ``warning:`` line: a run whose W&B run cannot start logs to CSV instead, and a write or
+the finish that fails later stops W&B logging for the rest of the run; training goes on and the
+results file is written. ``logger.required=true`` makes W&B required: a run that cannot start
+W&B is then one ``error:`` line (:class:`LoggerUnavailable`, exit 2) before training.
+
+W&B gets a run per
 job (name, group, tags: ``clsuite.wandb_sync.describe``); at its end the results file adds
 the run's identity to its config, b, the final metrics and the accuracy matrix
 (``clsuite.wandb_sync.log_results``), and the run is finished (failed when the job raised), so
@@ -20,6 +29,7 @@ that every multirun job is its own W&B run.
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 
 import lightning as L
@@ -27,7 +37,8 @@ import torch
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import OmegaConf
 
-from clsuite.io import RESULTS_FILE, read_json
+from clsuite.io import RESULTS_FILE
+from clsuite.results import read_run
 from clsuite.wandb_sync import (
     STEP_AXIS,
     init_run,
@@ -39,6 +50,45 @@ from clsuite.wandb_sync import (
 )
 
 KINDS = ("csv", "wandb", "none")
+
+
+class LoggerUnavailable(RuntimeError):
+    """``logger.required=true`` and the logger cannot start: the run must not train."""
+
+
+def _warn(what: str, exc: BaseException) -> None:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    print(f"warning: W&B {what} failed ({type(exc).__name__}: {msg}); the run goes on, its results file is "
+          "written (logger.required=true makes this an error)", file=sys.stderr)  # fmt: skip
+
+
+class SafeWandbLogger(WandbLogger):
+    """Lightning's W&B logger whose writes cannot end the run: the first failure is a warning and
+    turns W&B logging off (``ok`` False) for the rest of the run."""
+
+    ok = True
+
+    def _guard(self, what: str, fn, *args, **kwargs):
+        if not self.ok:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            self.ok = False
+            _warn(what, e)
+            return None
+
+    def log_metrics(self, metrics, step=None):
+        self._guard("write", super().log_metrics, metrics, step)
+
+    def log_hyperparams(self, params, *args, **kwargs):
+        self._guard("write", super().log_hyperparams, params, *args, **kwargs)
+
+    def save(self):
+        self._guard("write", super().save)
+
+    def finalize(self, status):
+        self._guard("write", super().finalize, status)
 
 
 def _overrides() -> list[str]:
@@ -66,17 +116,40 @@ def make_logger(cfg, out_dir):
     if kind != "wandb":
         raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
     config = OmegaConf.to_container(cfg, resolve=True)
-    run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
+    try:
+        run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
+    except Exception as e:
+        if config["logger"].get("required"):
+            line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: {type(e).__name__}: "
+                                    f"{line}; nothing trained") from None  # fmt: skip
+        _warn("start", e)
+        from lightning.pytorch.loggers import CSVLogger
+
+        yield CSVLogger(out_dir, name="csv", version="")
+        return
+    logger = SafeWandbLogger(experiment=run)  # a given run: Lightning adds no trainer/global_step axis
     exit_code = 1
     try:
-        yield WandbLogger(experiment=run)  # a given run: Lightning adds no trainer/global_step axis
-        res = read_json(Path(out_dir) / RESULTS_FILE)
-        if res is not None:
-            log_results(run, res)
+        yield logger
         exit_code = 0
     finally:
-        run.finish(exit_code=exit_code)
-    mark_mirrored(run, out_dir, results_sha(out_dir), wandb_settings(config["logger"])["mode"])
+        try:
+            _finish(logger, out_dir, exit_code, wandb_settings(config["logger"])["mode"])
+        except Exception as e:
+            _warn("finish", e)
+
+
+def _finish(logger: SafeWandbLogger, out_dir, exit_code: int, mode: str) -> None:
+    """The run's end: the results file's facts (a finished run), finish, and, when every write went
+    through, the folder's mirror record (an incomplete W&B run is left to scripts/wandb_sync.py)."""
+    run = logger.experiment
+    res = read_run(Path(out_dir) / RESULTS_FILE) if exit_code == 0 and logger.ok else None
+    if res is not None and res.ok:
+        log_results(run, res.data)
+    run.finish(exit_code=exit_code)
+    if res is not None and res.ok:
+        mark_mirrored(run, out_dir, results_sha(out_dir), mode)
 
 
 class RunLogger(L.Callback):
@@ -84,7 +157,7 @@ class RunLogger(L.Callback):
 
     def __init__(self, logger, every: int = 50):
         self.logger, self.every = logger, max(1, int(every))
-        self.wandb = logger.experiment if isinstance(logger, WandbLogger) else None  # log on our own axes
+        self.wandb = logger if isinstance(logger, SafeWandbLogger) else None  # log on our own axes
         self.learner = None
 
     def on_fit_start(self, trainer, learner):
@@ -92,7 +165,7 @@ class RunLogger(L.Callback):
 
     def _log(self, metrics: dict, step: int) -> None:
         if self.wandb is not None:
-            self.wandb.log(metrics)
+            self.wandb._guard("write", self.wandb.experiment.log, metrics)
         else:
             self.logger.log_metrics(metrics, step=step)
 

@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from clsuite.io import GRID_FILE, LOG_FILE, read_json
+from clsuite.io import GRID_FILE, LOG_FILE, read_object
 
 DONE = ("ran", "skipped", "reused")
 FAILED = ("failed", "interrupted")
@@ -72,7 +72,7 @@ def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = N
     """The line "k/N done, F failed, about T left" of this sweep invocation, or None outside a sweep."""
     sweep_dir = Path(sweep_dir)
     sweep_id = sweep_id if sweep_id is not None else os.environ.get("CLSUITE_SWEEP_ID")
-    grid = read_json(sweep_dir / GRID_FILE)
+    grid = read_object(sweep_dir / GRID_FILE)
     if not sweep_id or grid is None or grid.get("sweep_id") != sweep_id:
         return None
     done = failed = 0
@@ -85,7 +85,7 @@ def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = N
             rec = json.loads(line)
         except ValueError:
             continue
-        if rec.get("sweep_id") == sweep_id:
+        if isinstance(rec, dict) and rec.get("sweep_id") == sweep_id:
             done += rec.get("status") in DONE
             failed += rec.get("status") in FAILED
     n = int(grid.get("n_jobs", 0))

@@ -45,6 +45,7 @@ SOURCE_SIZES = {"MNIST": (10, 5421), "FashionMNIST": (10, 6000), "cifar10": (10,
 # second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
 CPU_PRECISIONS = ("32-true", "bf16-mixed")
+MAX_SLOTS = 100_000  # memory slots always allowed (clsuite.schema._rule_memory)
 MISSING = object()  # value()'s marker of a key absent from the config
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
 
@@ -220,6 +221,7 @@ KEYS: dict[str, Spec] = {
     "logger.group": Kind("text", "W&B group; null: the table cell", null=True, req=False),
     "logger.run_name": Kind("text", "W&B run name; null: every key of the run", null=True, req=False),
     "logger.tags": Kind("names", "W&B tags added to the automatic ones", req=False),
+    "logger.required": Flag("W&B must start (else: a warning and the CSV logger); true: an error line before training", req=False),
     # conf/method/
     "method.name": Kind("name", "the method's name (results, tables)"),
     "method.lr": Real(0, None, "the method's own learning rate; null = the run's lr", lo_open=True, null=True),
@@ -380,8 +382,10 @@ def n_classes(cfg) -> int:
 
 def _rule_memory(cfg) -> str | None:
     """memory: at least one slot per task (GEM's task ring) or per class (HAL's ring, iCaRL's
-    exemplars) of the method's layout, at most the stream's training samples before imbalance
-    (a larger M stores every sample: a second name for the same run)."""
+    exemplars) of the method's layout; at most :data:`MAX_SLOTS` slots or the stream's training
+    samples, whichever is larger (beyond both, an M only allocates memory no sample ever fills:
+    ``memory=99999999999999999999999`` is refused here, not by the allocator; an M above a tiny
+    test stream's size, e.g. the default 100 on synthetic data, stays valid)."""
     update = cfg.method.get("update")
     if not update:  # no memory (online, joint, oEWC, SI)
         return None
@@ -402,12 +406,16 @@ def _rule_memory(cfg) -> str | None:
     elif slots == "class":
         heads = bench.classes_per_task if cfg.scenario == "domain_il" else classes
         lo, why = -(-heads // unit), f"one slot per class, {heads} classes"
-    hi = stream // unit
+    hi = max(stream, MAX_SLOTS) // unit
     m = cfg.memory
     if lo <= m <= hi:
         return None
     size = f" per class (x {classes} classes)" if per_class else ""
-    need = f"method={cfg.method.name} needs {why}" if m < lo else f"{stream} training samples in the stream"
+    need = (
+        f"method={cfg.method.name} needs {why}"
+        if m < lo
+        else f"at most {max(stream, MAX_SLOTS)} slots: the larger of {MAX_SLOTS} and the stream's {stream} samples"
+    )
     return f"memory must be a whole number in [{lo}, {hi}]{size} ({need}), got {m}"
 
 

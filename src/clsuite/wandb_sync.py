@@ -5,6 +5,9 @@
 
 A W&B project mirrors the results files on disk:
 
+Only sealed, well-formed results files (``clsuite.results.read_run``) are mirrored; the others are
+named (``left out``) and never synced.
+
 1. **One W&B run per grid point.** A run that trains logs live (``clsuite.loggers``); a sweep job
    that is skipped (finished before) or reused (same identity in another experiment) is logged
    from its ``results.json`` (:func:`log_from_results`, config ``source: skipped | reused``, tag
@@ -52,9 +55,11 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.config import dotted_get
-from clsuite.io import GRID_FILE, OVERRIDES_FILE, RESULTS_FILE, read_json, write_json_atomic
+from clsuite.config import ConfigError, dotted_get
+from clsuite.io import GRID_FILE, OVERRIDES_FILE, RESULTS_FILE, read_json, read_object, write_json_atomic
 from clsuite.metrics import METRICS
+from clsuite.paths import safe_name
+from clsuite.results import read_run
 
 MIRROR_FILE = "mirror.json"  # <folder>/wandb/: the W&B run that mirrors the folder's results file
 TASK_AXIS = "task"  # row i of R
@@ -148,7 +153,7 @@ def results_sha(out_dir) -> str | None:
 
 def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
     """Whether the folder's W&B run (``wandb/mirror.json``) already mirrors this content, in this mode."""
-    m = read_json(Path(out_dir) / "wandb" / MIRROR_FILE) or {}
+    m = read_object(Path(out_dir) / "wandb" / MIRROR_FILE) or {}
     return content_sha is not None and m.get("sha256") == content_sha and m.get("mode") == mode
 
 
@@ -251,10 +256,11 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     Replays the rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the
     results file is missing or this grid point already has a W&B run. Returns whether it logged.
     """
-    res, sha = read_json(Path(out_dir) / RESULTS_FILE), results_sha(out_dir)
+    found, sha = read_run(Path(out_dir) / RESULTS_FILE), results_sha(out_dir)
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
-    if res is None or mirrored(out_dir, sha, wandb_settings(lc)["mode"]):
-        return False
+    if not found.ok or mirrored(out_dir, sha, wandb_settings(lc)["mode"]):
+        return False  # no sealed results file (clsuite.results): nothing to mirror
+    res = found.data
     run = init_run(cfg, out_dir, source=source, overrides=overrides, logger_cfg=lc)
     try:
         R = res.get("R") or []
@@ -298,9 +304,9 @@ def _overrides_of(exp_dir: Path, job: Path) -> list[str]:
     own = read_json(job / OVERRIDES_FILE)
     if isinstance(own, list):
         return own
-    grid = read_json(exp_dir / GRID_FILE) or {}
-    for j in grid.get("jobs", []):
-        if j.get("dir") == job.name:
+    grid = read_object(exp_dir / GRID_FILE) or {}
+    for j in grid.get("jobs") or []:
+        if isinstance(j, dict) and j.get("dir") == job.name:
             return list(j["overrides"])
     return job.name.split(",")
 
@@ -432,17 +438,19 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     if not exp_dir.is_dir():
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run the sweep first, e.g. make {experiment})")
     logged = present = 0
+    left_out = []
     for job in _job_dirs(exp_dir):
-        res = read_json(job / RESULTS_FILE) or {}
-        if res.get("status", "finished") != "finished" or "config" not in res:
+        found = read_run(job / RESULTS_FILE)
+        if not found.ok:
+            left_out.append(f"{job.relative_to(exp_dir)}: {found.reason}")
             continue
         present += 1
-        cfg = {**res["config"], "experiment": experiment}
+        cfg = {**found.data["config"], "experiment": experiment}
         logged += log_from_results(
             cfg, job, source="synced", overrides=_overrides_of(exp_dir, job), logger_cfg=logger_cfg
         )
     agg = log_experiment(experiment, exp_dir, Path(out_root) / experiment, logger_cfg=logger_cfg)
-    return {"results": present, "logged": logged, "already": present - logged, "aggregate": agg}
+    return {"results": present, "logged": logged, "already": present - logged, "aggregate": agg, "left_out": left_out}
 
 
 # ----------------------------------------------------------------------------- reading offline runs
@@ -531,7 +539,7 @@ def offline_runs(root) -> list[Path]:
 def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
     """What the offline runs of an experiment hold: runs vs grid, groups, chart keys."""
     exp_dir = Path(multirun_dir) / experiment
-    grid = read_json(exp_dir / GRID_FILE) or {}
+    grid = read_object(exp_dir / GRID_FILE) or {}
     runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
     ids = {r["id"] for r in runs}
     groups, sources = defaultdict(int), defaultdict(int)
@@ -574,10 +582,13 @@ def main(argv=None) -> int:
             print(check(exp, args.multirun_dir, args.out))
             continue
         try:
+            safe_name(exp, "experiment")
             s = sync_experiment(exp, args.multirun_dir, args.out, logger_cfg=lc)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, ConfigError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        for line in s["left_out"]:
+            print(f"  left out (never synced): {line}", file=sys.stderr)
         print(
             f"{exp}: {s['results']} results files, {s['logged']} new W&B runs, {s['already']} had one; "
             f"aggregate run: {s['aggregate']}"

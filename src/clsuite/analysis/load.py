@@ -3,17 +3,21 @@
 Steps (``load_experiment``):
 
 1. Find every ``results.json`` under ``multirun/<experiment>/`` (bookkeeping folders skipped;
-   superseded ``results.stale-<n>.json`` files are counted, never read as runs).
-2. One row per file: the grouping keys (benchmark, method, reading, M, tau, lambda, seed), the
+   superseded ``results.stale-<n>.json`` files are counted, never read as runs). Each is read by
+   ``clsuite.results.read_run``: an unsealed, edited or malformed file is never counted; the
+   status lists it with the reason (``rejected``).
+2. One row per sealed file: the grouping keys (benchmark, method, reading, M, tau, lambda, seed), the
    quantities of ``clsuite.metrics.QUANTITIES`` (the metrics as written by the run; the first-task
    numbers computed from R), R and b, and the facts of the machine that made it (device, torch
    threads, versions, the code's content hash and the commit that made it) read from the file itself.
 3. Deduplicate by run identity: ``identity.key`` (the hash of config, code, data and environment
-   written by ``src/run.py``); files written before that field existed get the hash of their
-   normalised config (``clsuite.identity.config_hash``) instead. A run copied from another experiment
+   written by ``src/run.py``; a file without one is rejected by the reader). A run copied from another experiment
    (``reused_from``) and the same job reached twice count once.
 4. ``variant``: config keys, other than the grouping keys, that take several values within one
    group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
+4b. One run per seed of a cell (:func:`one_per_seed`): two runs of one cell and seed with different
+   identities (other code, threads, data) are never pooled: the current code's run is kept, else
+   the newest; the others are listed (``seed_duplicates``).
 5. Status against the sweep's ``grid.json``: finished, failed (``failed.json`` and no results),
    missing (expected, neither finished nor failed), outside the grid (left by an earlier sweep),
    stale files, and whether the runs mix code versions (content hashes of the code) or environments
@@ -35,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from clsuite.config import dotted_get
-from clsuite.identity import config_hash, normalize
-from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_json
+from clsuite.identity import code_identity, normalize
+from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
+from clsuite.results import read_run
 
 CONDITIONS = ("memory", "tau", "lambda")
 KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
@@ -78,12 +83,6 @@ def _num(v) -> float:
         return float("nan")
 
 
-def identity_key(res: dict) -> str:
-    """The run's identity: ``identity.key``, else the SHA-256 of its normalised config."""
-    key = dotted_get(res, "identity.key")
-    return str(key) if key else "config:" + config_hash(res.get("config", {}))
-
-
 def _device(res: dict) -> str:
     """``cpu``, or ``cuda:0 (<GPU model>)`` when the file names the GPU."""
     dev, gpu = str(res.get("device", "unknown")), (res.get("versions") or {}).get("gpu")
@@ -115,6 +114,17 @@ def _code(res: dict) -> str:
             f"+{code['dirty_hash']}" if code.get("dirty_hash") else ""
         )
     return "unknown"
+
+
+def real_data(res: dict) -> bool:
+    """Made on a real data set: not ``benchmark.source=synthetic`` and every data file has an md5."""
+    files = dotted_get(res, "identity.data.files")
+    return (
+        dotted_get(res, "config.benchmark.source") != "synthetic"
+        and isinstance(files, dict)
+        and bool(files)
+        and all(isinstance(v, str) and v for v in files.values())
+    )
 
 
 def reading_of(res: dict) -> str:
@@ -165,7 +175,8 @@ def run_row(res: dict, job: str) -> dict:
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
         "commit": _commit(res),
         "code": _code(res),
-        "key": identity_key(res),
+        "real_data": real_data(res),
+        "key": str(res["identity"]["key"]),  # sealed files only: the reader checked it
         "reused_from": res.get("reused_from"),
         "R": R,
         "b": np.asarray(res.get("b", []), dtype=float),
@@ -176,7 +187,7 @@ def run_row(res: dict, job: str) -> dict:
 
 COLUMNS = [
     "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "seed", *QUANTITIES, "wall_time_s", "train_time_s",
-    "device", "torch_threads", "torch", "cpu", "commit", "code", "key", "reused_from", "R", "b", "flat", "versions",
+    "device", "torch_threads", "torch", "cpu", "commit", "code", "real_data", "key", "reused_from", "R", "b", "flat", "versions",
 ]  # fmt: skip
 
 
@@ -220,18 +231,65 @@ def variants(rows: list[dict]) -> list[str]:
     return [",".join(f"{k}={r['flat'].get(k)}" for k in varying) for r in rows]
 
 
-def load_runs(exp_dir) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """The distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS` + ``variant``) and the duplicates."""
+def read_runs(exp_dir) -> tuple[list[dict], list[dict]]:
+    """One row per sealed results file of ``exp_dir`` (``clsuite.results.read_run``), and the files
+    left out: ``[{"job", "reason"}]`` (unsealed, edited, malformed, not finished)."""
     exp_dir = Path(exp_dir)
-    rows = []
+    rows, rejected = [], []
     for path in files(exp_dir, RESULTS_FILE):
-        res = read_json(path)
-        if res is None or res.get("status", "finished") != "finished":
+        job = str(path.parent.relative_to(exp_dir))
+        run = read_run(path)
+        if not run.ok:
+            rejected.append({"job": job, "reason": run.reason})
             continue
-        rows.append(run_row(res, str(path.parent.relative_to(exp_dir))))
+        rows.append({**run_row(run.data, job), "mtime": _mtime(path)})
+    return rows, rejected
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def one_per_seed(rows: list[dict], current_code: str | None) -> tuple[list[dict], list[dict]]:
+    """A cell holds one run per seed. Of several distinct runs (identities) of one cell and seed,
+    keep the current code's run (``current_code``: its content hash), else the newest results file
+    (then the first job by name); the others are returned as ``[{"job", "kept", "why"}]``, never pooled."""
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault(tuple(str(r[k]) for k in (*KEYS, "seed")), []).append(r)
+    kept, dropped = [], []
+    for group in cells.values():
+        best = sorted(group, key=lambda r: (r["code"] != current_code, -r["mtime"], r["job"]))[0]
+        why = "the current code's run" if best["code"] == current_code else "the newest results file"
+        kept.append(best)
+        dropped += [{"job": r["job"], "kept": best["job"], "why": why} for r in group if r is not best]
+    return sorted(kept, key=lambda r: r["job"]), sorted(dropped, key=lambda d: d["job"])
+
+
+def current_code() -> str | None:
+    """The content hash of the code in this checkout (``clsuite.identity.code_identity``)."""
+    try:
+        return code_identity()["hash"]
+    except OSError:
+        return None
+
+
+def load_runs(exp_dir, with_left_out: bool = False):
+    """The distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS` + ``variant``: sealed files
+    only, one run per identity, one per seed of a cell) and the duplicates of an identity; with
+    ``with_left_out`` also ``{"rejected": [...], "seed_duplicates": [...]}``."""
+    rows, rejected = read_runs(exp_dir)
     rows, dropped = dedupe(rows)
+    for r, v in zip(rows, variants(rows) if rows else []):
+        r["variant"] = v
+    rows, seed_dups = one_per_seed(rows, current_code() if rows else None)
     df = pd.DataFrame(rows, columns=COLUMNS)
-    df.insert(COLUMNS.index("seed"), "variant", variants(rows) if rows else [])
+    df.insert(COLUMNS.index("seed"), "variant", [r["variant"] for r in rows])
+    if with_left_out:
+        return df, dropped, {"rejected": rejected, "seed_duplicates": seed_dups}
     return df, dropped
 
 
@@ -242,7 +300,7 @@ def load_failures(exp_dir) -> list[dict]:
     for path in files(exp_dir, FAILED_FILE):
         if (path.parent / RESULTS_FILE).is_file():
             continue
-        rec = read_json(path) or {"error": "unreadable failed.json"}
+        rec = read_object(path) or {"error": "unreadable failed.json"}
         out.append(
             {
                 "job": str(path.parent.relative_to(exp_dir)),
@@ -265,15 +323,19 @@ def code_versions(runs: pd.DataFrame) -> dict:
     }
 
 
-def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> dict:
-    """Finished / failed / missing / outside the grid / stale / duplicates / mixed code or environment."""
+def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], left_out: dict | None = None) -> dict:
+    """Finished / failed / missing / outside the grid / stale / duplicates / left out (rejected
+    files, other runs of a seed) / mixed code or environment."""
     exp_dir = Path(exp_dir)
-    done = set(runs["job"]) | {d for d, _ in dropped}
+    left_out = left_out or {"rejected": [], "seed_duplicates": []}
+    done = set(runs["job"]) | {d for d, _ in dropped} | {d["job"] for d in left_out["seed_duplicates"]}
     failed = {f["job"] for f in failures}
     out = {
         "finished": len(runs),
         "failed": failures,
         "duplicates": [{"job": d, "same_run_as": k} for d, k in dropped],
+        "rejected": left_out["rejected"],  # results files never counted, and why
+        "seed_duplicates": left_out["seed_duplicates"],  # other runs of a cell's seed, not pooled
         "stale_files": len(files(exp_dir, "results.stale-*.json")),
         "grid": None,
         "missing": [],
@@ -282,11 +344,16 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> 
         "code_versions": code_versions(runs),
         "environments": runs.groupby(["device", "torch_threads", "torch"]).size().to_dict() if not runs.empty else {},
     }
-    grid = read_json(exp_dir / GRID_FILE)
-    if grid is not None and all(j.get("dir") for j in grid.get("jobs", [])):
+    grid = read_object(exp_dir / GRID_FILE)
+    if (
+        grid is not None
+        and isinstance(grid.get("jobs"), list)
+        and all(isinstance(j, dict) and j.get("dir") for j in grid["jobs"])
+    ):
         expected = [j["dir"] for j in grid["jobs"]]
         out["grid"] = {"expected": len(expected), "created": grid.get("created"), "argv": grid.get("argv")}
-        out["missing"] = [d for d in expected if d not in done and d not in failed]
+        rejected = {r["job"] for r in left_out["rejected"]}
+        out["missing"] = [d for d in expected if d not in done and d not in failed and d not in rejected]
         out["outside_grid"] = sorted(done - set(expected))
     out["environments"] = {" / ".join(k): v for k, v in out["environments"].items()}
     return out
@@ -294,8 +361,8 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict]) -> 
 
 def load_experiment(exp_dir) -> Experiment:
     exp_dir = Path(exp_dir)
-    runs, dropped = load_runs(exp_dir)
-    return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, runs, dropped, load_failures(exp_dir)))
+    runs, dropped, left_out = load_runs(exp_dir, with_left_out=True)
+    return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, runs, dropped, load_failures(exp_dir), left_out))
 
 
 def experiment_names(multirun) -> list[str]:

@@ -13,12 +13,14 @@ other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its s
 report's section "The paper's open choices" is ``clsuite.analysis.choices`` (``multirun/choices_*/``).
 
 ``build_report`` never destroys: it writes ``results/report/`` and touches ``docs/`` only with
-``docs=True`` and only when every required section has runs (the CIFAR-100 sections are
-optional: they need the CIFAR-100 files). It never deletes a file in ``docs/``; figures it
+``docs=True``, only when every required section has runs (the CIFAR-100 sections are
+optional: they need the CIFAR-100 files) and only when every run it shows passes the docs gate
+(``clsuite.analysis.docs_gate``: sealed, the committed or an accepted code, real data; the
+refusal names the runs). It never deletes a file in ``docs/``; figures it
 writes replace those of the same name. Exit status of ``scripts/report.py``: 0 when a report was
 written (sections without runs are named, with the command that fills them, on stderr and in
 the report); 1 when there is no run at all (nothing written) or when ``--docs`` was asked and a
-required section has no runs (``docs/`` untouched, ``results/report/`` written): a build step
+required section has no runs or a run fails the gate (``docs/`` untouched, ``results/report/`` written): a build step
 that did not do what it was asked must fail, so that ``make report DOCS=1`` cannot pass
 silently on a fresh clone.
 """
@@ -40,6 +42,7 @@ from clsuite.analysis import figures as fg
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import check_quotes, judge_all
+from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
     KEYS,
     Experiment,
@@ -50,6 +53,8 @@ from clsuite.analysis.load import (
     select,
 )
 from clsuite.analysis.stats import summarize
+from clsuite.config import ConfigError
+from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
 
@@ -378,8 +383,10 @@ def build_report(multirun="multirun", results="results", docs: Path | None = Non
     text = "\n".join(md).rstrip() + "\n"
     (out / "REPRODUCTION.md").write_text(text)
     (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
-    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged}
-    if docs is not None and not [s for s in missing if not s.optional]:
+    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": []}
+    if docs is not None:
+        result["ungated"] = ungated(experiments, Path(docs), committed_code())
+    if docs is not None and not [s for s in missing if not s.optional] and not result["ungated"]:
         (Path(docs) / "figures").mkdir(parents=True, exist_ok=True)
         for p in figdir.glob("*.png"):
             if f"figures/{p.name}" in text:  # this report's figures only, not those of earlier builds
@@ -435,25 +442,32 @@ def main_aggregate(argv=None) -> int:
     ap.add_argument("--multirun-dir", default="multirun")
     ap.add_argument("--out", default="results", help="output root: <out>/<experiment>/ (default: results)")
     ap.add_argument("--layout", choices=sorted(BY_NAME), help="a paper section's layout (default: by the name)")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when a run of the grid is missing or failed")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a run is missing, failed or left out")
     args = ap.parse_args(argv)
     incomplete = False
     for exp in args.experiments:
         try:
+            safe_name(exp, "experiment")  # a folder of multirun/ and of results/: never a path
             res = aggregate(exp, args.multirun_dir, args.out, args.layout)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, ConfigError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         st = res["experiment"].status
         grid = (
             f" ({st['finished'] - len(st['outside_grid'])}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
         )
+        left = f", {len(st['rejected'])} left out" if st["rejected"] else ""
         print(
-            f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing -> {res['out']}/"
+            f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing{left} "
+            f"-> {res['out']}/"
         )
         for f in st["failed"]:
             print(f"  failed: {f['job']}: {f['error']}", file=sys.stderr)
-        incomplete |= bool(st["failed"] or st["missing"])
+        for r in st["rejected"]:
+            print(f"  left out: {r['job']}: {r['reason']}", file=sys.stderr)
+        for d in st["seed_duplicates"]:
+            print(f"  left out: {d['job']}: another run of its seed, kept {d['kept']} ({d['why']})", file=sys.stderr)
+        incomplete |= bool(st["failed"] or st["missing"] or st["rejected"])
     return 1 if (args.strict and incomplete) else 0
 
 
@@ -473,8 +487,18 @@ def main_report(argv=None, root: Path | None = None) -> int:
         print(f"error: no runs under {a.multirun_dir}/: nothing written; docs/ untouched", file=sys.stderr)
         return 1
     print(res["written"])
+    for line in res["ungated"][:50]:
+        print(f"refused: {line}", file=sys.stderr)
+    if len(res["ungated"]) > 50:
+        print(f"refused: ... and {len(res['ungated']) - 50} more", file=sys.stderr)
     if a.docs and not res["docs"]:
-        print(f"error: {a.docs}/ not updated: required sections have no runs (listed above)", file=sys.stderr)
+        why = (
+            f"{len(res['ungated'])} runs are not sealed, from the committed (or an accepted) code and on the real "
+            f"data (listed above; docs_gate in src/clsuite/analysis/docs_gate.py, docs/INTEGRITY.md)"
+            if res["ungated"]
+            else "required sections have no runs (listed above)"
+        )
+        print(f"error: {a.docs}/ not updated: {why}", file=sys.stderr)
         return 1
     if res["docs"]:
         print(Path(a.docs) / "REPRODUCTION.md")

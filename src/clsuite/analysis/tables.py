@@ -424,6 +424,17 @@ def status_markdown(st: dict, where: str) -> str:
             lines.append(f"  - ... and {len(st['missing']) - 50} more (status.json)")
     if st["duplicates"]:
         lines.append(f"- the same run reached twice (same identity, counted once): {len(st['duplicates'])}")
+    if st.get("rejected"):
+        lines.append(
+            f"- **left out** (results files never counted: unsealed, edited or malformed): {len(st['rejected'])}"
+        )
+        lines += [f"  - `{r['job']}`: {r['reason']}" for r in st["rejected"]]
+    if st.get("seed_duplicates"):
+        lines.append(
+            f"- **other runs of a cell's seed** (different identity; one run per seed, never pooled): "
+            f"{len(st['seed_duplicates'])}"
+        )
+        lines += [f"  - `{d['job']}`: left out, kept `{d['kept']}` ({d['why']})" for d in st["seed_duplicates"]]
     if st["stale_files"]:
         lines.append(f"- superseded results kept by the sweep (`results.stale-*.json`, not read): {st['stale_files']}")
     if len(st.get("code_versions", {})) > 1:

@@ -1,0 +1,75 @@
+"""The gate of ``make report DOCS=1`` (``scripts/report.py --docs``): which runs may reach docs/.
+
+The committed report is what a reader trusts without rerunning anything, so docs/ is written
+only when every run the report would show
+
+1. is **sealed** and well formed (``clsuite.results.read_run``) and no results file of the
+   experiments was left out (an edited or unsealed file would silently drop a seed);
+2. was made by the **committed code** (its ``identity.code.hash`` equals the content hash of the
+   code at ``git HEAD``, :func:`committed_code`) or by an **accepted earlier code**: an entry of
+   ``docs/accepted_code.json`` (:data:`ACCEPTED_FILE`) naming the code hash, the commit that made
+   it and why its results stand (e.g. the later commits changed no computation of R);
+3. ran on the **real data sets**: not ``benchmark.source=synthetic``, and every data file of its
+   identity has an md5.
+
+Otherwise the refusal names each run and why (``ungated``), and docs/ is left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+from clsuite import identity as ident
+
+ACCEPTED_FILE = "accepted_code.json"
+CODE_PATHS = ("src/clsuite", "src/run.py", "src/hydra_plugins", "conf")
+
+
+def committed_code(root: Path = ident.ROOT) -> str | None:
+    """The content hash (``clsuite.identity.code_hash``) of the code at ``git HEAD`` of ``root``;
+    outside a git checkout, the hash of the code this process runs."""
+    try:
+        tar = subprocess.run(
+            ["git", "-C", str(root), "archive", "--format=tar", "HEAD", *CODE_PATHS],
+            capture_output=True, check=True, timeout=60,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ident.code_identity()["hash"]
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=BytesIO(tar)) as tf:
+        tf.extractall(tmp, filter="data")
+        pkg = Path(tmp) / "src" / "clsuite"
+        return ident.code_hash(pkg, Path(tmp) / "conf", ident.extra_code_files(pkg))
+
+
+def accepted(docs: Path) -> dict[str, dict]:
+    """``{code hash: entry}`` of ``docs/accepted_code.json`` (``{"accepted": [{"code_hash", "commit", "why"}]}``)."""
+    try:
+        data = json.loads((Path(docs) / ACCEPTED_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    items = data.get("accepted") if isinstance(data, dict) else None
+    return {str(e["code_hash"]): e for e in items or [] if isinstance(e, dict) and e.get("code_hash")}
+
+
+def ungated(experiments: dict, docs: Path, code: str | None) -> list[str]:
+    """One line per run (or left-out file) that keeps the report out of docs/; [] when it may go in."""
+    ok = {code, *accepted(docs)} - {None}
+    left_out, data, other_code = [], [], []
+    for name, e in sorted(experiments.items()):
+        left_out += [f"{name}/{r['job']}: left out ({r['reason']})" for r in e.status.get("rejected", [])]
+        if e.empty:
+            continue
+        for _, run in e.runs.iterrows():
+            if not run["real_data"]:
+                data.append(f"{name}/{run['job']}: not on the real data set (synthetic, or a data file without md5)")
+            if run["code"] not in ok:
+                other_code.append(
+                    f"{name}/{run['job']}: made by code {run['code']} ({run['commit']}), neither the committed code "
+                    f"({code}) nor accepted in docs/{ACCEPTED_FILE}"
+                )
+    return left_out + data + other_code  # the rarest first: a few edited files among many runs of old code

@@ -1,0 +1,168 @@
+"""The one reader of results files: a run's ``results.json`` -> a sealed run, or the reason it is not one.
+
+Every layer that reads a results file (sweep resume and reuse, the reuse index, the analysis,
+the report, W&B sync) goes through :func:`read_run`, so a file counts everywhere or nowhere.
+Checks, in order (the first that fails is the reason):
+
+1. the file is readable, valid JSON and a JSON *object* (``[]`` or ``3`` is malformed);
+2. ``status`` is ``finished``;
+3. the **seal**: a ``digest`` is present and equals the sha256 of the rest of the file
+   (``clsuite.identity.seal_ok``): a file without one is *unsealed*, a file whose digest does not
+   match was *edited* after it was written;
+4. the **schema** (:func:`schema_problem`): ``benchmark`` and ``method`` strings, ``seed`` and
+   ``memory`` whole numbers; ``b`` a list of T finite accuracies in [0, 100]; ``R`` a T x T
+   matrix of them (Joint, ``config.method.joint``: its single final row, 1 x T); ``metrics``
+   holds every metric of ``clsuite.metrics.METRICS`` and equals ``all_metrics(R, b)`` recomputed
+   (NaN where undefined); ``config`` an object naming the same seed, benchmark and method;
+   ``identity`` an object with a 64-hex ``key``, whose ``config`` part is the normalised
+   ``config`` and, in the current layout (``code.hash``, ``data``, ``env``), whose key is the
+   sha256 of its parts (``clsuite.identity.identity``).
+
+The seal is a checksum, not a signature: it tells a hand edit or a broken writer apart from a
+run's own file, not a forger who recomputes it. Files written by the code since content hashes
+(commit bec6963 and later) pass unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from clsuite import identity as ident
+from clsuite.metrics import METRICS, all_metrics
+
+TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class SealedRun:
+    """A results file that passed every check: ``data`` is its parsed content."""
+
+    path: Path
+    data: dict
+
+    ok = True
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A results file that is never counted, and why (one line)."""
+
+    path: Path
+    reason: str
+    data: dict | None = None  # the parsed file when it was a JSON object (to say why, never to count)
+
+    ok = False
+
+
+def read_run(path) -> SealedRun | Rejected:
+    """The results file at ``path`` as a :class:`SealedRun`, else :class:`Rejected` with the reason."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return Rejected(path, "missing")
+    except (OSError, UnicodeDecodeError) as e:
+        return Rejected(path, f"unreadable ({type(e).__name__}: {e})")
+    try:
+        res = json.loads(text)
+    except ValueError:
+        return Rejected(path, "not valid JSON (a torn or hand-written file)")
+    reason = problem(res)
+    if reason:
+        return Rejected(path, reason, res if isinstance(res, dict) else None)
+    return SealedRun(path, res)
+
+
+def problem(res) -> str | None:
+    """Why a parsed results file is not a sealed, well-formed finished run (None when it is)."""
+    if not isinstance(res, dict):
+        return f"not a JSON object (a {type(res).__name__})"
+    if res.get("status") != "finished":
+        return f"status {res.get('status')!r}, not 'finished'"
+    if "digest" not in res:
+        return "unsealed (no digest): not written by a run, or edited"
+    if not ident.seal_ok(res):
+        return "edited after it was written (its digest does not match its content)"
+    return schema_problem(res)
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _accuracies(v, n: int | None = None) -> bool:
+    """A list (of length ``n``) of finite numbers in [0, 100]."""
+    return (
+        isinstance(v, list)
+        and (n is None or len(v) == n)
+        and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 100 for x in v
+        )
+    )
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or not isinstance(a, int | float):
+        return False
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOLERANCE
+
+
+def schema_problem(res: dict) -> str | None:
+    """The first schema violation of a sealed results file (see the module docstring), or None."""
+    for key in ("benchmark", "method"):
+        if not isinstance(res.get(key), str) or not res[key]:
+            return f"'{key}' is not a name: {res.get(key)!r}"
+    for key in ("seed", "memory"):
+        if not _whole(res.get(key)) or res[key] < 0:
+            return f"'{key}' is not a whole number >= 0: {res.get(key)!r}"
+    cfg = res.get("config")
+    if not isinstance(cfg, dict):
+        return "'config' is not an object"
+    b, R = res.get("b"), res.get("R")
+    if not isinstance(b, list) or not b or not _accuracies(b):
+        return "'b' is not a list of accuracies in [0, 100]"
+    T = len(b)
+    joint = isinstance(cfg.get("method"), dict) and cfg["method"].get("joint") is True
+    rows = (T, 1) if joint else (T,)
+    if not isinstance(R, list) or len(R) not in rows or not all(_accuracies(r, T) for r in R):
+        shape = "1 x T (Joint) or T x T" if joint else "T x T"
+        return f"'R' is not a {shape} matrix of accuracies in [0, 100] (T = len(b) = {T})"
+    m = res.get("metrics")
+    if not isinstance(m, dict) or any(k not in m for k in METRICS):
+        return f"'metrics' lacks one of {', '.join(METRICS)}"
+    for k, v in all_metrics(R, b).items():
+        if not _same(m[k], v):
+            return f"metrics.{k} = {m[k]!r} is not the value recomputed from R and b ({v:.6g})"
+    for key, value in (("seed", res["seed"]), ("benchmark.name", res["benchmark"]), ("method.name", res["method"])):
+        head, _, leaf = key.rpartition(".")
+        node = cfg.get(head) if head else cfg
+        if not isinstance(node, dict) or node.get(leaf) != value:
+            return f"config.{key} does not match the file's {key.split('.')[0]} ({value!r})"
+    return identity_problem(res.get("identity"), cfg)
+
+
+def identity_problem(identity, cfg: dict) -> str | None:
+    if not isinstance(identity, dict):
+        return "no 'identity' object (made before identities, or edited)"
+    key = identity.get("key")
+    if not isinstance(key, str) or not _HEX64.fullmatch(key):
+        return f"identity.key is not a sha256: {key!r}"
+    if ident.canonical(identity.get("config")) != ident.canonical(ident.normalize(cfg)):
+        return "identity.config is not the file's config (normalised)"
+    code = identity.get("code")
+    if isinstance(code, dict) and "hash" in code and "data" in identity and "env" in identity:
+        parts = {k: identity[k] for k in ("config", "code", "data", "env")}
+        if ident.sha256(ident.canonical(parts)) != key:
+            return "identity.key is not the hash of the identity's parts"
+    return None
+
+
+def code_hash_of(res: dict) -> str | None:
+    """The content hash of the code that made a run (None for files made before content hashes)."""
+    code = (res.get("identity") or {}).get("code") or {}
+    return code.get("hash") if isinstance(code, dict) else None

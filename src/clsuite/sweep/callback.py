@@ -1,0 +1,166 @@
+"""The Hydra callback of every multirun (conf/config.yaml ``hydra.callbacks.sweep``).
+
+At the start (:meth:`SweepCallback.on_multirun_start`): expand and check the grid
+(``clsuite.sweep.grid``; a bad grid is one ``error:`` line, exit 2, before any job starts); an
+empty sweep (``seed=range(0,0)``) writes nothing and exits 0; then ``grid.json`` and the reuse
+index (``clsuite.sweep.index.reindex``). At the end: the summary, counted from the jobs' own files
+(``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status
+(:func:`last_summary`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from clsuite import identity as ident
+from clsuite.config import ConfigError
+from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_json_atomic
+from clsuite.locks import HOST
+from clsuite.paths import check_names
+from clsuite.sweep.env import env_flag
+from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
+from clsuite.sweep.index import reindex
+from clsuite.sweep.job import error_line
+from clsuite.sweep.summary import summarize
+
+
+def _refuse(check, *args) -> None:
+    """Run ``check(*args)`` (or raise ``check`` when it is an error): a ``ConfigError`` is one ``error:``
+    line and exit 2, an ``OSError`` (an output folder that cannot be made) one line and exit 1."""
+    try:
+        if isinstance(check, BaseException):
+            raise check
+        check(*args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print(f"error: {os_error_line(e)}; nothing run", file=sys.stderr)
+        sys.exit(1)
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """A single run's folder: refused when it holds another run's results; made now (an OS error here
+    is one line, not Hydra's traceback)."""
+    try:
+        taken = (run_dir / RESULTS_FILE).exists()
+    except OSError as e:  # a name too long, a parent that is a file
+        raise OSError(e.errno, e.strerror, str(run_dir)) from e
+    if taken:
+        raise ConfigError(
+            f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
+            "choose a new folder (the default makes one per run)"
+        )
+    _make_folder(run_dir)
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
+_LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
+
+
+def last_summary() -> dict | None:
+    """The summary of the last sweep this process launched (None before one ended)."""
+    return _LAST.get("summary")
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:  # pragma: no cover
+    _HydraCallback = object  # type: ignore[assignment,misc]
+
+
+class SweepCallback(_HydraCallback):
+    """Hydra callback (conf/config.yaml ``hydra.callbacks.sweep``): grid check + grid.json + summary."""
+
+    def __init__(self) -> None:
+        self.grid: list[dict] | None = None
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run, before Hydra makes its folder: names, and a folder free of other results."""
+        _refuse(check_names, config)
+        _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse(check_names, config)
+        sweep_id = uuid.uuid4().hex[:12]
+        os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
+        os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
+        sweeper = str(config.hydra.sweeper.get("_target_", ""))
+        if not sweeper.endswith("BasicSweeper"):
+            return
+        try:
+            grid = expand_grid(config)
+        except Exception as e:  # glob() sweeps: no grid file; anything else: the sweep is not checked, so not run
+            if "glob(" not in str(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)):
+                print(f"error: could not expand the sweep grid ({error_line(e)})", file=sys.stderr)
+                sys.exit(2)
+            print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
+            return
+        errors = unknown_options(grid)
+        if errors:
+            _refuse(ConfigError(errors[0]))
+        _refuse(check_folders, config, grid)
+        _refuse(validate_grid, config, grid)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        if not grid:
+            print(f"sweep {config.get('experiment')}: no jobs (an empty sweep): nothing run, {sweep_dir}/ unchanged",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(0)
+        self.grid = grid  # every job composed and validated: only now is the grid the sweep's
+        _refuse(_make_folder, sweep_dir)
+        _refuse(
+            write_json_atomic,
+            sweep_dir / GRID_FILE,
+            {
+                "experiment": config.get("experiment"),
+                "sweep_id": sweep_id,
+                "created": dt.datetime.now().isoformat(timespec="seconds"),
+                "host": HOST,
+                "argv": sys.argv,
+                "launcher": str(config.hydra.launcher.get("_target_", "")),
+                "n_jobs": len(grid),
+                "jobs": grid,
+            },
+        )
+        print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
+        if env_flag("CLSUITE_REUSE"):
+            n = reindex(sweep_dir.parent)
+            if n:
+                print(f"sweep {config.get('experiment')}: indexed {n} earlier results for reuse", file=sys.stderr)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        s = summarize(str(config.hydra.sweep.dir), os.environ.get("CLSUITE_SWEEP_ID"), self.grid)
+        _LAST["summary"] = s
+        exp = config.get("experiment")
+        msg = (
+            f"sweep {exp}: {s['ran']} ran, {s['skipped']} skipped (results match), {s['reused']} reused "
+            f"(same identity in another experiment), {s['busy']} busy (running elsewhere), "
+            f"{s['interrupted']} interrupted, {s['failed']} failed"
+        )
+        if "expected" in s:
+            msg += f"; {s['finished_total']}/{s['expected']} of the grid have results"
+        print(msg, file=sys.stderr)
+        if s["reruns"]:
+            why = ", ".join(
+                f"{r} changed: {n}" if r in ident.REASONS[:6] else f"{r}: {n}" for r, n in sorted(s["reruns"].items())
+            )
+            print(f"  reran because {why}", file=sys.stderr)
+        for line in s["failed_jobs"][:20]:
+            print(f"  failed: {line}", file=sys.stderr)
+        print(f"  tables and figures: python scripts/aggregate.py {exp}", file=sys.stderr)
+        from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
+
+        log_sweep_charts(config)

@@ -1,0 +1,112 @@
+"""A GPU per job: ``launcher=joblib`` sets ``CLSUITE_GPU_POOL=1`` in its jobs; each job then takes a
+free slot of a machine-wide lock-file pool (``fcntl.flock``, released by the OS even when the job
+dies) and runs on that GPU through ``CLSUITE_GPU`` (read by ``clsuite.experiment.pick_device``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clsuite import identity as ident
+from clsuite.sweep.env import env_flag
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # (a broken CUDA install means: no GPU)
+        return 0
+
+
+def jobs_per_gpu() -> int:
+    return max(1, int(os.environ.get("CLSUITE_JOBS_PER_GPU", "1")))
+
+
+cpu_count = ident.cpu_count
+
+
+def n_parallel_jobs() -> int:
+    """Default joblib ``n_jobs``: one per GPU slot when there are GPUs, else one per CPU core."""
+    n = gpu_count()
+    return n * jobs_per_gpu() if n else cpu_count()
+
+
+def _lock_dir() -> Path:
+    d = os.environ.get("CLSUITE_GPU_LOCK_DIR")
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(d) if d else Path(tempfile.gettempdir()) / f"clsuite-gpu-locks-{uid}"
+
+
+_HELD: list[int] = []  # GPU slots held by this process (CLSUITE_GPU then comes from the pool)
+
+
+def _pool_wanted(trainer_cfg) -> bool:
+    if not env_flag("CLSUITE_GPU_POOL", default=False):
+        return False
+    if os.environ.get("CLSUITE_GPU") and not _HELD:  # the user chose the GPU
+        return False
+    if trainer_cfg is None:
+        return True
+    return trainer_cfg.get("device_index") is None and str(trainer_cfg.get("accelerator", "auto")) != "cpu"
+
+
+@contextlib.contextmanager
+def gpu_slot(trainer_cfg=None, job_num: int = 0, poll_s: float = 2.0):
+    """Hold a free GPU slot (GPU g, slot s) for the duration; sets ``CLSUITE_GPU=g``.
+
+    Slots are lock files ``gpu<g>.<s>.lock`` in a machine-wide folder, so parallel sweeps on one
+    machine share the pool; ``flock`` is released by the kernel when a job dies. Free GPUs are
+    filled before a second slot of a GPU is used, starting at GPU ``job_num % n``. Yields the
+    GPU index, or None when the pool is off (not under launcher=joblib, a device chosen, no GPU).
+    """
+    if not _pool_wanted(trainer_cfg):
+        yield None
+        return
+    n = gpu_count()
+    if n == 0:
+        yield None
+        return
+    import fcntl
+
+    d = _lock_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    order = [(s, (job_num + i) % n) for s in range(jobs_per_gpu()) for i in range(n)]
+    waited = False
+    while True:
+        for s, g in order:
+            f = open(d / f"gpu{g}.{s}.lock", "a+")  # noqa: SIM115  (closed in finally)
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
+                continue
+            old = os.environ.get("CLSUITE_GPU")
+            os.environ["CLSUITE_GPU"] = str(g)
+            _HELD.append(g)
+            try:
+                f.seek(0)
+                f.truncate()
+                f.write(f"{os.getpid()} {socket.gethostname()}\n")
+                f.flush()
+                yield g
+            finally:
+                _HELD.remove(g)
+                if old is None:
+                    os.environ.pop("CLSUITE_GPU", None)
+                else:
+                    os.environ["CLSUITE_GPU"] = old
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+            return
+        if not waited:
+            print(f"waiting for a free GPU slot ({n} GPUs x {jobs_per_gpu()} in {d})", file=sys.stderr)
+            waited = True
+        time.sleep(poll_s)

@@ -1,0 +1,145 @@
+"""The grid of a sweep: the jobs it will launch, each composed and validated before any starts.
+
+:class:`clsuite.sweep.callback.SweepCallback` expands the sweep (:func:`expand_grid`: sweeper
+params + command-line overrides, Hydra's basic sweeper's order), checks it
+(:func:`unknown_options`, :func:`check_folders`, :func:`validate_grid`: one ``error:`` line, exit
+2, before any job starts) and only then writes ``<sweep dir>/grid.json``, the expected job
+folders ``scripts/aggregate.py`` checks for missing and failed runs.
+
+:func:`check_folders` refuses a grid whose jobs would share a folder or an experiment's files:
+- ``experiment`` itself swept (``-m experiment=e3,e4``): the sweep folder, grid and summary are
+  one experiment's; run one sweep per experiment;
+- two jobs with one folder: a fixed ``hydra.sweep.subdir``, or jobs that differ only in keys left
+  out of folder names (``trainer.threads``, ``logger``, ...): each would resume from, or
+  overwrite, the other's results.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from clsuite.config import ConfigError, unknown_option
+from clsuite.sweep.names import job_dirname
+
+PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id", "hydra:job.id")  # a subdir per job
+
+
+def expand_grid(config: DictConfig) -> list[dict]:
+    """The jobs a multirun will launch: ``[{"overrides": [...], "dir": <subdir>}, ...]``.
+
+    Same expansion as Hydra's basic sweeper: ``hydra.sweeper.params`` first, then the
+    command-line overrides (which win on the same key), cartesian product in that key order.
+    ``dir`` is the job's folder name when ``hydra.sweep.subdir`` is the override dirname.
+    """
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    h = config.hydra
+    params = h.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=False) if params else {}  # (`${...}` is a job's value)
+    args = [f"{k}={v}" for k, v in params.items()] + OmegaConf.to_container(h.overrides.task, resolve=False)
+    parser = OverridesParser.create()
+    jobs = BasicSweeper.split_arguments(parser.parse_overrides(args), None)[0]
+    od = h.job.config.override_dirname
+    subdir_is_dirname = "override_dirname" in str(OmegaConf.to_container(h.sweep, resolve=False).get("subdir"))
+    out = []
+    for job in jobs:
+        parsed = parser.parse_overrides(job)
+        name = job_dirname(get_overrides_dirname(parsed, list(od.exclude_keys), od.item_sep, od.kv_sep))
+        out.append({"overrides": list(job), "dir": name if subdir_is_dirname else None})
+    return out
+
+
+def unknown_options(jobs: list[dict]) -> list[str]:
+    """One error line per config group with an option in the grid that has no yaml file."""
+    bad: dict[str, list[str]] = {}
+    for job in jobs:
+        for o in job["overrides"]:
+            key, _, value = o.partition("=")
+            if msg := unknown_option(key, value):
+                bad.setdefault(key.lstrip("+~"), []).append(msg)
+    return [msgs[0].replace("; valid", " in the sweep; valid", 1) for _, msgs in sorted(bad.items())]
+
+
+def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
+    """Compose and validate every job of the sweep (``ConfigError`` names the first bad job).
+
+    Hydra composes once per distinct set of group choices (``benchmark=``, ``method=``, Hydra
+    keys, deletions); each job's plain values (seed, memory, tau, ...) are then set on a copy,
+    which must name existing keys unless added with ``+``, and the copy is validated.
+    """
+    import copy
+
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import open_dict
+
+    from clsuite.config import GROUPS, check_overrides, validate
+
+    n_jobs = config.hydra.launcher.get("n_jobs")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
+        raise ConfigError(f"hydra.launcher.n_jobs must be a whole number >= 1 (or -1: one per core), got {n_jobs!r}")
+    name = config.hydra.job.config_name
+    parser = OverridesParser.create()
+    bases: dict[tuple, DictConfig] = {}
+    missing = object()
+    for job in jobs:
+        where = f"job {job.get('dir') or ' '.join(job['overrides'])}"
+        check_overrides(job["overrides"])
+        try:
+            composed, plain = [], []
+            for text, o in zip(job["overrides"], parser.parse_overrides(job["overrides"])):
+                key = o.key_or_group
+                if key in GROUPS or key.startswith("hydra") or o.is_delete() or o.package is not None or "/" in key:
+                    composed.append(text)
+                else:
+                    plain.append((key, o.value(), o.is_add() or o.is_force_add()))
+            if tuple(composed) not in bases:
+                bases[tuple(composed)] = compose(config_name=name, overrides=composed)
+            cfg = copy.deepcopy(bases[tuple(composed)])
+            with open_dict(cfg):
+                for key, value, add in plain:
+                    if not add and OmegaConf.select(cfg, key, default=missing) is missing:
+                        raise ConfigError(f"unknown key {key!r}")
+                    OmegaConf.update(cfg, key, value, merge=True, force_add=add)
+        except ConfigError as e:
+            raise ConfigError(f"{e} ({where})") from None
+        except Exception as e:  # a composition error (an unknown key, a missing file)
+            from clsuite.compose import error_line as hydra_error_line
+
+            raise ConfigError(f"{hydra_error_line(e, job['overrides'], name)} ({where})") from None
+        try:
+            validate(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"{e} ({where})") from None
+
+
+def check_folders(config: DictConfig, jobs: list[dict]) -> None:
+    """``ConfigError`` when the jobs would share a folder or the sweep spans experiments (module docstring)."""
+    experiments = sorted(
+        {o.partition("=")[2] for j in jobs for o in j["overrides"] if o.partition("=")[0].lstrip("+~") == "experiment"}
+    )
+    if len(experiments) > 1:
+        raise ConfigError(
+            f"experiment is swept ({','.join(experiments)}): a sweep writes one experiment's folder, grid and "
+            f"summary; run one sweep per experiment (e.g. -m experiment={experiments[0]} ...)"
+        )
+    if len(jobs) < 2:
+        return
+    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
+    if not any(p in subdir for p in PER_JOB):
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir!r} is the same for all {len(jobs)} jobs: they would write into one "
+            "folder; use a per-job subdir (${hydra.job.num} or the default, the override dirname)"
+        )
+    seen: dict[str, list[str]] = {}
+    for j in jobs:
+        if j.get("dir") is not None:
+            seen.setdefault(j["dir"], []).append(" ".join(j["overrides"]))
+    for d, who in seen.items():
+        if len(who) > 1:
+            raise ConfigError(
+                f"jobs {who[0]!r} and {who[1]!r} would share the folder {d!r}: they differ only in keys left out "
+                "of folder names (identity.IGNORED_KEYS); sweep one value of those keys per sweep"
+            )

@@ -1,0 +1,235 @@
+"""One sweep job's bookkeeping: resume, reuse, failure records, the sweep log.
+
+Every job of a multirun goes through :class:`Job` (driven by ``clsuite.cli.run_job``):
+
+- **resume**: a job whose folder already holds a sealed, well-formed ``results.json``
+  (``clsuite.results.read_run``) with the same *identity* (``clsuite.identity``: config + code +
+  data + threads/device/torch) is skipped. Otherwise the old file is kept as
+  ``results.stale-<n>.json``, the job reruns, and the sweep summary counts why (config / code /
+  data / threads / device / torch changed, no identity, edited by hand, malformed).
+  ``resume=config_only`` (or ``CLSUITE_RESUME=config_only``) compares the normalised config
+  only, and still needs the seal; ``resume=off`` (or ``CLSUITE_RESUME=0``) reruns everything.
+- **reuse**: a job of another experiment with the identical identity (e.g. M=100 of the memory
+  sweep = Table II) copies that result (``clsuite.sweep.index``) instead of training again, once
+  the source passed the same checks; ``reused_from`` names the source. ``CLSUITE_REUSE=0`` turns
+  this off.
+- **failures**: an exception in a job (divergence, a bad file, a crash, an OS error on its
+  folder) writes ``failed.json`` (error line, traceback, attempt count) where ``results.json``
+  would be, and the other jobs go on; a SIGTERM / SIGINT writes it with ``status:
+  interrupted``. A rerun retries exactly the jobs without results; ``failed.json`` is deleted
+  on success. Writing the record cannot end the sweep (a full disk: a warning).
+- **log**: one JSON line per job (ran / skipped / reused / busy / interrupted / failed, wall
+  time, why it reran) in ``<sweep dir>/sweep_log.jsonl``, for the progress line and the reasons
+  of reruns; the sweep's counts and exit status come from the jobs' own files
+  (``clsuite.sweep.summary``), not from this log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from clsuite import identity as ident
+from clsuite.config import dotted_get
+from clsuite.identity import config_diff, config_hash, normalize
+from clsuite.io import (
+    FAILED_FILE,
+    LOG_FILE,
+    OVERRIDES_FILE,
+    RESULTS_FILE,
+    STALE_PREFIX,
+    os_error_line,
+    read_object,
+    write_json_atomic,
+)
+from clsuite.locks import HOST, JobLock
+from clsuite.results import read_run
+from clsuite.sweep.env import env_flag, resume_mode
+from clsuite.sweep.index import INDEX_DIR, index_result
+
+
+class Job:
+    """Lock / resume / reuse / failure bookkeeping of one multirun job (folder ``out_dir``)."""
+
+    def __init__(self, cfg, out_dir, sweep_dir=None, overrides=(), job_num: int = 0):
+        self.cfg = ident._container(cfg)
+        self.out_dir = Path(out_dir)
+        self.sweep_dir = Path(sweep_dir) if sweep_dir is not None else self.out_dir.parent
+        self.overrides = list(overrides)
+        self.job_num = int(job_num or 0)
+        self.norm = normalize(self.cfg)
+        self.hash = config_hash(self.norm)
+        self.name = self.out_dir.name
+        self.mode = resume_mode(self.cfg)
+        self.identity: dict | None = None  # the identity this job's run will have (computed once)
+        self.rerun_reasons: list[str] = []
+        self.lock = JobLock(self.out_dir)
+
+    # -- where things are
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / RESULTS_FILE
+
+    @property
+    def failed_path(self) -> Path:
+        return self.out_dir / FAILED_FILE
+
+    def index_path(self, key: str | None = None) -> Path:
+        if key is None:
+            key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
+        return self.sweep_dir.parent / INDEX_DIR / f"{key}.json"
+
+    def expected(self) -> dict:
+        if self.identity is None:
+            self.identity = ident.expected(self.cfg)
+        return self.identity
+
+    # -- resume
+    def mismatch(self, res: dict) -> list[tuple[str, str]]:
+        """Why a sealed result (``clsuite.results.read_run``) cannot stand for this job ([] when it can).
+
+        ``config_only`` compares the normalised config only: it relaxes the identity, never the seal."""
+        if self.mode == "config_only":
+            old = normalize(res.get("config", {}))
+            return [] if old == self.norm else [("config", "; ".join(config_diff(old, self.norm)[:3]))]
+        return ident.differences(res.get("identity"), self.expected())
+
+    def finished(self) -> tuple[dict, str] | None:
+        """(results, "skipped" | "reused") when this job already has a result, else None.
+
+        Its own results file must be sealed and well formed and match (:meth:`mismatch`); otherwise
+        it is set aside as ``results.stale-<n>.json`` with the reason. A result of another
+        experiment (the reuse index) must pass the same checks before it is copied and sealed here.
+        """
+        if self.mode == "off":
+            return None
+        run = read_run(self.results_path)
+        if run.ok:
+            why = self.mismatch(run.data)
+            if not why:
+                self.failed_path.unlink(missing_ok=True)
+                self.register()
+                return run.data, "skipped"
+            self._set_aside(why)
+        elif run.reason != "missing":
+            self._set_aside([(rejection_reason(run.data, run.reason), run.reason)])
+        if env_flag("CLSUITE_REUSE"):
+            return self._reuse()
+        return None
+
+    def _set_aside(self, why: list[tuple[str, str]]) -> None:
+        self.rerun_reasons = sorted({r for r, _ in why})
+        stale = self._stale_name()
+        os.replace(self.results_path, stale)
+        detail = "; ".join(f"{r} changed ({d})" if r in ident.REASONS[:6] else d for r, d in why)
+        print(f"rerun {self.name}: {detail}; old results kept as {stale.name}", file=sys.stderr)
+
+    def _reuse(self) -> tuple[dict, str] | None:
+        entry = read_object(self.index_path())
+        if not entry or not isinstance(entry.get("path"), str):
+            return None
+        src = Path(entry["path"])
+        src = src if src.is_absolute() else self.sweep_dir.parent / src
+        run = read_run(src)
+        if not run.ok or src.resolve() == self.results_path.resolve() or self.mismatch(run.data):
+            return None
+        res = {k: v for k, v in run.data.items() if k != "digest"}  # verified: only now sealed again
+        res["config"] = {**res["config"], "experiment": self.cfg.get("experiment")}
+        res["reused_from"] = str(src)
+        write_json_atomic(self.results_path, ident.seal(res))
+        self.failed_path.unlink(missing_ok=True)
+        return res, "reused"
+
+    def _stale_name(self) -> Path:
+        n = 1
+        while (p := self.out_dir / f"{STALE_PREFIX}{n}.json").exists():
+            n += 1
+        return p
+
+    def register(self) -> None:
+        """Index this job's finished result by identity key and config hash (for reuse elsewhere)."""
+        run = read_run(self.results_path)
+        if not run.ok:
+            return
+        res = run.data
+        index_result(self.sweep_dir.parent, self.results_path, res, self.hash, self.cfg.get("experiment"))
+
+    # -- outcome records
+    def succeeded(self, wall_s: float) -> None:
+        self.failed_path.unlink(missing_ok=True)
+        self.register()
+        self.log("ran", wall_s=wall_s, reasons=self.rerun_reasons)
+
+    def failed(self, exc: BaseException, wall_s: float = 0.0, status: str = "failed") -> str:
+        """Record a failure (``failed.json`` + a log line); never raises (a full disk: a warning)."""
+        line = error_line(exc)
+        try:
+            prev = read_object(self.failed_path) or {}
+            record = {
+                "status": status,
+                "error": line,
+                "attempt": _attempt(prev) + 1,
+                "time": dt.datetime.now().isoformat(timespec="seconds"),
+                "host": HOST,
+                "overrides": self.overrides,
+                "benchmark": dotted_get(self.cfg, "benchmark.name"),
+                "method": dotted_get(self.cfg, "method.name"),
+                "memory": self.cfg.get("memory"),
+                "seed": self.cfg.get("seed"),
+                "traceback": "".join(traceback.format_exception(exc)),
+                "config": self.cfg,
+            }
+            write_json_atomic(self.failed_path, record)
+        except Exception as e:  # (the record is lost; the sweep goes on)
+            print(f"warning: {self.name}: could not write {FAILED_FILE}: {error_line(e)}", file=sys.stderr)
+        self.log(status, wall_s=wall_s, error=line, reasons=self.rerun_reasons)
+        return line
+
+    def log(self, status: str, **extra) -> None:
+        rec = {"time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID"), "job": self.name, "status": status}
+        rec.update({k: v for k, v in extra.items() if v not in (None, [])})
+        try:
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.sweep_dir / LOG_FILE, "a") as f:  # one short line per write: O_APPEND keeps lines whole
+                f.write(json.dumps(rec, default=str) + "\n")
+        except OSError:
+            pass
+        from clsuite.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
+
+        if status != "busy" and (line := sweep_progress(self.sweep_dir)):
+            print(line, file=sys.stderr)
+
+    def write_overrides(self) -> None:
+        """A hashed folder name: the overrides it stands for, written inside."""
+        if self.name.rsplit(",", 1)[-1].startswith("hash="):
+            with contextlib.suppress(OSError):
+                write_json_atomic(self.out_dir / OVERRIDES_FILE, self.overrides)
+
+
+def error_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:  # an output path: name it
+        return f"{type(exc).__name__}: {os_error_line(exc)}"
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def rejection_reason(data: dict | None, reason: str) -> str:
+    """The rerun reason (``clsuite.identity.REASONS``) of a results file the reader rejected."""
+    if reason.startswith("unsealed") and data is not None and "identity" not in data:
+        return "no identity"  # made before identities
+    if reason.startswith("unsealed") or reason.startswith("edited"):
+        return "edited"
+    return "malformed"
+
+
+def _attempt(prev: dict) -> int:
+    try:
+        return int(prev.get("attempt", 0))
+    except (TypeError, ValueError):
+        return 0

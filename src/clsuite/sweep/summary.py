@@ -1,0 +1,81 @@
+"""What a sweep did, counted from the jobs' own files: the summary and the exit status.
+
+For every job of the grid (``grid.json``'s folders), in its folder:
+
+1. a sealed ``results.json`` (``clsuite.results.read_run``): **finished**;
+2. else a ``failed.json``: **failed** with its error line (``status: interrupted``: **interrupted**);
+3. else a ``running.lock`` of a live process (another sweep runs it): **busy**;
+4. else nothing: **failed** ("left no results and no failure record"): a job whose record or log
+   line could not be written (a full disk) still fails the sweep.
+
+The sweep log (``sweep_log.jsonl``) adds only what the files cannot say: how many jobs of this
+invocation ran, were skipped or reused, and why jobs reran. Without a grid (a sweeper other than
+the basic one) the log is all there is. ``clsuite.cli.main`` exits 1 when a job failed or was
+interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clsuite.io import FAILED_FILE, LOCK_FILE, LOG_FILE, RESULTS_FILE, read_object
+from clsuite.locks import holder_alive
+from clsuite.results import read_run
+
+
+def job_state(folder: Path) -> tuple[str, str]:
+    """(finished | failed | interrupted | busy, error line) of one job folder, from its files."""
+    if read_run(folder / RESULTS_FILE).ok:
+        return "finished", ""
+    rec = read_object(folder / FAILED_FILE)
+    if rec is not None:
+        return ("interrupted" if rec.get("status") == "interrupted" else "failed"), str(rec.get("error", ""))
+    holder = read_object(folder / LOCK_FILE)
+    if holder is not None:
+        try:
+            if holder_alive(holder, (folder / LOCK_FILE).stat().st_mtime):
+                return "busy", ""
+        except (OSError, TypeError, ValueError):
+            pass
+    return "failed", "left no results and no failure record (its files could not be written?)"
+
+
+def _log(sweep_dir: Path, sweep_id: str | None) -> tuple[dict, dict, list[str]]:
+    counts = {"ran": 0, "skipped": 0, "reused": 0, "busy": 0, "interrupted": 0, "failed": 0}
+    reasons: dict[str, int] = {}
+    failed: list[str] = []
+    try:
+        lines = (sweep_dir / LOG_FILE).read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict) or (sweep_id is not None and rec.get("sweep_id") != sweep_id):
+            continue
+        status = str(rec.get("status"))
+        counts[status] = counts.get(status, 0) + 1
+        for r in rec.get("reasons") or ():
+            reasons[r] = reasons.get(r, 0) + 1
+        if status in ("failed", "interrupted"):
+            failed.append(f"{rec.get('job')}: {rec.get('error', '')}")
+    return counts, reasons, failed
+
+
+def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = None) -> dict:
+    """Counts of the jobs of one sweep invocation (module docstring) and why jobs reran (``reruns``)."""
+    sweep_dir = Path(sweep_dir)
+    counts, reasons, failed = _log(sweep_dir, sweep_id)
+    out = {**counts, "reruns": reasons, "failed_jobs": failed, "sweep_dir": str(sweep_dir)}
+    dirs = [g["dir"] for g in grid or () if g.get("dir")]
+    if grid is not None and len(dirs) == len(grid):
+        states = {d: job_state(sweep_dir / d) for d in dirs}
+        out["expected"] = len(grid)
+        out["finished_total"] = sum(s == "finished" for s, _ in states.values())
+        for status in ("failed", "interrupted", "busy"):
+            out[status] = sum(s == status for s, _ in states.values())
+        out["failed_jobs"] = [f"{d}: {e}" for d, (s, e) in states.items() if s in ("failed", "interrupted")]
+    return out

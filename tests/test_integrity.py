@@ -1,0 +1,355 @@
+"""Issue 20: results that cannot be forged, mixed or lost, and nothing written outside the tree.
+
+The reader of results files (resume, reuse), names that become folders, sweep folders and counts,
+W&B failures and OS errors on output paths. The analysis side (forged files, one run per seed,
+the DOCS gate) is in tests/test_aggregate.py and tests/test_reproduction.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict, read_write
+
+from clsuite import io, sweep
+from clsuite.config import ConfigError, check_overrides, validate
+from clsuite.experiment import run_experiment
+from clsuite.paths import MAX_NAME, safe_name
+from clsuite.results import read_run
+from tests.conftest import CONF_DIR, FAST, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20")
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory) -> Path:
+    """A results file written by the suite's own code (the format the reader must accept unchanged)."""
+    out = tmp_path_factory.mktemp("run")
+    run_experiment(make_cfg("method=er", *TINY), out)
+    return out / io.RESULTS_FILE
+
+
+def _sealed_copy(src: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True, exist_ok=True)
+    (dst / io.RESULTS_FILE).write_text(src.read_text())
+    return dst
+
+
+# ----------------------------------------------------------------------------- the reader
+
+
+def test_the_suites_own_results_pass_and_every_edit_is_caught(one_run):
+    assert read_run(one_run).ok
+    res = json.loads(one_run.read_text())
+    cases = {
+        "edited after it was written": lambda r: r["metrics"].update(acc=99.0),
+        "unsealed": lambda r: r.pop("digest"),
+    }
+    for reason, edit in cases.items():
+        r = json.loads(json.dumps(res))
+        edit(r)
+        one_run.with_name("x.json").write_text(json.dumps(r))
+        assert read_run(one_run.with_name("x.json")).reason.startswith(reason)
+    from clsuite.identity import seal
+
+    def resealed(edit) -> str:
+        r = {k: v for k, v in json.loads(json.dumps(res)).items() if k != "digest"}
+        edit(r)
+        one_run.with_name("y.json").write_text(json.dumps(seal(r)))
+        got = read_run(one_run.with_name("y.json"))
+        return "ok" if got.ok else got.reason
+
+    # sealed again by someone, still not a run's file: the schema is checked
+    assert resealed(lambda r: r["metrics"].update(acc=99.0)).startswith(
+        "metrics.acc = 99.0 is not the value recomputed"
+    )
+    assert resealed(lambda r: r["R"][0].append(1.0)).startswith("'R' is not a T x T matrix")
+    assert resealed(lambda r: r["R"][1].__setitem__(0, float("nan"))).startswith("'R' is not")
+    assert resealed(lambda r: r.update(seed="0")).startswith("'seed' is not a whole number")
+    assert resealed(lambda r: r.update(seed=7)).startswith("config.seed does not match")
+    assert (
+        resealed(lambda r: r["identity"].update(key="0" * 64)) == "identity.key is not the hash of the identity's parts"
+    )
+    assert resealed(lambda r: r["config"].update(lr=0.5)) == "identity.config is not the file's config (normalised)"
+    for text, reason in (("[]", "not a JSON object (a list)"), ("3", "not a JSON object (a int)"), ("{", "not valid")):
+        one_run.with_name("z.json").write_text(text)
+        assert read_run(one_run.with_name("z.json")).reason.startswith(reason)
+    assert read_run(one_run.with_name("none.json")).reason == "missing"
+
+
+def test_a_joint_run_one_final_row_and_nan_metrics_passes(tmp_path):
+    run_experiment(make_cfg("method=joint", *TINY), tmp_path)
+    got = read_run(tmp_path / io.RESULTS_FILE)
+    assert got.ok and len(got.data["R"]) == 1 and got.data["metrics"]["bwt"] != got.data["metrics"]["bwt"]  # NaN
+
+
+def test_config_only_relaxes_the_identity_never_the_seal_and_reuse_never_seals_unverified(one_run, tmp_path):
+    """The example of issue 20: resume=config_only accepted a file whose digest was deleted; reuse
+    into another experiment then gave it a fresh, valid seal."""
+    mr = tmp_path / "multirun"
+    cfg = make_cfg("method=er", *TINY, "resume=config_only", "experiment=table2")
+    a = _sealed_copy(one_run, mr / "table2" / "a")
+    res = json.loads((a / io.RESULTS_FILE).read_text())
+    (a / io.RESULTS_FILE).write_text(json.dumps({k: v for k, v in res.items() if k != "digest"}))
+    job = sweep.Job(cfg, a, sweep_dir=mr / "table2")
+    job.register()  # not indexed: not sealed
+    assert not (mr / sweep.INDEX_DIR).exists() and sweep.reindex(mr) == 0
+    sweep.index_result(mr, a / io.RESULTS_FILE, res, job.hash, "table2")  # an index entry pointing at it anyway
+    other = sweep.Job(make_cfg("method=er", *TINY, "resume=config_only", "experiment=memory"), mr / "memory" / "b")
+    assert other.finished() is None and not other.results_path.exists()  # not reused, nothing sealed
+    assert job.finished() is None and job.rerun_reasons == ["edited"]  # its own job reruns it
+    assert (a / "results.stale-1.json").is_file() and not (a / io.RESULTS_FILE).exists()
+    # a sealed file: config_only skips it, whatever the code
+    _sealed_copy(one_run, a)
+    assert sweep.Job(cfg, a, sweep_dir=mr / "table2").finished()[1] == "skipped"
+    res, how = other.finished()
+    assert how == "reused" and read_run(other.results_path).ok and res["config"]["experiment"] == "memory"
+
+
+def test_json_that_is_not_an_object_never_crashes_a_job(tmp_path, one_run):
+    d = tmp_path / "multirun" / "e" / "j"
+    d.mkdir(parents=True)
+    (d / io.LOCK_FILE).write_text("[]")
+    os.utime(d / io.LOCK_FILE, (1e9, 1e9))  # old: a torn lock of a dead writer, taken over
+    lock = sweep.JobLock(d)
+    assert lock.acquire() is None
+    lock.release()
+    (d / io.RESULTS_FILE).write_text("[]")
+    (d / io.FAILED_FILE).write_text("[1]")
+    job = sweep.Job(make_cfg("method=er", *TINY), d, sweep_dir=d.parent)
+    assert job.finished() is None and job.rerun_reasons == ["malformed"]
+    job.failed(RuntimeError("boom"))
+    assert json.loads(job.failed_path.read_text())["attempt"] == 1
+
+
+# ----------------------------------------------------------------------------- names
+
+
+TRAVERSALS = [
+    ("experiment", "../../x"),
+    ("benchmark.name", "x/../../../y"),
+    ("method.name", "../.."),
+    ("experiment", "/tmp/x"),
+    ("experiment", ""),
+    ("experiment", "a\nb"),
+    ("experiment", ".index"),
+    ("experiment", "x" * (MAX_NAME + 1)),
+]
+
+
+@pytest.mark.parametrize("key, value", TRAVERSALS)
+def test_names_that_would_leave_the_tree_are_refused(key, value):
+    with pytest.raises(ConfigError, match=rf"^{key} .* cannot be a folder name: "):
+        check_overrides([f"{key}={value}"])
+    cfg = make_cfg()
+    with open_dict(cfg):
+        cfg.experiment = value if key == "experiment" else "ok"
+        if key != "experiment":
+            cfg[key.split(".")[0]].name = value
+    with pytest.raises(ConfigError, match="cannot be a folder name"):
+        validate(cfg)
+
+
+def test_good_names_pass_and_aggregate_checks_its_argument(tmp_path, capsys):
+    from clsuite.analysis.report import main_aggregate
+
+    for name in ("table2", "my_sweep-2", "a..b", "M=100,tau=0.5"):
+        assert safe_name(name) == name
+    check_overrides(["experiment=e3,e4", "method.name=er"])
+    for arg in ("../../x", ""):
+        assert main_aggregate([arg, "--multirun-dir", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: experiment ") and "cannot be a folder name" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+# ----------------------------------------------------------------------------- sweep folders and counts
+
+
+def _sweep_cfg(*task: str, subdir: str | None = None):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=FAST, return_hydra_config=True)
+    with read_write(cfg), open_dict(cfg):
+        cfg.hydra.overrides.task = list(task)
+        if subdir is not None:
+            cfg.hydra.sweep.subdir = subdir
+    return cfg
+
+
+def test_grid_refuses_a_swept_experiment_and_shared_folders():
+    for task, subdir, msg in (
+        (("experiment=e3,e4", "seed=0,1"), None, r"^experiment is swept \(e3,e4\)"),
+        (("seed=0,1",), "fixed", r"^hydra.sweep.subdir='fixed' is the same for all 2 jobs"),
+        (("seed=0", "trainer.threads=1,2"), None, r"^jobs .* would share the folder 'seed=0'"),
+    ):
+        cfg = _sweep_cfg(*task, subdir=subdir)
+        with pytest.raises(ConfigError, match=msg):
+            sweep.check_folders(cfg, sweep.expand_grid(cfg))
+    ok = _sweep_cfg("seed=0,1", subdir="${hydra.job.num}")
+    sweep.check_folders(ok, sweep.expand_grid(ok))
+
+
+def test_the_summary_counts_jobs_from_their_files(tmp_path, one_run):
+    """A job that left neither results nor a failure record (its log line and record lost to a full
+    disk) fails the sweep; an edited results file is not a finished job."""
+    sdir = tmp_path / "multirun" / "e"
+    grid = [{"overrides": [], "dir": d} for d in ("done", "edited", "failed", "lost")]
+    _sealed_copy(one_run, sdir / "done")
+    res = json.loads(one_run.read_text())
+    res["metrics"]["acc"] = 99.0
+    (_sealed_copy(one_run, sdir / "edited") / io.RESULTS_FILE).write_text(json.dumps(res))
+    (sdir / "failed").mkdir()
+    (sdir / "failed" / io.FAILED_FILE).write_text(json.dumps({"error": "RuntimeError: boom"}))
+    (sdir / "lost").mkdir()
+    s = sweep.summarize(sdir, "id", grid)  # no sweep log at all
+    assert (s["finished_total"], s["failed"], s["expected"]) == (1, 3, 4)
+    assert any(f.startswith("lost: left no results and no failure record") for f in s["failed_jobs"])
+
+
+def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
+    """Through the real command line (Hydra's callbacks run): one error line, exit 2, nothing written."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CLSUITE_REUSE": "0"}
+
+    def cli(*args):
+        multirun = ["-m"] if args[0] == "-m" else []
+        args = args[len(multirun) :]
+        p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *multirun, *FAST, *TINY, *args], cwd=tmp_path,
+                           capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        return p.returncode, p.stderr.strip().splitlines()
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / io.RESULTS_FILE).write_text("{}")
+    rc, err = cli(f"hydra.run.dir={taken}")
+    assert rc == 2 and err[-1].startswith("error: hydra.run.dir") and "already holds another run's results" in err[-1]
+    assert (taken / io.RESULTS_FILE).read_text() == "{}" and sorted(os.listdir(taken)) == [io.RESULTS_FILE]
+    (tmp_path / "afile").write_text("x")
+    rc, err = cli(f"hydra.run.dir={tmp_path / 'afile' / 'run'}")  # a folder that cannot be made: one line, exit 1
+    assert rc == 1 and err == [f"error: Not a directory: {tmp_path / 'afile' / 'run'}; nothing run"]
+    rc, err = cli("experiment=../../x")
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: experiment '../../x' cannot be a folder name")
+    (tmp_path / "multirun" / "e").mkdir(parents=True)
+    (tmp_path / "multirun" / "e" / io.GRID_FILE).write_text('{"jobs": []}')
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    rc, err = cli("-m", "experiment=e", "seed=range(0,0)")
+    assert rc == 0 and "no jobs (an empty sweep)" in err[-1]
+    rc, err = cli("-m", "experiment=e3,e4", "seed=0")
+    assert rc == 2 and err[-1].startswith("error: experiment is swept (e3,e4)")
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+    assert (tmp_path / "multirun" / "e" / io.GRID_FILE).read_text() == '{"jobs": []}'
+
+
+# ----------------------------------------------------------------------------- W&B and OS errors
+
+
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / ".wandb" / var.lower()))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, monkeypatch, capsys):
+    """A file named ``wandb`` in the run's folder, or online without an API key (W&B cannot start):
+    one warning, CSV instead, exit 0 and the results file; with logger.required=true: one error
+    line before training."""
+    from clsuite.cli import run_single
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "wandb").write_text("taken")
+    acc = run_single(make_cfg("method=er", *TINY, "logger=wandb"), str(out))
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: W&B start failed")
+    assert (
+        read_run(out / io.RESULTS_FILE).ok and acc == json.loads((out / io.RESULTS_FILE).read_text())["metrics"]["acc"]
+    )
+    assert (out / "csv" / "metrics.csv").is_file()  # logged to CSV instead
+    # online without an API key (no network needed: W&B refuses at once)
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    run_single(make_cfg("method=er", *TINY, "logger=wandb"), str(tmp_path / "online"))
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: W&B start failed (UsageError: No API key")
+    assert read_run(tmp_path / "online" / io.RESULTS_FILE).ok
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    req = tmp_path / "required"
+    req.mkdir()
+    (req / "wandb").write_text("taken")
+    with pytest.raises(SystemExit) as e:
+        run_single(make_cfg("method=er", *TINY, "logger=wandb", "logger.required=true"), str(req))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err[-1].startswith("error: W&B is required (logger.required=true) but cannot start")
+    assert sorted(os.listdir(req)) == ["wandb"]  # nothing trained, nothing written
+
+
+def test_a_wandb_write_failure_mid_run_costs_no_result(tmp_path, wandb_offline, monkeypatch, capsys):
+    import wandb.sdk.wandb_run as wr
+
+    from clsuite.cli import run_single
+
+    def broken(self, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", "/cache/wandb")
+
+    monkeypatch.setattr(wr.Run, "log", broken)
+    out = tmp_path / "run"
+    run_single(make_cfg("method=er", *TINY, "logger=wandb"), str(out))
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: W&B write failed (PermissionError")
+    assert read_run(out / io.RESULTS_FILE).ok and not (out / "wandb" / "mirror.json").exists()
+
+
+def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, monkeypatch, capsys):
+    """Tests run as root (chmod stops nothing): a full disk is simulated at fsync, a read-only or
+    impossible folder by a parent that is a file."""
+    from clsuite.cli import run_single
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(io.os, "fsync", full)
+    with pytest.raises(SystemExit) as e:
+        run_single(make_cfg("method=er", *TINY), str(out))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 1 and len(err) == 1
+    assert err[0] == f"error: No space left on device: {out / io.RESULTS_FILE}; no results written"
+    assert not [p for p in out.iterdir() if p.name.startswith((".results", "results"))]  # no partial file
+    # in a sweep: the job is recorded failed with that reason, the record names the path
+    sdir = tmp_path / "multirun" / "e"
+    job = sweep.Job(make_cfg("method=er", *TINY), sdir / "j", sweep_dir=sdir)
+    with pytest.raises(OSError) as exc:
+        run_experiment(make_cfg("method=er", *TINY), job.out_dir)
+    monkeypatch.undo()
+    line = job.failed(exc.value)
+    assert line == f"OSError: No space left on device: {job.results_path}"
+    assert json.loads(job.failed_path.read_text())["error"] == line
+    assert sweep.summarize(sdir, None, [{"overrides": [], "dir": "j"}])["failed"] == 1
+    # a parent that is a file: the folder cannot be made
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OSError) as exc:
+        io.write_json_atomic(tmp_path / "afile" / "sub" / io.RESULTS_FILE, {})
+    assert io.os_error_line(exc.value) == f"Not a directory: {tmp_path / 'afile' / 'sub' / io.RESULTS_FILE}"
+
+
+@pytest.mark.parametrize(
+    "name", ["table2", "memory", "first_task", "tau", "imbalance", "ablation", "cifar100", "ablation_cifar100"]
+)
+def test_every_paper_sweep_gives_each_job_its_own_folder(name):
+    from tests.test_sweeps import compose_sweep
+
+    cfg = compose_sweep(name)
+    jobs = sweep.expand_grid(cfg)
+    sweep.check_folders(cfg, jobs)  # no ConfigError
+    assert len({j["dir"] for j in jobs}) == len(jobs) > 1
