@@ -22,8 +22,10 @@ RaptorMai's ``gss_greedy_update.py``):
 - Gradients are taken in eval mode (as the authors' code: no dropout, BatchNorm
   running statistics untouched), all at once: per-sample gradients of B_t and
   per-mini-batch gradients of G with ``torch.func.vmap(grad(...))``, no
-  backward per sample. The network does not change inside one update call, so
-  G is drawn once per incoming batch.
+  backward per sample; for an MLP with ``mem_batch=1`` the same per-sample
+  gradients, bit for bit, from one batched backward
+  (``clsuite.methods.grads.per_sample_grads``), normalised in place. The network
+  does not change inside one update call, so G is drawn once per incoming batch.
 - The samples of a batch that find the memory full draw their candidate slots
   i at once, without replacement (as the authors' code), in chunks of at most
   ``len(M)`` slots; each then makes the paper's accept/reject draw.
@@ -46,15 +48,31 @@ from torch.func import functional_call, grad, vmap
 
 from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
+from clsuite.methods.grads import per_sample_grads
 
 
 def flat_grads(learner, x, y, t, groups: int = 0) -> torch.Tensor:
     """[n, P] gradients of the CE loss: one per sample (``groups=0``) or, with
     x of shape [groups * b, ...], one per consecutive mini-batch of b samples."""
     net = learner.net
+    allowed = learner.logit_mask(t)  # the scenario's mask (task-IL: the sample's task's classes)
+    was_training = net.training
+    net.eval()
+    try:
+        if groups in (0, len(y)):  # one sample per gradient: one batched backward (MLP), same bits
+            found = per_sample_grads(
+                net, x, lambda out: F.cross_entropy(out.masked_fill(~allowed, float("-inf")), y, reduction="none")
+            )
+            if found is not None:
+                return found[0]
+        return _vmap_grads(net, x, y, allowed, groups)
+    finally:
+        net.train(was_training)
+
+
+def _vmap_grads(net, x, y, allowed, groups: int) -> torch.Tensor:
     params = {k: v.detach() for k, v in net.named_parameters()}
     buffers = dict(net.named_buffers())
-    allowed = learner.logit_mask(t)  # the scenario's mask (task-IL: the sample's task's classes)
 
     def loss(p, xb, yb, mb):
         out = functional_call(net, (p, buffers), (xb,)).masked_fill(~mb, float("-inf"))
@@ -63,12 +81,7 @@ def flat_grads(learner, x, y, t, groups: int = 0) -> torch.Tensor:
     def split(a):
         return a.unsqueeze(1) if groups == 0 else a.reshape(groups, -1, *a.shape[1:])
 
-    was_training = net.training
-    net.eval()
-    try:
-        g = vmap(grad(loss), in_dims=(None, 0, 0, 0))(params, split(x), split(y), split(allowed))
-    finally:
-        net.train(was_training)
+    g = vmap(grad(loss), in_dims=(None, 0, 0, 0))(params, split(x), split(y), split(allowed))
     return torch.cat([v.reshape(v.shape[0], -1) for v in g.values()], dim=1)
 
 
@@ -90,8 +103,9 @@ class GSSGreedy(UpdatePolicy):
         """c_i = max_j cos(g_i, G_j) + 1 (Alg. 2 line 7)."""
         if memory.size == 0:
             return torch.full((len(y),), 1.0 + self.empty_score, device=memory.device)
-        G = F.normalize(self.memory_grads(learner, memory), dim=1)
-        g = F.normalize(flat_grads(learner, x, y, t), dim=1)
+        G = self.memory_grads(learner, memory)
+        g = flat_grads(learner, x, y, t)
+        G, g = F.normalize(G, dim=1, out=G), F.normalize(g, dim=1, out=g)  # in place: the same bits
         return (g @ G.T).max(dim=1).values + 1.0
 
     def update(self, memory: Memory, x, y, t, learner=None) -> None:

@@ -42,3 +42,62 @@ def grad_vector(loss: torch.Tensor, params) -> torch.Tensor:
     return torch.cat(
         [torch.zeros(p.numel(), device=p.device) if g is None else g.reshape(-1) for p, g in zip(params, grads)]
     )
+
+
+# Modules a network may hold for ``per_sample_grads``: nothing that mixes samples (no BatchNorm).
+_PER_SAMPLE_LEAVES = (torch.nn.Linear, torch.nn.ReLU, torch.nn.Flatten, torch.nn.Identity)
+
+
+def per_sample_grads(net, x: torch.Tensor, per_sample_loss):
+    """([n, P] per-sample gradients, [n] values) of ``per_sample_loss(net(x))`` (a [n] vector),
+    gradients in ``net.named_parameters()`` order, for a network of Linear layers and ReLUs (the
+    MLP); None for any other network (the caller then takes its ``torch.func.vmap`` path).
+
+    One batched forward and one backward to the layers' outputs z give delta_n = dl_n / dz_n;
+    a Linear layer's per-sample gradients are then delta_n a_n^T (weight) and delta_n (bias),
+    a_n its input, written straight into one [n, P] tensor. These are the very products
+    ``vmap(grad(l))`` forms (a per-sample mm over a batch of one: one product per entry), so
+    the result is bit-identical to it (tests/test_perf_exact.py), without vmap's batching
+    rules and without concatenating per-parameter tensors.
+    """
+    modules = list(net.modules())
+    leaves = [m for m in modules if not list(m.children())]
+    if not all(isinstance(m, _PER_SAMPLE_LEAVES) for m in leaves):
+        return None
+    linears = [m for m in leaves if isinstance(m, torch.nn.Linear)]
+    owners = {id(p): m for m in linears for p in m.parameters(recurse=False)}
+    names = [n for n, _ in net.named_parameters()]
+    if len(owners) != len(names):  # a parameter outside a Linear layer (or a shared one)
+        return None
+    seen: list[tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]] = []
+
+    def hook(m, inputs, out):  # z = a W' + b as vmap's batching rule forms it (mm, then + b: no addmm)
+        a = inputs[0]
+        z = torch.matmul(a, m.weight.T)
+        z = z if m.bias is None else z + m.bias
+        seen.append((m, a.detach(), z))
+        return z
+
+    handles = [m.register_forward_hook(hook) for m in linears]
+    try:
+        with torch.enable_grad():
+            losses = per_sample_loss(net(x))
+            if len(seen) != len(linears) or any(a.dim() != 2 for _, a, _ in seen):
+                return None  # a layer used twice or not at all, or on [n, ..., d] inputs
+            deltas = torch.autograd.grad(losses.sum(), [z for _, _, z in seen])
+    finally:
+        for h in handles:
+            h.remove()
+    by_module = {id(m): (a, d) for (m, a, _), d in zip(seen, deltas)}
+    n = len(x)
+    g = torch.empty(n, sum(p.numel() for p in net.parameters()), device=x.device, dtype=deltas[0].dtype)
+    offset = 0
+    for p in net.parameters():
+        m = owners[id(p)]
+        a, d = by_module[id(m)]
+        if p is m.weight:
+            torch.mul(d[:, :, None], a[:, None, :], out=g[:, offset : offset + p.numel()].view(n, *p.shape))
+        else:
+            g[:, offset : offset + p.numel()] = d
+        offset += p.numel()
+    return g, losses.detach()

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
 from clsuite.methods.base import Plugin
-from clsuite.methods.grads import flat_params
+from clsuite.methods.grads import flat_params, per_sample_grads
 
 
 def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
@@ -51,7 +51,16 @@ def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
     net.eval()
     try:
         for i in range(0, len(y), chunk):
-            grads, logp = per_sample(params, x[i : i + chunk], onehot[i : i + chunk], mask[i : i + chunk])
+            xc, oc, mc = x[i : i + chunk], onehot[i : i + chunk], mask[i : i + chunk]
+            found = per_sample_grads(  # MLP: vmap's per-sample gradients and values, bit for bit
+                net, xc, lambda out, oc=oc, mc=mc: torch.where(oc, F.log_softmax(out + mc, dim=1), 0.0).sum(1)
+            )
+            if found is not None:
+                flat, logp = found
+                sizes = [params[n].numel() for n in names]
+                grads = dict(zip(names, flat.split(sizes, dim=1), strict=True))
+            else:
+                grads, logp = per_sample(params, xc, oc, mc)
             w = logp.exp()
             for n in names:  # sum_n w_n g_n^2, parameter by parameter
                 fisher[n] += w @ grads[n].reshape(len(w), -1).pow_(2)
