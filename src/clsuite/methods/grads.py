@@ -48,26 +48,24 @@ def grad_vector(loss: torch.Tensor, params) -> torch.Tensor:
 _PER_SAMPLE_LEAVES = (torch.nn.Linear, torch.nn.ReLU, torch.nn.Flatten, torch.nn.Identity)
 
 
-def per_sample_grads(net, x: torch.Tensor, per_sample_loss):
-    """([n, P] per-sample gradients, [n] values) of ``per_sample_loss(net(x))`` (a [n] vector),
-    gradients in ``net.named_parameters()`` order, for a network of Linear layers and ReLUs (the
-    MLP); None for any other network (the caller then takes its ``torch.func.vmap`` path).
+def linear_factors(net, x: torch.Tensor, per_sample_loss):
+    """The factors of the per-sample gradients of ``per_sample_loss(net(x))`` (a [n] vector) for
+    a network of Linear layers and ReLUs (the MLP): ([(parameter, a, delta)] in
+    ``net.parameters()`` order, [n] values); None for any other network.
 
     One batched forward and one backward to the layers' outputs z give delta_n = dl_n / dz_n;
-    a Linear layer's per-sample gradients are then delta_n a_n^T (weight) and delta_n (bias),
-    a_n its input, written straight into one [n, P] tensor. These are the very products
-    ``vmap(grad(l))`` forms (a per-sample mm over a batch of one: one product per entry), so
-    the result is bit-identical to it (tests/test_perf_exact.py), without vmap's batching
-    rules and without concatenating per-parameter tensors.
+    a Linear layer's per-sample gradients are delta_n a_n^T (weight; ``a`` its input) and
+    delta_n (bias; ``a`` None). These are the very products ``vmap(grad(l))`` forms (its
+    per-sample mm over a batch of one makes one product per entry, and its forward is mm then
+    + b, as here), so gradients built from them are bit-identical to vmap's
+    (tests/test_perf_exact.py), without vmap's batching rules.
     """
-    modules = list(net.modules())
-    leaves = [m for m in modules if not list(m.children())]
+    leaves = [m for m in net.modules() if not list(m.children())]
     if not all(isinstance(m, _PER_SAMPLE_LEAVES) for m in leaves):
         return None
     linears = [m for m in leaves if isinstance(m, torch.nn.Linear)]
     owners = {id(p): m for m in linears for p in m.parameters(recurse=False)}
-    names = [n for n, _ in net.named_parameters()]
-    if len(owners) != len(names):  # a parameter outside a Linear layer (or a shared one)
+    if len(owners) != len(list(net.parameters())):  # a parameter outside a Linear layer (or a shared one)
         return None
     seen: list[tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]] = []
 
@@ -88,16 +86,31 @@ def per_sample_grads(net, x: torch.Tensor, per_sample_loss):
     finally:
         for h in handles:
             h.remove()
-    by_module = {id(m): (a, d) for (m, a, _), d in zip(seen, deltas)}
-    n = len(x)
-    g = torch.empty(n, sum(p.numel() for p in net.parameters()), device=x.device, dtype=deltas[0].dtype)
-    offset = 0
+    by_module = {id(m): (a, d) for (m, a, _), d in zip(seen, deltas, strict=True)}
+    factors = []
     for p in net.parameters():
         m = owners[id(p)]
         a, d = by_module[id(m)]
-        if p is m.weight:
-            torch.mul(d[:, :, None], a[:, None, :], out=g[:, offset : offset + p.numel()].view(n, *p.shape))
+        factors.append((p, a if p is m.weight else None, d))
+    return factors, losses.detach()
+
+
+def per_sample_grads(net, x: torch.Tensor, per_sample_loss):
+    """([n, P] per-sample gradients in ``net.parameters()`` order, [n] values) of
+    ``per_sample_loss(net(x))``, written straight into one tensor from ``linear_factors``
+    (bit-identical to ``torch.func.vmap(grad(...))``); None for a network other than the MLP."""
+    found = linear_factors(net, x, per_sample_loss)
+    if found is None:
+        return None
+    factors, losses = found
+    n = len(x)
+    g = torch.empty(n, sum(p.numel() for p, _, _ in factors), device=x.device, dtype=factors[0][2].dtype)
+    offset = 0
+    for p, a, d in factors:
+        block = g[:, offset : offset + p.numel()]
+        if a is None:
+            block.copy_(d)
         else:
-            g[:, offset : offset + p.numel()] = d
+            torch.mul(d[:, :, None], a[:, None, :], out=block.view(n, *p.shape))
         offset += p.numel()
-    return g, losses.detach()
+    return g, losses
