@@ -102,3 +102,34 @@ def test_dataset_files_are_decoded_once_per_process(tmp_path):
     c = load_mnist_like(tmp_path / "other", "MNIST", verify=False)
     assert len(c[1]) == 60 and len(a[1]) == 50  # other files: their own arrays
     np.testing.assert_array_equal(a[1], load_mnist_like(tmp_path, "MNIST", verify=False)[1])
+
+
+@pytest.mark.parametrize("block_bytes", [1, 4 * 9 * 13 * 3, 1 << 30])  # one row, 3 rows (ragged tail), all
+def test_fisher_blocks_sum_like_one_tensor(block_bytes):
+    torch.manual_seed(4)
+    w, a, d = torch.rand(9), torch.rand(9, 13), torch.randn(9, 7)
+    acc = torch.rand(7 * 13)
+    expected = acc + w @ (d[:, :, None] * a[:, None, :]).reshape(9, -1).pow(2)
+    oewc._add_weighted_squares(acc, w, a, d, block_bytes)
+    assert torch.equal(acc, expected)
+
+
+def test_gss_gram_cosines_match_exact_ones_and_draw_the_same_memory():
+    net, x, y = trained_mlp(5)
+    learner = Learner(net)
+    mem = Memory(30, (1, 28, 28), 10)
+    mem.append(x[:30], y[:30], torch.zeros(30, dtype=torch.long))
+    t = torch.zeros(10, dtype=torch.long)
+    scores = {}
+    for cosines in ("exact", "gram"):
+        torch.manual_seed(6)
+        scores[cosines] = GSSGreedy(n_mem_grads=10, cosines=cosines).scores(learner, mem, x[30:40], y[30:40], t)
+        scores[cosines + " next draw"] = torch.rand(1)  # the same random stream consumed
+    assert torch.equal(scores["exact next draw"], scores["gram next draw"])
+    torch.testing.assert_close(scores["gram"], scores["exact"], rtol=0, atol=1e-5)
+    assert not torch.equal(scores["gram"], scores["exact"])  # another summation order: last bits differ
+
+
+def test_gss_cosines_option_is_checked():
+    with pytest.raises(ValueError, match="valid: exact, gram"):
+        GSSGreedy(cosines="fast")
