@@ -30,8 +30,10 @@ lint: setup
 format: setup
 	.venv/bin/ruff check --fix src tests scripts && .venv/bin/ruff format src tests scripts
 
-bench: setup          ## Lightning suite vs a bare PyTorch loop, side by side in one run
-	$(PY) scripts/bench.py
+# make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods (docs/PERFORMANCE.md)
+BENCH_ARGS ?=
+bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process
+	$(PY) scripts/bench.py $(BENCH_ARGS)
 
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
 # memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;

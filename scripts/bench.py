@@ -1,144 +1,204 @@
-"""`make bench`: speed measured side by side in one process.
+"""`make bench`: every method's cost against ER, side by side in one process (docs/PERFORMANCE.md).
 
-1. Suite overhead: an ER split-MNIST run through the suite (Hydra config,
-   Lightning Trainer, callbacks) against a bare PyTorch loop doing the same
-   forward/backward steps, memory updates and evaluations on the same tensors.
-   Interpreter start-up and data loading are excluded from both.
-2. Method cost: time per incoming batch of MIR and AdaER relative to ER, next to
-   the ratio of their forward/backward work (samples through the network,
-   a backward pass counted as two forwards).
+At the ``mir_code`` setting (reading=mir_code: |B_t| = 10, |R| = 10, M = 100 per class) on
+split-MNIST (real files: ``DATA_DIR``), one torch thread, the 14 methods of ``conf/method/`` run
+one after the other in this process, ``--repeats`` rounds (each round runs every method once,
+seed = the round), and the table gives the medians over the rounds of:
 
-Runs alternate (suite, bare, suite, bare, ...) and the medians are reported,
-since these machines are noisy.
+- **ms/batch**: time inside training (``train_time_s`` of the results: the fits, task-end work
+  such as Fisher or herding included, evaluations excluded) per incoming batch, and that time
+  against ER's (**time vs ER**);
+- **work vs ER**: the network's forward/backward work per incoming batch against ER's, counted
+  with a forward hook on the network (samples through it; a forward whose output requires grad
+  is counted as a forward plus a backward, at twice a forward's cost; evaluations not counted).
+  time vs ER well above work vs ER is overhead, not the method's work;
+- **outside s / %**: the job's time outside its training steps (composing the config, data,
+  network, trainer, evaluations, identity, results file: the job's wall time less
+  ``train_time_s``) and its share of the job's wall time.
+
+The first round's jobs pay the process's one-time costs (imports are done before; the first
+job reads the data files): round 0 is reported apart as **first job outside s** for ER.
+``--root`` measures another checkout (its ``src/`` and ``conf/``) with this same script.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from clsuite.data.datamodule import ContinualDataModule  # noqa: E402
-from clsuite.experiment import run_experiment  # noqa: E402
-from clsuite.models.nets import build_model  # noqa: E402
-
-
-def cfg(*overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=["logger=none", "trainer.progress_bar=false", *overrides])
-
-
-def bare_er(c, seed: int, M: int = 100, bs: int = 20, lr: float = 0.1):
-    """ER in plain PyTorch: same data split, model, stream, replay, reservoir
-    (vectorised the same way) and evaluations; no config, Trainer or callbacks."""
-    dm = ContinualDataModule(
-        OmegaConf.to_container(c.benchmark, resolve=True),
-        {**OmegaConf.to_container(c.data, resolve=True), "imbalance": 0.0},
-        seed=seed,
-    ).prepare()
-    torch.manual_seed(seed)
-    net = build_model("mlp", dm.input_shape, dm.num_classes)
-    opt = torch.optim.SGD(net.parameters(), lr=lr)
-    mx = torch.zeros(M, *dm.input_shape)
-    my = torch.zeros(M, dtype=torch.long)
-    n_mem, seen = 0, 0
-    gen = torch.Generator().manual_seed(seed)
-
-    @torch.no_grad()
-    def evaluate():
-        net.eval()
-        row = []
-        for k in range(dm.n_tasks):
-            x, y, _ = dm.split(k, "test")
-            row.append(100.0 * (net(x).argmax(1) == y).float().mean().item())
-        net.train()
-        return row
-
-    rows = [evaluate()]  # b
-    for k in range(dm.n_tasks):
-        x_all, y_all, _ = dm.split(k, "train")
-        perm = torch.randperm(len(y_all), generator=gen)
-        for i in range(0, len(y_all), bs):
-            idx = perm[i : i + bs]
-            x, y = x_all[idx], y_all[idx]
-            if n_mem:
-                r = torch.randperm(n_mem)[:bs]
-                xx, yy = torch.cat([x, mx[r]]), torch.cat([y, my[r]])
-            else:
-                xx, yy = x, y
-            opt.zero_grad()
-            F.cross_entropy(net(xx), yy).backward()
-            opt.step()
-            if n_mem < M:  # reservoir: fill, then replace slot j ~ U[0, seen) when j < M
-                mx[n_mem : n_mem + len(y)], my[n_mem : n_mem + len(y)] = x, y
-                n_mem += len(y)
-            else:
-                j = (torch.rand(len(y), dtype=torch.float64) * torch.arange(seen + 1, seen + len(y) + 1)).long()
-                keep = j < M
-                mx[j[keep]], my[j[keep]] = x[keep], y[keep]
-            seen += len(y)
-        rows.append(evaluate())
-    return rows
+METHOD_ORDER = (
+    "er",
+    "online",
+    "joint",
+    "agem",
+    "gem",
+    "oewc",
+    "si",
+    "icarl",
+    "hal",
+    "gss",
+    "mir",
+    "ccmr",
+    "ebrs",
+    "adaer",
+)
 
 
-def suite_run(method: str, benchmark: str, seed: int):
-    c = cfg(f"method={method}", f"benchmark={benchmark}", f"seed={seed}")
-    t0 = time.perf_counter()
-    res = run_experiment(c, "/tmp/clsuite_bench")
-    return time.perf_counter() - t0, res
+class WorkCounter:
+    """Samples through the network per call, split into forward-only and forward+backward."""
+
+    def __init__(self, net_types):
+        self.net_types, self.on = net_types, True
+        self.fwd = self.fwd_bwd = 0
+
+    def hook(self, module, inputs, output):
+        if not self.on or not isinstance(module, self.net_types):
+            return
+        x = inputs[0]
+        n = _batch_size(x)
+        out = output[0] if isinstance(output, tuple) else output
+        if getattr(out, "requires_grad", False):
+            self.fwd_bwd += n
+        else:
+            self.fwd += n
+
+    def units(self) -> int:
+        return self.fwd + 3 * self.fwd_bwd  # backward = 2 forwards
 
 
-def work_units(method: str, M: int, bs: int = 20, R: int = 20, C: int = 50) -> float:
-    """Samples through the network per incoming batch once memory is full (bwd = 2 fwd)."""
-    real = 3 * (bs + R)  # forward + backward on B_t + R
-    if method == "er":
-        return real
-    scored = C if method == "mir" else M  # C-CMR scores all of M by default
-    return real + 3 * bs + 2 * scored  # virtual step on B_t + two scoring passes
+def _batch_size(x) -> int:
+    """Samples in x, also inside torch.func.vmap / grad, where x shows one sample's shape: the
+    unwrapped tensor's size over one sample's (a per-sample batch of one inside vmap)."""
+    import math
+
+    import torch
+
+    functorch, plain = torch._C._functorch, x
+    while functorch.is_batchedtensor(plain) or functorch.is_gradtrackingtensor(plain):
+        plain = functorch.get_unwrapped(plain)
+    if plain is x:
+        return x.shape[0] if x.dim() else 1
+    return plain.numel() // max(1, math.prod(x.shape[1:]))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=5)
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds over all methods (seed = round)")
     ap.add_argument("--benchmark", default="split_mnist")
+    ap.add_argument("--methods", nargs="+", default=None, help="default: every conf/method/*.yaml (ER first)")
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1], help="the checkout to measure")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw measurements here")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    c = cfg(f"benchmark={args.benchmark}")
-    suite_t, bare_t = [], []
-    for r in range(args.repeats):
-        t, _ = suite_run("er", args.benchmark, r)
-        suite_t.append(t)
-        t0 = time.perf_counter()
-        bare_er(c, r)
-        bare_t.append(time.perf_counter() - t0)
-    s, b = statistics.median(suite_t), statistics.median(bare_t)
-    print(f"== 1. suite overhead: ER on {args.benchmark}, M=100, {args.repeats} alternating repeats, 1 thread")
-    print(f"suite run (data + Lightning Trainer + callbacks + results file): {s:.2f} s (median)")
-    print(f"bare PyTorch loop (same data, steps, memory updates, evaluations): {b:.2f} s (median)")
-    print(f"ratio suite / bare: {s / b:.2f}")
+    root = args.root.resolve()
+    sys.path[:0] = [str(root / "src")]
+    t_import = time.perf_counter()
+    import torch
+    from hydra import compose, initialize_config_dir
 
-    print(f"\n== 2. method cost per incoming batch ({args.benchmark}, M=100, {args.repeats} alternating repeats)")
-    per_batch = {m: [] for m in ("er", "mir", "adaer")}
-    for r in range(args.repeats):
-        for m in per_batch:
-            _, res = suite_run(m, args.benchmark, r)
-            per_batch[m].append(res["train_time_s"] / sum(res["steps_per_task"]))
-    er = statistics.median(per_batch["er"])
-    print(f"{'method':8s} {'ms/batch':>9s} {'time vs ER':>11s} {'fwd/bwd work vs ER':>19s}")
-    for m, v in per_batch.items():
-        t = statistics.median(v)
-        print(f"{m:8s} {1e3 * t:9.2f} {t / er:11.2f} {work_units(m, 100) / work_units('er', 100):19.2f}")
+    import clsuite.callbacks as callbacks
+    from clsuite.experiment import cpu_model, run_experiment
+    from clsuite.models.nets import MLP, ReducedResNet18
+
+    t_import = time.perf_counter() - t_import
+    torch.set_num_threads(1)
+    available = sorted(p.stem for p in (root / "conf" / "method").glob("*.yaml"))
+    methods = args.methods or sorted(available, key=lambda m: (*METHOD_ORDER, m).index(m))
+    if "er" not in methods:
+        methods = ["er", *methods]
+    unknown = sorted(set(methods) - set(available))
+    if unknown:
+        print(f"error: unknown method(s) {', '.join(unknown)}; valid: {', '.join(available)}", file=sys.stderr)
+        return 2
+
+    counter = WorkCounter((MLP, ReducedResNet18))
+    handle = torch.nn.modules.module.register_module_forward_hook(counter.hook)
+    evaluate = callbacks.evaluate
+
+    def uncounted_evaluate(*a, **kw):  # evaluations are not training work
+        counter.on = False
+        try:
+            return evaluate(*a, **kw)
+        finally:
+            counter.on = True
+
+    callbacks.evaluate = uncounted_evaluate
+    rows = {m: [] for m in methods}
+    with tempfile.TemporaryDirectory() as tmp, initialize_config_dir(str(root / "conf"), version_base="1.3"):
+        for r in range(args.repeats):
+            for m in methods:
+                counter.fwd = counter.fwd_bwd = 0
+                t0 = time.perf_counter()
+                c = compose(
+                    "config",
+                    overrides=[
+                        f"method={m}",
+                        f"benchmark={args.benchmark}",
+                        "reading=mir_code",
+                        f"seed={r}",
+                        "trainer.threads=1",
+                        "logger=none",
+                        "trainer.progress_bar=false",
+                    ],
+                )
+                res = run_experiment(c, Path(tmp) / f"{m}_{r}")
+                wall = time.perf_counter() - t0
+                steps = sum(res["steps_per_task"])
+                rows[m].append(
+                    {
+                        "round": r,
+                        "wall_s": wall,
+                        "train_s": res["train_time_s"],
+                        "steps": steps,
+                        "work_per_batch": counter.units() / steps,
+                    }
+                )
+                print(f"round {r} {m}: wall {wall:.2f} s, train {res['train_time_s']:.2f} s", file=sys.stderr)
+    handle.remove()
+    callbacks.evaluate = evaluate
+
+    def med(m, f, rounds=None):
+        return statistics.median(f(x) for x in rows[m] if rounds is None or x["round"] in rounds)
+
+    later = set(range(1, args.repeats)) or {0}
+    er_t = med("er", lambda x: x["train_s"] / x["steps"])
+    er_w = med("er", lambda x: x["work_per_batch"])
+    load = os.getloadavg()
+    print(
+        f"`make bench`: {args.benchmark}, reading=mir_code, 1 thread, {args.repeats} rounds (seeds 0-{args.repeats - 1}),"
+        f" {len(methods)} methods in one process; checkout {root}"
+    )
+    print(
+        f"CPU: {cpu_model()} ({os.cpu_count()} cores), torch {torch.__version__}, python {platform.python_version()};"
+        f" load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; imports {t_import:.2f} s"
+    )
+    print(
+        f"ER's first job (round 0: reads the data files): {rows['er'][0]['wall_s'] - rows['er'][0]['train_s']:.2f} s"
+        f" outside training of {rows['er'][0]['wall_s']:.2f} s; medians below over rounds {sorted(later)}\n"
+    )
+    print("| method | ms/batch | time vs ER | work vs ER | job wall s | outside training s | outside % |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    out = {}
+    for m in methods:
+        t = med(m, lambda x: x["train_s"] / x["steps"])
+        w = med(m, lambda x: x["work_per_batch"])
+        wall = med(m, lambda x: x["wall_s"], later)
+        outside = med(m, lambda x: x["wall_s"] - x["train_s"], later)
+        share = med(m, lambda x: (x["wall_s"] - x["train_s"]) / x["wall_s"], later)
+        print(
+            f"| {m} | {1e3 * t:.2f} | {t / er_t:.2f} | {w / er_w:.2f} | {wall:.2f} | {outside:.2f} | {100 * share:.0f} |"
+        )
+        out[m] = {"ms_per_batch": 1e3 * t, "time_vs_er": t / er_t, "work_vs_er": w / er_w, "outside_share": share}
+    if args.json:
+        args.json.write_text(json.dumps({"summary": out, "runs": rows, "load": load}, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,6 +23,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from clsuite.allocator import keep_freed_memory
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
@@ -157,6 +158,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     pin_threads(threads_of(cfg))
+    keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.allocator)
     dm, learner, device = build(cfg)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:

@@ -5,7 +5,8 @@ MNIST / Fashion-MNIST: the four idx ``.gz`` files under ``<root>/<Name>/raw/``
 extracted ``<root>/cifar-10-batches-py/`` folder or the archive beside it.
 Every file is md5-checked before it is read; a missing or corrupted file raises
 ``DataError`` with one line naming the directory, the files and how to get them.
-Decoding is a few lines of numpy: the images become one uint8 array per split.
+Decoding is a few lines of numpy: the images become one uint8 array per split, decoded once
+per process (memoised on the files' path, size and mtime) and shared read-only by its jobs.
 """
 
 from __future__ import annotations
@@ -164,11 +165,31 @@ def load_mnist_like(root: str | Path, name: str, download: bool = False, verify:
         if download and not (raw / fname).is_file():
             _download(spec["mirror"] + fname, raw / fname, digest)
         _check(raw / fname, digest, how, verify)
+    return _decoded([raw / f for f in spec["files"]], lambda: _decode_mnist_like(raw))
+
+
+def _decode_mnist_like(raw: Path):
     xtr = _read_idx(raw / "train-images-idx3-ubyte.gz")[:, None]
     ytr = _read_idx(raw / "train-labels-idx1-ubyte.gz")
     xte = _read_idx(raw / "t10k-images-idx3-ubyte.gz")[:, None]
     yte = _read_idx(raw / "t10k-labels-idx1-ubyte.gz")
     return xtr, ytr.astype(np.int64), xte, yte.astype(np.int64)
+
+
+_ARRAYS: dict[tuple, tuple] = {}  # the files' (path, size, mtime_ns) -> their decoded arrays, read-only
+
+
+def _decoded(paths, decode):
+    """``decode()``'s arrays, memoised per process on the files' (path, size, mtime): the jobs of
+    a sweep that run in one process (basic launcher, a joblib worker) decode the files once.
+    Called after the md5 check; the arrays are made read-only, so no job can change another's."""
+    key = tuple((str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths)
+    if key not in _ARRAYS:
+        arrays = decode()
+        for a in arrays:
+            a.flags.writeable = False
+        _ARRAYS[key] = arrays
+    return _ARRAYS[key]
 
 
 def _read_cifar_batches(folder: Path, names, label_key: str):
@@ -204,6 +225,10 @@ def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool
             tar.extractall(root, filter="data")
     for fname, digest in {**spec["train"], **spec["test"]}.items():
         _check(folder / fname, digest, how, verify)
-    xtr, ytr = _read_cifar_batches(folder, spec["train"], spec["label_key"])
-    xte, yte = _read_cifar_batches(folder, spec["test"], spec["label_key"])
-    return xtr, ytr, xte, yte
+
+    def decode():
+        xtr, ytr = _read_cifar_batches(folder, spec["train"], spec["label_key"])
+        xte, yte = _read_cifar_batches(folder, spec["test"], spec["label_key"])
+        return xtr, ytr, xte, yte
+
+    return _decoded([folder / f for f in (*spec["train"], *spec["test"])], decode)

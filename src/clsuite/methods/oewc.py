@@ -9,7 +9,9 @@ Adaptations (following Mammoth's ``ewc_on``, the best-known reproduction):
   samples the stream showed), one gradient per sample, weighted as Mammoth does
   by p(y|x):  F_k = 1/N sum_n p(y_n|x_n) (d log p(y_n|x_n) / d theta)^2.
   Per-sample gradients are computed with ``torch.func.vmap`` in eval mode
-  (BatchNorm running statistics untouched; identical for the MLP).
+  (BatchNorm running statistics untouched; identical for the MLP); for the MLP the
+  same numbers, bit for bit, from one batched backward (``linear_factors``),
+  squared a few rows at a time.
 - The penalty has no 1/2 and gamma decays F at each task end (Mammoth's form:
   its e_lambda values assume it); e_lambda is named so because ``lambda`` at the
   top of the config is the imbalance degree.
@@ -26,7 +28,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
 from clsuite.methods.base import Plugin
-from clsuite.methods.grads import flat_params
+from clsuite.methods.grads import flat_params, linear_factors
 
 
 def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
@@ -51,13 +53,41 @@ def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
     net.eval()
     try:
         for i in range(0, len(y), chunk):
-            grads, logp = per_sample(params, x[i : i + chunk], onehot[i : i + chunk], mask[i : i + chunk])
+            xc, oc, mc = x[i : i + chunk], onehot[i : i + chunk], mask[i : i + chunk]
+            found = linear_factors(  # MLP: vmap's per-sample gradients and values, bit for bit
+                net, xc, lambda out, oc=oc, mc=mc: torch.where(oc, F.log_softmax(out + mc, dim=1), 0.0).sum(1)
+            )
+            if found is not None:
+                factors, logp = found
+                w = logp.exp()
+                for n, (_, a, d) in zip(names, factors, strict=True):
+                    _add_weighted_squares(fisher[n], w, a, d)
+                continue
+            grads, logp = per_sample(params, xc, oc, mc)
             w = logp.exp()
             for n in names:  # sum_n w_n g_n^2, parameter by parameter
                 fisher[n] += w @ grads[n].reshape(len(w), -1).pow_(2)
     finally:
         net.train(was_training)
     return torch.cat([fisher[n] for n in names]) / len(y)
+
+
+def _add_weighted_squares(acc, w, a, d, block_bytes: int = 1 << 21) -> None:
+    """acc += w @ g^2 for a Linear layer's per-sample gradients g_n = d_n a_n^T (a None: the
+    bias, g_n = d_n), built and squared a few output rows at a time (``block_bytes``, in cache)
+    instead of as one [c, out * in] tensor. Each entry of w @ g^2 is the same dot product over
+    the c samples whatever the block, so the sum is bit-identical to the unblocked one
+    (tests/test_perf_exact.py)."""
+    if a is None:
+        acc += w @ d.pow(2)
+        return
+    c, n_out, n_in = len(w), d.shape[1], a.shape[1]
+    rows = max(1, block_bytes // (4 * c * n_in))
+    buf = torch.empty(c, min(rows, n_out), n_in, device=d.device, dtype=d.dtype)
+    for r in range(0, n_out, rows):
+        k = min(rows, n_out - r)
+        sq = torch.mul(d[:, r : r + k, None], a[:, None, :], out=buf[:, :k]).pow_(2)
+        acc[r * n_in : (r + k) * n_in] += w @ sq.reshape(c, -1)
 
 
 class OnlineEWC(Plugin):
