@@ -13,6 +13,9 @@ Steps of one invocation:
    written into its own folder ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``;
    a sweep validates every job first (``clsuite.sweep.SweepCallback``), then each job takes its
    lock, resumes or trains, and records a failure without stopping the others (:func:`run_job`);
+   a run continues from its latest task-end checkpoint of the same identity (``clsuite.checkpoint``:
+   ``outputs/.checkpoints/<identity key>/`` for a single run, the job folder's ``checkpoints/``
+   for a sweep job); a SLURM / submitit job requeued on time-out does the same;
 3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training); 1 a run failed
    (a non-finite loss, a broken file) or a sweep job failed; 128 + n when stopped by signal n
    (SIGTERM: 143, SIGINT: 130), with a message, no results file for the interrupted run, and
@@ -164,7 +167,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
             from clsuite.loggers import make_logger
 
             with sweep.gpu_slot(cfg.trainer, job_num=job.job_num), make_logger(cfg, job.out_dir) as logger:
-                results = run_experiment(cfg, job.out_dir, logger=logger)
+                # task-end checkpoints in the job's folder (stable across reruns): a rerun resumes
+                results = run_experiment(cfg, job.out_dir, logger=logger, checkpoint_dir=job.checkpoint_dir)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:
         why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)

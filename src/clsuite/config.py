@@ -158,6 +158,11 @@ def validate(cfg: DictConfig) -> None:
     _choice(cfg, "eval_mask", ("all", "seen"))
     _choice(cfg, "eval_split", ("test", "val"))
     _choice(cfg, "resume", RESUME_MODES, default="strict")
+    from clsuite.checkpoint import MODES as CHECKPOINT_MODES  # task-end checkpoints (docs/CHECKPOINTS.md)
+
+    _choice(cfg, "checkpoint", CHECKPOINT_MODES, default="auto")
+    _whole(cfg, "checkpoint_every", 1, default=5)
+    _choice(cfg, "keep_weights", (True, False), default=False)
     _check_trainer(cfg)
     _check_data(cfg, batch_size)
 

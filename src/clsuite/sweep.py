@@ -20,6 +20,10 @@ Every job of a multirun (``clsuite -m ...``, ``python src/run.py -m ...`` or a s
   ``CLSUITE_REUSE=0`` turns this off. Results that reached ``multirun/`` without passing through a
   sweep's bookkeeping (copied from another machine or folder) are indexed when the next sweep
   starts (:func:`reindex`), so they are reused too.
+- **checkpoints**: a job that trains keeps its task-end checkpoints in ``<job folder>/checkpoints/``
+  (``clsuite.checkpoint``; the folder name is stable across reruns, and nothing here deletes it), so
+  a rerun of an interrupted, killed or requeued job continues from its last finished task; they are
+  deleted once its results file is written.
 - **failures**: an exception in a job (divergence, a bad file, a crash) writes ``failed.json``
   (error line, traceback, attempt count) where ``results.json`` would be, and the other jobs go
   on; a SIGTERM / SIGINT writes it with ``status: interrupted``. A rerun retries exactly the
@@ -61,6 +65,7 @@ from clsuite import identity as ident
 from clsuite.config import RESUME_MODES, ConfigError, dotted_get, unknown_option
 from clsuite.identity import IGNORED_KEYS, config_diff, config_hash, normalize  # noqa: F401  (re-exported)
 from clsuite.io import (
+    CHECKPOINT_DIR,
     FAILED_FILE,
     GRID_FILE,
     LOG_FILE,
@@ -187,6 +192,11 @@ class Job:
     @property
     def failed_path(self) -> Path:
         return self.out_dir / FAILED_FILE
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The job's task-end checkpoints (``clsuite.checkpoint``): an interrupted job resumes from them."""
+        return self.out_dir / CHECKPOINT_DIR
 
     def index_path(self, key: str | None = None) -> Path:
         if key is None:

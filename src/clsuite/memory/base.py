@@ -20,12 +20,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from clsuite.memory.buffer import Memory
+from clsuite.state import AttributeState
 
 
-class UpdatePolicy(ABC):
+class UpdatePolicy(AttributeState, ABC):
     @abstractmethod
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
         """Offer the incoming batch to the memory (after its update step)."""
 
-    def on_task_end(self, memory: Memory, learner) -> None:  # noqa: B027  (optional hook)
+    def on_task_end(self, memory: Memory, learner) -> None:
         """Task boundary: nothing by default."""

@@ -27,8 +27,10 @@ Call order::
 
 from __future__ import annotations
 
+from clsuite.state import AttributeState
 
-class Plugin:
+
+class Plugin(AttributeState):
     #: False for methods without an episodic memory (no capacity, no update calls)
     uses_memory = True
 

@@ -23,8 +23,10 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from clsuite.state import AttributeState
 
-class ReplayPolicy(ABC):
+
+class ReplayPolicy(AttributeState, ABC):
     @abstractmethod
     def select(self, learner, x, y, t, n: int) -> torch.Tensor | None:
         """Up to ``n`` distinct filled slots of ``learner.memory`` (a long tensor of
