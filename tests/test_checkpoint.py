@@ -245,8 +245,9 @@ def test_a_field_declared_outside_src_is_written_and_checkpointed(monkeypatch, t
 
 
 def _cli(cwd, *args, env=None, **kw):
-    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "benchmark=synthetic", "logger=none", "trainer=cpu"]
-    cmd += ["trainer.progress_bar=false", "trainer.threads=1", *args]
+    flags = [a for a in args if a.startswith("-")]  # -m before the overrides (argparse)
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), *flags, "benchmark=synthetic", "logger=none", "trainer=cpu"]
+    cmd += ["trainer.progress_bar=false", "trainer.threads=1", *[a for a in args if a not in flags]]
     return subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, **kw)
 
 
@@ -307,8 +308,8 @@ def test_submitit_requeues_a_signalled_job_which_resumes_from_its_checkpoint(tmp
     p = _cli(tmp_path, *args, "hydra.sweep.dir=requeued", env=_hooked(tmp_path, "SIGUSR2"), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     logs = "".join(q.read_text() for q in (tmp_path / "requeued/.submitit").rglob("*_log.err"))
-    assert "this job is preempted" in logs and "Requeued job" in logs
-    p = _cli(tmp_path, *args, "hydra.sweep.dir=full", timeout=600)
+    assert "Caught signal SIGUSR2" in logs and "resuming at task 2 of 3" in logs  # requeued, then resumed
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=full", env={"CLSUITE_REUSE": "0"}, timeout=600)  # not a copy
     assert p.returncode == 0, p.stderr[-3000:]
     (requeued,), (full,) = _results(tmp_path / "requeued"), _results(tmp_path / "full")
     assert requeued["resumed_at_task"] == 1 and full["resumed_at_task"] is None
