@@ -143,9 +143,19 @@ def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path,
 
 
 def test_cadence_and_the_store(monkeypatch, tmp_path):
-    assert ck.cadence({"checkpoint": "auto"}, 10) is None and ck.cadence({"checkpoint": "auto"}, 11) == 1
-    assert ck.cadence({"checkpoint": "task_end"}, 3) == 1 and ck.cadence({"checkpoint": "off"}, 50) is None
-    assert ck.cadence({"checkpoint": "every_k", "checkpoint_every": 2}, 3) == 2
+    def due(cfg, times):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
+        now = [0.0]
+        c, out = ck.Cadence(cfg, 5, clock=lambda: now[0]), []
+        for done, now[0] in enumerate(times, start=1):
+            if c.due(done):
+                out.append(done)
+                c.saved()
+        return out
+
+    t = [100.0, 250.0, 420.0, 500.0, 900.0]
+    assert due({"checkpoint": "task_end"}, t) == [1, 2, 3, 4] and due({"checkpoint": "off"}, t) == []
+    assert due({"checkpoint": "every_k", "checkpoint_every": 2}, t) == [2, 4]
+    assert due({"checkpoint": "auto"}, t) == [3]  # 420 s >= 300 after the start; 500 - 420 < 300; 5: the last
     saved = []
     orig = ck.CheckpointStore.save
     monkeypatch.setattr(ck.CheckpointStore, "save", lambda self, tr, k: saved.append(k) or orig(self, tr, k))

@@ -2,10 +2,10 @@
 
 Steps (driven by ``clsuite.experiment.run_experiment``):
 
-1. **when**: :func:`cadence` reads ``checkpoint`` (``task_end`` | ``every_k`` with
-   ``checkpoint_every`` | ``off`` | ``auto``: ``task_end`` for benchmarks of more than
-   :data:`AUTO_MIN_TASKS` - 1 tasks, else ``off``); never after the last task (the results
-   file follows at once);
+1. **when**: :class:`Cadence` reads ``checkpoint`` (``task_end`` | ``every_k`` with
+   ``checkpoint_every`` | ``off`` | ``auto``: at a task end once :data:`AUTO_INTERVAL_S` passed
+   since the start or the last checkpoint); never after the last task (the results file follows
+   at once);
 2. **what**: ``trainer.save_checkpoint`` (Lightning's dict: ``state_dict`` = the network,
    ``optimizer_states``, ``loops``, ``callbacks`` = the rows of R, b, per-class accuracies,
    steps and train time of ``AccuracyMatrix``), with the learner's ``on_save_checkpoint``
@@ -44,19 +44,37 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from clsuite.io import write_bytes_atomic
 
 MODES = ("auto", "task_end", "every_k", "off")
-AUTO_MIN_TASKS = 11  # auto: checkpoints for benchmarks of more than 10 tasks (docs/CHECKPOINTS.md, measured cost)
+# auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
+# under mir_code is 132 MB and takes about 4 s to write here, up to 40% of a task on a GPU; bounded
+# to ~1% this way, and a killed run loses at most 5 minutes plus one task)
+AUTO_INTERVAL_S = 300.0
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1
 WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
 SUFFIX = ".ckpt"
 
 
-def cadence(cfg, n_tasks: int) -> int | None:
-    """Save after every k-th finished task: k, or None for no checkpoints."""
-    mode = cfg.get("checkpoint", "auto")
-    if mode == "auto":
-        mode = "task_end" if n_tasks >= AUTO_MIN_TASKS else "off"
-    return {"task_end": 1, "every_k": int(cfg.get("checkpoint_every") or 1), "off": None}[mode]
+class Cadence:
+    """Which task ends write a checkpoint: ``task_end`` every one, ``every_k`` every k-th
+    (``checkpoint_every``), ``off`` none, ``auto`` (default) the first one at least
+    :data:`AUTO_INTERVAL_S` after the run's start or its previous checkpoint. Never the last task
+    end: the results file follows at once."""
+
+    def __init__(self, cfg, n_tasks: int, clock=time.monotonic):
+        self.mode, self.n_tasks, self.clock = cfg.get("checkpoint", "auto"), n_tasks, clock
+        self.k = int(cfg.get("checkpoint_every") or 1) if self.mode == "every_k" else 1
+        self.last = clock()
+
+    def due(self, done: int) -> bool:
+        """After ``done`` finished tasks: write a checkpoint now?"""
+        if self.mode == "off" or done >= self.n_tasks:
+            return False
+        if self.mode == "auto":
+            return self.clock() - self.last >= AUTO_INTERVAL_S
+        return done % self.k == 0
+
+    def saved(self) -> None:
+        self.last = self.clock()
 
 
 def run_store_dir(key: str) -> Path:

@@ -24,7 +24,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-from clsuite.checkpoint import WEIGHTS_FILE, AtomicCheckpointIO, CheckpointStore, TaskCheckpoint, cadence, restore
+from clsuite.checkpoint import WEIGHTS_FILE, AtomicCheckpointIO, Cadence, CheckpointStore, TaskCheckpoint, restore
 from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
@@ -165,7 +165,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     trainer = make_trainer(cfg, device, callbacks, logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
     store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
-    every, start = cadence(cfg, len(schedule)), 0
+    cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device):
         start = restore(found[1], trainer, learner, callbacks)
         print(f"resuming at task {start + 1} of {len(schedule)} from {found[0]}", file=sys.stderr)
@@ -181,8 +181,9 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
             guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
             raise
         saver.next_task = epoch + 1
-        if every and epoch + 1 < len(schedule) and (epoch + 1) % every == 0:
+        if cadence.due(epoch + 1):
             store.save(trainer, epoch + 1)
+            cadence.saved()
     if cfg.get("keep_weights"):
         trainer.save_checkpoint(out_dir / WEIGHTS_FILE)  # the final model (and memory), beside the results
     R, b = acc_cb.R, np.asarray(acc_cb.b)
