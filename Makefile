@@ -30,8 +30,9 @@ lint: setup
 format: setup
 	.venv/bin/ruff check --fix src tests scripts && .venv/bin/ruff format src tests scripts
 
-bench: setup          ## Lightning suite vs a bare PyTorch loop, side by side in one run
+bench: setup          ## Lightning suite vs a bare PyTorch loop, side by side in one run; then the checkpoint cost
 	$(PY) scripts/bench.py
+	$(PY) scripts/bench_checkpoint.py
 
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
 # memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;

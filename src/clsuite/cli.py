@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -157,6 +158,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
             done = job.finished()
             if done is not None:
                 results, how = done
+                shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an earlier, interrupted attempt's
                 job.log(how)
                 print(f"{how} {job.name}: results exist (Acc={results['metrics']['acc']:.2f})")
                 from clsuite.wandb_sync import mirror_finished  # logger=wandb: a W&B run from the results
