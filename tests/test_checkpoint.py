@@ -327,7 +327,8 @@ def test_submitit_requeues_a_signalled_job_which_resumes_from_its_checkpoint(tmp
     assert not list((tmp_path / "requeued").rglob("*.ckpt"))
 
 
-# A joblib worker that kills itself (SIGKILL) at batch 5 of task 2 of the run of seed $KILL_SEED, once.
+# At batch 5 of task 2 of the run of seed 1, once: SIGKILL to the sweep's process, then to this
+# joblib worker (the machine died: nothing records the job).
 _KILL_IN_TASK_2 = f"""
 import os, signal, sys
 from pathlib import Path
@@ -343,13 +344,14 @@ def step(self, trainer, learner, outputs, batch, batch_idx):
     once = Path(os.environ["ONCE"])
     if learner.current_task == 1 and batch_idx == 5 and os.environ["SEED_NOW"] == "1" and not once.exists():
         once.touch()
+        os.kill(int(os.environ["CLSUITE_SWEEP_PID"]), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
 """
 
 
 @pytest.mark.slow
-def test_a_killed_joblib_job_resumes_from_its_checkpoint_on_the_rerun(tmp_path):
+def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_rerun(tmp_path):
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_KILL_IN_TASK_2)
@@ -357,14 +359,15 @@ def test_a_killed_joblib_job_resumes_from_its_checkpoint_on_the_rerun(tmp_path):
     env["CLSUITE_GPU_LOCK_DIR"] = str(tmp_path / "locks")
     args = ["-m", "method=adaer", "seed=0,1", "checkpoint=task_end", "launcher=joblib", "hydra.launcher.n_jobs=2"]
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)
-    assert p.returncode == 1 and (tmp_path / "once").exists(), p.stderr[-3000:]
+    assert p.returncode == -signal.SIGKILL and (tmp_path / "once").exists(), p.stderr[-3000:]
     job = tmp_path / "k" / "benchmark=synthetic,method=adaer,seed=1"
-    assert (job / "failed.json").is_file() and (job / "checkpoints" / "task-0001.ckpt").is_file()
-    p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun: seed 0 skipped
-    assert p.returncode == 0 and "resuming at task 2 of 3" in p.stderr, p.stderr[-3000:]
-    assert not (job / "failed.json").exists() and not (job / "checkpoints").exists()
+    assert [f.name for f in (job / "checkpoints").glob("*.ckpt")] == ["task-0001.ckpt"]
+    assert not (job / "results.json").exists()
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun
+    assert p.returncode == 0 and "resuming at task 2 of 3 from" in p.stderr, p.stderr[-3000:]
+    assert not list((tmp_path / "k").rglob("checkpoints"))
     p = _cli(tmp_path, *args, "hydra.sweep.dir=u", env={**env, "CLSUITE_REUSE": "0"}, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     killed, full = _results(tmp_path / "k"), _results(tmp_path / "u")
-    assert [r["resumed_at_task"] for r in killed] == [None, 1] and [r["seed"] for r in killed] == [0, 1]
+    assert killed[1]["resumed_at_task"] == 1 and [r["seed"] for r in killed] == [0, 1]
     assert all(a[k] == b[k] for a, b in zip(killed, full, strict=True) for k in SAME)
