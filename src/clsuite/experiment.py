@@ -4,6 +4,9 @@ The runner builds the data module, the network, the memory and the method from
 the composed config, then for each task: ``set_task(k)``, raise the fit loop's
 epoch budget by one (a reused Trainer would otherwise train zero steps on every
 task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
+Before the first task a valid checkpoint of the run's identity, if any, is restored
+and the stream continues after it; after a task a checkpoint is written when the
+``checkpoint`` key asks (``clsuite.checkpoint``, docs/CHECKPOINTS.md).
 """
 
 from __future__ import annotations
