@@ -32,8 +32,9 @@ format: setup
 
 # make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods (docs/PERFORMANCE.md)
 BENCH_ARGS ?=
-bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process
+bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
+	$(PY) scripts/bench_checkpoint.py
 
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
 # memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;

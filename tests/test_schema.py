@@ -305,7 +305,11 @@ def test_a_sweep_refuses_an_unknown_key_as_one_line(tmp_path, monkeypatch, capsy
         (["method=hal", "memory=6"], ["method=hal", "memory=5"], "one slot per class, 6 classes"),
         (["method=icarl", "memory=6"], ["method=icarl", "memory=5"], "one slot per class, 6 classes"),
         (["method=er", "memory=100000"], ["method=er", "memory=100001"], "in [0, 100000] (at most 100000 slots"),
-        (["method=er", "reading=mir_code", "memory=16666"], ["method=er", "reading=mir_code", "memory=16667"], "per class"),
+        (
+            ["method=er", "reading=mir_code", "memory=16666"],
+            ["method=er", "reading=mir_code", "memory=16667"],
+            "per class",
+        ),
         (["method=online", "memory=100001"], None, None),  # no memory: M is not read
         (
             ["method=gem", "method.update.n_tasks=3"],

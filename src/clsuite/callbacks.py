@@ -130,6 +130,13 @@ class AccuracyMatrix(L.Callback):
         if self.on_row is not None:
             self.on_row(len(self.rows) - 1, accs)
 
+    def state_dict(self) -> dict:  # in the run's checkpoint (clsuite.checkpoint)
+        keys = ("b", "rows", "per_class", "steps_per_task", "train_time_s")
+        return {k: getattr(self, k) for k in keys}
+
+    def load_state_dict(self, state: dict) -> None:
+        vars(self).update(state)
+
     @property
     def R(self) -> np.ndarray:
         return np.asarray(self.rows, dtype=float)

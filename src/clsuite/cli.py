@@ -16,6 +16,9 @@ Steps of one invocation:
    ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
    first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
    resumes or trains, and records a failure without stopping the others (:func:`run_job`);
+   a run continues from its latest task-end checkpoint of the same identity (``clsuite.checkpoint``:
+   ``outputs/.checkpoints/<identity key>/`` for a single run, the job folder's ``checkpoints/``
+   for a sweep job); a SLURM / submitit job requeued on time-out does the same;
 3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training: a bad value, a
    name that cannot be a folder name, W&B required but unavailable, a run folder holding another
    run's results); 1 a run failed (a non-finite loss, a broken file, an OS error on an output
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -178,6 +182,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
             done = job.finished()
             if done is not None:
                 results, how = done
+                shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an earlier, interrupted attempt's
                 job.log(how)
                 print(f"{how} {job.name}: results exist (Acc={results['metrics']['acc']:.2f})")
                 from clsuite.wandb_sync import mirror_finished  # logger=wandb: a W&B run from the results
@@ -188,7 +193,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
             from clsuite.loggers import make_logger
 
             with sweep.gpu_slot(cfg.trainer, job_num=job.job_num), make_logger(cfg, job.out_dir) as logger:
-                results = run_experiment(cfg, job.out_dir, logger=logger)
+                # task-end checkpoints in the job's folder (stable across reruns): a rerun resumes
+                results = run_experiment(cfg, job.out_dir, logger=logger, checkpoint_dir=job.checkpoint_dir)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:
         why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)

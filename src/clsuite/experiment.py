@@ -4,6 +4,9 @@ The runner builds the data module, the network, the memory and the method from
 the composed config, then for each task: ``set_task(k)``, raise the fit loop's
 epoch budget by one (a reused Trainer would otherwise train zero steps on every
 task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
+Before the first task a valid checkpoint of the run's identity, if any, is restored
+and the stream continues after it; after a task a checkpoint is written when the
+``checkpoint`` key asks (``clsuite.checkpoint``, docs/CHECKPOINTS.md).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite.allocator import keep_freed_memory
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.checkpoint import WEIGHTS_FILE, AtomicCheckpointIO, Cadence, CheckpointStore, TaskCheckpoint, restore
+from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.identity import identity, pin_threads, seal, threads_of
@@ -137,7 +142,8 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
         max_epochs=0,
         logger=logger if logger is not None else False,
         callbacks=[*callbacks, task_progress_bar()] if progress else callbacks,
-        enable_checkpointing=False,
+        enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.checkpoint's
+        plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,
         enable_progress_bar=bool(progress),
         num_sanity_val_steps=0,
@@ -148,12 +154,15 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
     )
 
 
-def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
+def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint_dir: str | Path | None = None) -> dict:
     """Train on the stream, fill R, write ``results.json`` into ``out_dir``.
 
     Threads (torch and BLAS) are pinned first, so the launcher cannot move the numbers; a
     non-finite loss raises ``Diverged`` (no results file). The results record the run's
-    identity (``clsuite.identity``) and are sealed against hand edits.
+    identity (``clsuite.identity``) and are sealed against hand edits. A valid checkpoint of the
+    same identity in ``checkpoint_dir`` (default: ``clsuite.checkpoint.run_store_dir``) is
+    resumed from; checkpoints are written there at task ends (``checkpoint``) and deleted once
+    the results file is written (``clsuite.checkpoint``).
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
@@ -166,12 +175,22 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
             f"task {empty[0]} has no training samples (data.val_fraction={cfg.data.val_fraction}, "
             f"benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
         )
+    ident = identity(cfg, device.type)
+    saver = TaskCheckpoint(ident["key"], t0)
     run_log = RunLogger(logger, every=int(cfg.trainer.log_every_n_steps)) if logger is not None else None
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)
     guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
-    trainer = make_trainer(cfg, device, [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else [])], logger)
+    callbacks = [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
+    trainer = make_trainer(cfg, device, callbacks, logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
+    store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
+    cadence, start = Cadence(cfg, len(schedule)), 0
+    if found := store.latest(map_location=device):
+        start = restore(found[1], trainer, learner, callbacks)
+        print(f"resuming at task {start + 1} of {len(schedule)} from {found[0]}", file=sys.stderr)
     for epoch, task in enumerate(schedule):
+        if epoch < start:
+            continue
         dm.set_task(task)
         learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
         trainer.fit_loop.max_epochs = epoch + 1  # one more pass: the next task
@@ -180,6 +199,12 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
         except Exception:
             guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
             raise
+        saver.next_task = epoch + 1
+        if cadence.due(epoch + 1):
+            store.save(trainer, epoch + 1)
+            cadence.saved()
+    if cfg.get("keep_weights"):
+        trainer.save_checkpoint(out_dir / WEIGHTS_FILE)  # the final model (and memory), beside the results
     R, b = acc_cb.R, np.asarray(acc_cb.b)
     results = {
         "status": "finished",
@@ -195,14 +220,16 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None) -> dict:
         "metrics": all_metrics(R, b),
         "per_class": acc_cb.per_class,
         "steps_per_task": acc_cb.steps_per_task,
-        "wall_time_s": time.perf_counter() - t0,
+        "wall_time_s": saver.wall_time_s,  # over every process of the run (resumed ones too)
+        "resumed_at_task": start or None,
         "train_time_s": acc_cb.train_time_s,
         "device": str(device),
-        "identity": identity(cfg, device.type),
+        "identity": ident,
         "config": OmegaConf.to_container(cfg, resolve=True),
         "versions": versions(),
     }
     write_json_atomic(out_dir / RESULTS_FILE, seal(results))
+    store.clear()  # the run is finished: its checkpoints are no longer needed
     return results
 
 

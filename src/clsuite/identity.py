@@ -49,6 +49,9 @@ from omegaconf import DictConfig, OmegaConf
 IGNORED_KEYS = (
     "experiment",
     "resume",
+    "checkpoint",  # when a run saves its state (clsuite.checkpoint): a resumed run's numbers are the same
+    "checkpoint_every",
+    "keep_weights",
     "logger",
     "launcher",
     "trainer.progress_bar",

@@ -21,10 +21,16 @@ LOG_FILE = "sweep_log.jsonl"  # one line per sweep job: ran / skipped / reused /
 LOCK_FILE = "running.lock"  # a sweep job in progress: holder pid, host, start time (clsuite.sweep.JobLock)
 OVERRIDES_FILE = "overrides.json"  # a job folder whose name is hashed (overrides too long) keeps them here
 STALE_PREFIX = "results.stale-"  # an older result of the job, kept when its identity no longer matches
+CHECKPOINT_DIR = "checkpoints"  # a sweep job's task-end checkpoints, in its folder (clsuite.checkpoint)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically; on any error remove the temporary file.
+    """Write ``obj`` as JSON to ``path`` atomically (:func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, json.dumps(obj, indent=1, allow_nan=True, default=str).encode())
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; on any error remove the temporary file.
 
     An OS error (read-only folder, full disk, a name too long, a parent that is a file) is
     re-raised as ``OSError(errno, strerror, path)``: its message names the file that was to be
@@ -33,8 +39,8 @@ def write_json_atomic(path: str | Path, obj) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, allow_nan=True, default=str)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -146,6 +146,32 @@ class ContinualLearner(L.LightningModule):
         self.seen_tasks = max(self.seen_tasks, task + 1)
         self.plugin.on_task_start(self, task)
 
+    # -- checkpoint (clsuite.checkpoint): Lightning's hooks carry everything beyond the net's weights
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["continual"] = {
+            "learner": {
+                "current_task": self.current_task,
+                "seen_tasks": self.seen_tasks,
+                "train_steps": self.train_steps,
+            },
+            "memory": self.memory.state_dict(),  # samples and every declared per-slot field
+            "replay": None if self.replay is None else self.replay.state_dict(),
+            "update": None if self.update_policy is None else self.update_policy.state_dict(),
+            "plugin": self.plugin.state_dict(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """After the weights (``load_state_dict``): the memory, the policies, the plugin, the counters."""
+        state = checkpoint["continual"]
+        for key, value in state["learner"].items():
+            setattr(self, key, value)
+        self.memory.load_state_dict(state["memory"])
+        if self.replay is not None:
+            self.replay.load_state_dict(state["replay"], self)
+        if self.update_policy is not None:
+            self.update_policy.load_state_dict(state["update"], self)
+        self.plugin.load_state_dict(state["plugin"], self)
+
     def on_train_end(self) -> None:
         """Task end: Lightning runs this before ``on_fit_end``, so the update policy's
         task-end work (herding) and then the plugin's (Fisher, anchors, ...) are done

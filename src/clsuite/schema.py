@@ -162,6 +162,10 @@ KEYS: dict[str, Spec] = {
     # conf/config.yaml
     "experiment": Kind("name", "groups runs: output folder multirun/<experiment>, W&B group"),
     "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
+    "checkpoint": OneOf("auto", "task_end", "every_k", "off", doc=  # = clsuite.checkpoint.MODES
+        "task-end checkpoints for resuming (auto: at most one per 5 min)"),
+    "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
+    "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
     "reading": Kind("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
     "memory": Whole(0, None, "M: memory size (total, or per class if memory_per_class); bounds per method: cross-key rules"),
@@ -258,7 +262,8 @@ NODES: dict[str, dict] = {
     "clsuite.memory.gss_greedy.GSSGreedy": dict(
         n_mem_grads=Whole(1, None, "n: memory gradient vectors G_j per incoming batch"),
         mem_batch=Whole(1, None, "memory samples per G_j"),
-        empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory")),
+        empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory"),
+        cosines=OneOf("exact", "gram", doc="exact: from per-sample gradients | gram: per-layer Gram products (last bits)")),
     "clsuite.memory.herding.HerdingMemory": dict(slots="class"),
     "clsuite.memory.class_ring.ClassRingBuffer": dict(slots="class"),
     "clsuite.memory.task_ring.TaskRingBuffer": dict(

@@ -10,9 +10,12 @@ method whose plugin ``uses_memory``:
    (iCaRL's herding selects its exemplars there; the others do nothing).
 
 ``update`` must count every offered sample in ``memory.seen`` (N in the paper)
-and write only through ``memory.append`` / ``memory.replace`` (which reset a
-new sample's score and stored logits). It may read the learner (its network,
+and write only through ``memory.append`` / ``memory.replace`` / ``memory.place``
+(which reset a new sample's per-slot fields). It may read the learner (its network,
 ``learner.logit_mask(t)``, ``learner.task_classes``) but must not train it.
+Per-slot data of its own goes into a field it declares (``memory.declare``, e.g.
+``ClassRingBuffer``'s arrival times): checkpointed with the memory. Its other state
+(its attributes) is checkpointed through ``state_dict`` (``clsuite.state``).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from clsuite.memory.buffer import Memory
+from clsuite.state import AttributeState
 
 
-class UpdatePolicy(ABC):
+class UpdatePolicy(AttributeState, ABC):
     @abstractmethod
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
         """Offer the incoming batch to the memory (after its update step)."""
 
-    def on_task_end(self, memory: Memory, learner) -> None:  # noqa: B027  (optional hook)
+    def on_task_end(self, memory: Memory, learner) -> None:
         """Task boundary: nothing by default."""

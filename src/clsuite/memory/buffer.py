@@ -1,8 +1,16 @@
-"""The episodic memory M: one tensor store of (x, y, task id, score).
+"""The episodic memory M: one tensor store of (x, y, task id) plus declared per-slot fields.
 
 Slots ``0..size-1`` are filled; ``seen`` counts every stream sample offered to
 the memory (N in the paper). Everything lives on one device and every operation
 is a tensor op over a batch of slots.
+
+Per-slot fields: a policy that keeps something per slot (an interference score,
+stored logits, an arrival time, ...) declares it once with
+``memory.declare(name, shape, dtype, fill)``, without editing this file; it is
+then ``memory.<name>`` ([capacity, *shape]), every write of a new sample
+(``append`` / ``replace`` / ``place``) resets the slot to ``fill``, and
+``state_dict`` (the run's checkpoint) carries it. ``score`` (the interference
+scores E-BRS reads) and ``logits`` (MIR's stored logits) are declared here.
 """
 
 from __future__ import annotations
@@ -19,10 +27,65 @@ class Memory:
         self.x = torch.zeros((self.capacity, *x_shape), dtype=dtype, device=device)
         self.y = torch.zeros(self.capacity, dtype=torch.long, device=device)
         self.t = torch.zeros(self.capacity, dtype=torch.long, device=device)
-        self.score = torch.zeros(self.capacity, device=device)
-        self.logits = torch.zeros((self.capacity, num_classes), device=device)  # MIR's stored logits
+        self.fields: dict[str, torch.Tensor] = {}  # declared per-slot fields: name -> [capacity, *shape]
+        self.fills: dict[str, float | int | bool] = {}  # name -> the value a newly written sample starts at
+        self.declare("score", ())  # interference scores s(m) (C-CMR / MIR write them, E-BRS reads them)
+        self.declare("logits", (num_classes,))  # MIR's stored logits (compare_to_old_logits)
         self.size = 0
         self.seen = 0
+
+    # -- declared per-slot fields --------------------------------------------
+    def declare(self, name: str, shape=(), dtype=torch.float32, fill=0.0) -> torch.Tensor:
+        """The per-slot field ``name`` ([capacity, *shape] of ``dtype``), created at ``fill`` everywhere;
+        a sample written into a slot starts at ``fill``. Declaring it again with the same spec returns
+        the existing tensor (a policy may declare lazily, also after a checkpoint was loaded)."""
+        shape = tuple(int(d) for d in shape)
+        if name in self.fields:
+            f, old = self.fields[name], self.fills[name]
+            same_fill = old == fill or (old != old and fill != fill)  # nan == nan here
+            if tuple(f.shape[1:]) != shape or f.dtype != dtype or not same_fill:
+                raise ValueError(
+                    f"memory field {name!r} is declared as {tuple(f.shape[1:])} {f.dtype} fill={old!r}, "
+                    f"not {shape} {dtype} fill={fill!r}"
+                )
+            return f
+        if name in vars(self) or hasattr(type(self), name):
+            raise ValueError(f"memory field name {name!r} is taken by the memory itself")
+        self.fields[name] = torch.full((self.capacity, *shape), fill, dtype=dtype, device=self.x.device)
+        self.fills[name] = fill
+        return self.fields[name]
+
+    def __getattr__(self, name: str):  # memory.score, memory.logits, memory.<declared field>
+        fields = self.__dict__.get("fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or declared field {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in self.__dict__.get("fields", {}):  # memory.score = tensor: replaces the field's tensor
+            if value.shape != self.fields[name].shape:
+                raise ValueError(f"memory field {name!r} has shape {tuple(self.fields[name].shape)}")
+            self.fields[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    # -- state (clsuite.checkpoint) ---------------------------------------------
+    def state_dict(self) -> dict:
+        """Samples, counters and every declared field with its fill."""
+        return {"capacity": self.capacity, "size": self.size, "seen": self.seen, "x": self.x, "y": self.y,
+                "t": self.t, "fields": dict(self.fields), "fills": dict(self.fills)}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["capacity"] != self.capacity or tuple(state["x"].shape) != tuple(self.x.shape):
+            raise ValueError(
+                f"memory state of capacity {state['capacity']} and samples {tuple(state['x'].shape[1:])} does not "
+                f"fit this memory ({self.capacity}, {tuple(self.x.shape[1:])})"
+            )
+        for name in ("x", "y", "t"):
+            getattr(self, name).copy_(state[name])
+        for name, value in state["fields"].items():
+            self.declare(name, value.shape[1:], value.dtype, state["fills"][name]).copy_(value)
+        self.size, self.seen = int(state["size"]), int(state["seen"])
 
     # -- views -------------------------------------------------------------
     def __len__(self) -> int:
@@ -45,7 +108,7 @@ class Memory:
 
     # -- writes ------------------------------------------------------------
     def append(self, x, y, t) -> torch.Tensor:
-        """Fill the next free slots; returns the slots written (score reset to 0)."""
+        """Fill the next free slots; returns the slots written (declared fields at their fill)."""
         n = min(len(y), self.capacity - self.size)
         idx = torch.arange(self.size, self.size + n, device=self.device)
         self.replace(idx, x[:n], y[:n], t[:n])
@@ -53,12 +116,12 @@ class Memory:
         return idx
 
     def replace(self, idx, x, y, t) -> None:
-        """Write samples into slots ``idx`` (a new sample's score and stored logits start at 0)."""
+        """Write samples into slots ``idx`` (a new sample's declared fields start at their fill)."""
         self.x[idx] = x.to(self.x.dtype)
         self.y[idx] = y
         self.t[idx] = t
-        self.score.index_fill_(0, idx, 0.0)  # not score[idx] = 0.0: that copies the 0 to the GPU (a sync)
-        self.logits.index_fill_(0, idx, 0.0)
+        for name, field in self.fields.items():  # not field[idx] = fill: that copies the fill to the GPU (a sync)
+            field.index_fill_(0, idx, self.fills[name])
 
     def place(self, slots, x, y, t) -> None:
         """``replace`` sample i into slot ``slots[i]`` where ``slots[i] >= 0`` (-1: not kept); of
@@ -76,8 +139,9 @@ class Memory:
         self.x[target] = torch.where(rows, x[src].to(self.x.dtype), self.x[target])
         self.y[target] = torch.where(new, y[src], self.y[target])
         self.t[target] = torch.where(new, t[src], self.t[target])
-        self.score[target] = torch.where(new, 0.0, self.score[target])
-        self.logits[target] = torch.where(new[:, None], 0.0, self.logits[target])
+        for name, field in self.fields.items():
+            keep = new.view(-1, *[1] * (field.dim() - 1))
+            field[target] = torch.where(keep, self.fills[name], field[target])
 
     # -- sampling ----------------------------------------------------------
     def slots(self, exclude_task: int | None = None) -> torch.Tensor:

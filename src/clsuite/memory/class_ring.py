@@ -20,12 +20,8 @@ from clsuite.memory.buffer import Memory
 class ClassRingBuffer(UpdatePolicy):
     """Memory update: per class, a FIFO of the last M // classes samples."""
 
-    def __init__(self):
-        self.stamp: torch.Tensor | None = None  # arrival time of each slot's sample
-
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
-        if self.stamp is None:
-            self.stamp = torch.zeros(memory.capacity, dtype=torch.long, device=memory.device)
+        stamp = memory.declare("arrival", (), torch.long, fill=-1)  # arrival time of each slot's sample
         m = memory.capacity // memory.num_classes
         arrival = memory.seen + torch.arange(len(y), device=y.device)
         memory.seen += len(y)
@@ -37,9 +33,9 @@ class ClassRingBuffer(UpdatePolicy):
             n_new = min(len(src), m - len(held))
             if n_new:
                 slots = memory.append(x[src[:n_new]], y[src[:n_new]], t[src[:n_new]])
-                self.stamp[slots] = arrival[src[:n_new]]
+                stamp[slots] = arrival[src[:n_new]]
             src = src[n_new:]
             if len(src):  # overwrite the oldest
-                oldest = held[self.stamp[held].argsort()[: len(src)]]
+                oldest = held[stamp[held].argsort()[: len(src)]]
                 memory.replace(oldest, x[src], y[src], t[src])
-                self.stamp[oldest] = arrival[src]
+                stamp[oldest] = arrival[src]

@@ -23,12 +23,16 @@ Call order::
         update.on_task_end(memory, learner)              # task end (if uses_memory): herding
         plugin.on_task_end(learner, k, datamodule)       # Fisher, anchors, previous network
         (the row R[k, :] is measured, with plugin.predict(learner, x, t) when it returns scores)
+        (a task-end checkpoint may be written: plugin.state_dict(), by default its attributes;
+         on resume plugin.load_state_dict(state, learner) after the network's weights: clsuite.state)
 """
 
 from __future__ import annotations
 
+from clsuite.state import AttributeState
 
-class Plugin:
+
+class Plugin(AttributeState):
     #: False for methods without an episodic memory (no capacity, no update calls)
     uses_memory = True
 

@@ -72,6 +72,16 @@ class ICaRL(Plugin):
         # the update policy (HerdingMemory) has herded the task's exemplars just before
         self.old_net = copy.deepcopy(learner.net).eval().requires_grad_(False)
 
+    def state_dict(self) -> dict:
+        """The frozen network's weights (the exemplar means are recomputed from the memory)."""
+        return {"old_net": None if self.old_net is None else self.old_net.state_dict()}
+
+    def load_state_dict(self, state: dict, learner=None) -> None:
+        self.old_net = None
+        if state["old_net"] is not None:
+            self.old_net = copy.deepcopy(learner.net).eval().requires_grad_(False)
+            self.old_net.load_state_dict(state["old_net"])
+
     @torch.no_grad()
     def class_means(self, learner) -> torch.Tensor:
         """[C, d]: mu_y over the exemplars of y (NaN rows for classes without exemplars)."""

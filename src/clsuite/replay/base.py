@@ -11,10 +11,12 @@ batch B_t = (x, y, t), ``iters_per_batch`` times per batch:
 
 A policy may read anything on the learner (``learner.memory``, ``learner.net``,
 ``learner.lr``, ``learner.current_task``, ``learner.logit_mask(t)``) and may
-write ``learner.memory.score`` (the interference scores E-BRS reads) and
-``learner.memory.logits`` (stored logits); it must not change the network, the
-optimizer or the memory's samples. Randomness comes from torch's global
-generator (seeded per run), so a policy is reproducible for a seed.
+write ``learner.memory.score`` (the interference scores E-BRS reads),
+``learner.memory.logits`` (stored logits) or a per-slot field it declares
+(``memory.declare``); it must not change the network, the optimizer or the
+memory's samples. Randomness comes from torch's global generator (seeded per
+run, saved in checkpoints), so a policy is reproducible for a seed; its
+attributes are its checkpointed state (``clsuite.state``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from clsuite.state import AttributeState
 
-class ReplayPolicy(ABC):
+
+class ReplayPolicy(AttributeState, ABC):
     @abstractmethod
     def select(self, learner, x, y, t, n: int) -> torch.Tensor | None:
         """Up to ``n`` distinct filled slots of ``learner.memory`` (a long tensor of

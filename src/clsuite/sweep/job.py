@@ -18,6 +18,10 @@ Every job of a multirun goes through :class:`Job` (driven by ``clsuite.cli.run_j
   would be, and the other jobs go on; a SIGTERM / SIGINT writes it with ``status:
   interrupted``. A rerun retries exactly the jobs without results; ``failed.json`` is deleted
   on success. Writing the record cannot end the sweep (a full disk: a warning).
+- **checkpoints**: a job that trains keeps its task-end checkpoints in ``<job folder>/checkpoints/``
+  (``clsuite.checkpoint``; the folder name is stable across reruns, and nothing here deletes it), so
+  a rerun of an interrupted, killed or requeued job continues from its last finished task; they are
+  deleted once its results file is written.
 - **log**: one JSON line per job (ran / skipped / reused / busy / interrupted / failed, wall
   time, why it reran) in ``<sweep dir>/sweep_log.jsonl``, for the progress line and the reasons
   of reruns; the sweep's counts and exit status come from the jobs' own files
@@ -39,6 +43,7 @@ from clsuite import identity as ident
 from clsuite.config import dotted_get
 from clsuite.identity import config_diff, config_hash, normalize
 from clsuite.io import (
+    CHECKPOINT_DIR,
     FAILED_FILE,
     LOG_FILE,
     OVERRIDES_FILE,
@@ -79,6 +84,11 @@ class Job:
     @property
     def failed_path(self) -> Path:
         return self.out_dir / FAILED_FILE
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The job's task-end checkpoints (``clsuite.checkpoint``): an interrupted job resumes from them."""
+        return self.out_dir / CHECKPOINT_DIR
 
     def index_path(self, key: str | None = None) -> Path:
         if key is None:

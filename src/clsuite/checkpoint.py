@@ -1,0 +1,248 @@
+"""Task-end checkpoints: a killed run continues from its last finished task (docs/CHECKPOINTS.md).
+
+Steps (driven by ``clsuite.experiment.run_experiment``):
+
+1. **when**: :class:`Cadence` reads ``checkpoint`` (``task_end`` | ``every_k`` with
+   ``checkpoint_every`` | ``off`` | ``auto``: at a task end once :data:`AUTO_INTERVAL_S` passed
+   since the start or the last checkpoint); never after the last task (the results file follows
+   at once);
+2. **what**: ``trainer.save_checkpoint`` (Lightning's dict: ``state_dict`` = the network,
+   ``optimizer_states``, ``loops``, ``callbacks`` = the rows of R, b, per-class accuracies,
+   steps and train time of ``AccuracyMatrix``), with the learner's ``on_save_checkpoint``
+   (``continual``: the memory with every declared per-slot field, the replay and update
+   policies' and the plugin's state, the task counters) and :class:`TaskCheckpoint`'s
+   ``on_save_checkpoint`` (``clsuite``: the run's identity key, the next task, the wall time
+   so far, and every random generator the run draws from: torch CPU and CUDA, numpy, python);
+3. **how**: :class:`AtomicCheckpointIO` (Lightning's ``CheckpointIO`` plugin) writes the file
+   to a temporary name, fsyncs it and renames it, then its sha256 beside it (``.sha256``): a
+   file without a matching digest is partial or corrupt;
+4. **where**: :class:`CheckpointStore`, ``task-<next task>.ckpt`` in the job folder's
+   ``checkpoints/`` (sweeps) or in ``outputs/.checkpoints/<identity key>/`` (single runs,
+   :func:`run_store_dir`); the two newest are kept, all are deleted once the results file is
+   written;
+5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest matches and
+   whose identity key is the run's (a corrupt, partial or foreign one: a warning, never
+   loaded), :func:`restore` puts every piece back (generators last) and the run continues with
+   the next task; on the CPU its R, b and metrics equal an uninterrupted run's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from clsuite.io import write_bytes_atomic
+
+MODES = ("auto", "task_end", "every_k", "off")
+# auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
+# under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
+# about 1% this way, and a killed run loses at most 5 minutes plus one task)
+AUTO_INTERVAL_S = 300.0
+KEEP = 2  # newest checkpoints kept while a run goes on
+FORMAT = 1
+WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
+SUFFIX = ".ckpt"
+
+
+class Cadence:
+    """Which task ends write a checkpoint: ``task_end`` every one, ``every_k`` every k-th
+    (``checkpoint_every``), ``off`` none, ``auto`` (default) the first one at least
+    :data:`AUTO_INTERVAL_S` after the run's start or its previous checkpoint. Never the last task
+    end: the results file follows at once."""
+
+    def __init__(self, cfg, n_tasks: int, clock=time.monotonic):
+        self.mode, self.n_tasks, self.clock = cfg.get("checkpoint", "auto"), n_tasks, clock
+        self.k = int(cfg.get("checkpoint_every") or 1) if self.mode == "every_k" else 1
+        self.last = clock()
+
+    def due(self, done: int) -> bool:
+        """After ``done`` finished tasks: write a checkpoint now?"""
+        if self.mode == "off" or done >= self.n_tasks:
+            return False
+        if self.mode == "auto":
+            return self.clock() - self.last >= AUTO_INTERVAL_S
+        return done % self.k == 0
+
+    def saved(self) -> None:
+        self.last = self.clock()
+
+
+def run_store_dir(key: str) -> Path:
+    """A single run's checkpoints: ``$CLSUITE_CHECKPOINTS`` (default ``outputs/.checkpoints``) / key."""
+    return Path(os.environ.get("CLSUITE_CHECKPOINTS") or "outputs/.checkpoints") / key[:20]
+
+
+def warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- the file
+
+
+def digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+class CorruptCheckpoint(Exception):
+    pass
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's torch checkpoint file, written atomically, with its sha256 in ``<file>.sha256``."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        buf = io.BytesIO()
+        torch.save(checkpoint, buf)
+        data, path = buf.getvalue(), Path(path)
+        digest_path(path).unlink(missing_ok=True)  # the file is invalid until its digest is written
+        write_bytes_atomic(path, data)
+        write_bytes_atomic(digest_path(path), hashlib.sha256(data).hexdigest().encode())
+
+    def load_checkpoint(self, path, map_location=None, weights_only=True) -> dict:
+        path = Path(path)
+        try:
+            data, digest = path.read_bytes(), digest_path(path).read_text().strip()
+        except OSError as e:
+            raise CorruptCheckpoint(f"unreadable or without its digest ({e.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise CorruptCheckpoint("its content does not match its sha256 (partial or corrupt)")
+        try:  # weights_only: tensors and plain containers only, never pickled code
+            return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+        except Exception as e:
+            raise CorruptCheckpoint(f"torch.load failed: {str(e).splitlines()[0]}") from None
+
+
+# ----------------------------------------------------------------------------- random generators
+
+
+def rng_states() -> dict:
+    """Every generator a run draws from (plain types: loadable with ``weights_only``)."""
+    np_state = np.random.get_state(legacy=False)
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {**np_state, "state": {"key": np_state["state"]["key"].tolist(), "pos": np_state["state"]["pos"]}},
+        "python": random.getstate(),
+    }
+
+
+def set_rng_states(state: dict) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    np_state = state["numpy"]
+    key = np.asarray(np_state["state"]["key"], dtype=np.uint32)
+    np.random.set_state({**np_state, "state": {"key": key, "pos": np_state["state"]["pos"]}})
+    v, internal, gauss = state["python"]
+    random.setstate((v, tuple(internal), gauss))
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class CheckpointStore:
+    """The checkpoints of one run identity in one folder."""
+
+    def __init__(self, folder, key: str, checkpoint_io: AtomicCheckpointIO | None = None):
+        self.folder, self.key = Path(folder), key
+        self.io = checkpoint_io or AtomicCheckpointIO()
+        self.written: list[Path] = []
+
+    def path(self, next_task: int) -> Path:
+        return self.folder / f"task-{next_task:04d}{SUFFIX}"
+
+    def files(self) -> list[Path]:
+        """Checkpoint files, newest (highest next task) first."""
+        return sorted(self.folder.glob(f"task-*{SUFFIX}"), reverse=True) if self.folder.is_dir() else []
+
+    def latest(self, map_location=None) -> tuple[Path, dict] | None:
+        """(path, checkpoint) of the newest valid one of this identity, else None (each one passed
+        over: a warning)."""
+        for path in self.files():
+            try:
+                ckpt = self.io.load_checkpoint(path, map_location=map_location)
+            except CorruptCheckpoint as e:
+                warn(f"ignoring checkpoint {path}: {e}")
+                continue
+            meta = ckpt.get("clsuite") or {}
+            if meta.get("format") != FORMAT or meta.get("identity") != self.key:
+                warn(f"ignoring checkpoint {path}: made by another run identity ({str(meta.get('identity'))[:12]})")
+                continue
+            return path, ckpt
+        return None
+
+    def save(self, trainer: L.Trainer, next_task: int) -> Path:
+        """Write the checkpoint after ``next_task`` finished tasks; keep the :data:`KEEP` newest."""
+        path = self.path(next_task)
+        trainer.save_checkpoint(path)
+        self.written = [p for p in self.written if p != path] + [path]
+        keep = set(self.written[-KEEP:])
+        for old in self.files():  # older ones, and any left by another identity or a partial write
+            if old not in keep:
+                old.unlink(missing_ok=True)
+                digest_path(old).unlink(missing_ok=True)
+        return path
+
+    def clear(self) -> None:
+        """Delete every checkpoint of the folder (the run is finished), and the folder when empty."""
+        for path in self.files():
+            path.unlink(missing_ok=True)
+            digest_path(path).unlink(missing_ok=True)
+        for tmp in self.folder.glob(".task-*.tmp") if self.folder.is_dir() else ():  # a killed write's
+            tmp.unlink(missing_ok=True)
+        if self.folder.is_dir() and not any(self.folder.iterdir()):
+            self.folder.rmdir()
+
+
+# ----------------------------------------------------------------------------- save and restore
+
+
+class TaskCheckpoint(L.Callback):
+    """Adds the run's identity, its position in the stream, its wall time and its generators to
+    every checkpoint the trainer writes."""
+
+    def __init__(self, key: str, t0: float | None = None):
+        self.key = key
+        self.next_task = 0
+        self.wall_before = 0.0  # wall time of the run's earlier (interrupted) processes
+        self._t0 = time.perf_counter() if t0 is None else t0  # this process's start of the run
+
+    @property
+    def wall_time_s(self) -> float:
+        """The run's wall time so far, over all its processes."""
+        return self.wall_before + time.perf_counter() - self._t0
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        checkpoint["clsuite"] = {
+            "format": FORMAT,
+            "identity": self.key,
+            "next_task": self.next_task,
+            "wall_time_s": self.wall_time_s,
+            "rng": rng_states(),
+        }
+
+
+def restore(ckpt: dict, trainer: L.Trainer, learner, callbacks) -> int:
+    """Put a checkpoint back into a freshly built run; returns the next task's position."""
+    learner.load_state_dict(ckpt["state_dict"])  # the network's weights and buffers
+    learner.on_load_checkpoint(ckpt)  # memory, policies, plugin, counters
+    learner.configure_optimizers().load_state_dict(ckpt["optimizer_states"][0])
+    for cb in callbacks:
+        if cb.state_key in ckpt.get("callbacks", {}):
+            cb.load_state_dict(ckpt["callbacks"][cb.state_key])
+    trainer.fit_loop.load_state_dict(ckpt["loops"]["fit_loop"])  # epochs (= tasks) done, steps
+    for cb in callbacks:
+        if isinstance(cb, TaskCheckpoint):
+            cb.wall_before = float(ckpt["clsuite"]["wall_time_s"])
+    set_rng_states(ckpt["clsuite"]["rng"])  # last: nothing above may draw after it
+    return int(ckpt["clsuite"]["next_task"])

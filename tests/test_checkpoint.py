@@ -1,0 +1,373 @@
+"""Task-end checkpoints and exact resume (clsuite.checkpoint, docs/CHECKPOINTS.md), and the
+per-slot fields a policy declares on the memory (clsuite.memory.buffer.Memory.declare)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import clsuite.checkpoint as ck
+import clsuite.experiment as ex
+from clsuite import identity
+from clsuite.config import ConfigError, validate
+from clsuite.experiment import run_experiment
+from clsuite.memory.buffer import Memory
+from clsuite.memory.reservoir import Reservoir
+from tests.conftest import make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
+SAME = ("R", "b", "metrics", "per_class", "steps_per_task")  # what a resumed run must reproduce exactly
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL right after a checkpoint was written (nothing after it runs)."""
+
+
+def killed_after(monkeypatch, n_saves: int):
+    """Patch the store so that the run dies right after its ``n_saves``-th checkpoint."""
+    orig, count = ck.CheckpointStore.save, []
+
+    def save(self, trainer, next_task):
+        path = orig(self, trainer, next_task)
+        count.append(path)
+        if len(count) == n_saves:
+            raise Killed(path)
+        return path
+
+    monkeypatch.setattr(ck.CheckpointStore, "save", save)
+    return orig
+
+
+def kill_and_resume(monkeypatch, tmp_path, *overrides, n_saves=1, between=None):
+    """(uninterrupted results, resumed results, checkpoint folder) of the same config."""
+    full = run_experiment(make_cfg(*overrides), tmp_path / "full", checkpoint_dir=tmp_path / "ck-full")
+    store = tmp_path / "ck"
+    orig = killed_after(monkeypatch, n_saves)
+    with pytest.raises(Killed):
+        run_experiment(make_cfg(*overrides), tmp_path / "killed", checkpoint_dir=store)
+    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    assert not (tmp_path / "killed" / "results.json").exists()
+    if between is not None:
+        between(store)
+    resumed = run_experiment(make_cfg(*overrides), tmp_path / "resumed", checkpoint_dir=store)
+    return full, resumed, store
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result(monkeypatch, tmp_path, method):
+    if method == "joint":  # one pass over the union of the tasks: no task end to resume from
+        res = run_experiment(make_cfg("method=joint", "checkpoint=task_end"), tmp_path / "j", checkpoint_dir=tmp_path)
+        assert res["resumed_at_task"] is None and not list(tmp_path.glob("*.ckpt"))
+        return
+    full, resumed, store = kill_and_resume(monkeypatch, tmp_path, f"method={method}", "checkpoint=task_end")
+    assert resumed["resumed_at_task"] == 1 and full["resumed_at_task"] is None
+    for key in SAME:
+        assert resumed[key] == full[key], key
+    assert resumed["identity"]["key"] == full["identity"]["key"]
+    assert not store.exists()  # deleted once the results file is written
+
+
+def test_resume_without_the_random_generators_differs(monkeypatch, tmp_path):
+    """The comparison above can fail: leaving the generators unrestored changes R (replay draws)."""
+    monkeypatch.setattr(ck, "set_rng_states", lambda state: None)
+    full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end")
+    assert resumed["resumed_at_task"] == 1 and resumed["R"][1:] != full["R"][1:]
+    assert resumed["R"][0] == full["R"][0] and resumed["b"] == full["b"]  # measured before the kill
+
+
+def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
+    killed_after(monkeypatch, 1)
+    with pytest.raises(Killed) as e:
+        run_experiment(make_cfg("method=hal", "checkpoint=task_end"), tmp_path / "r", checkpoint_dir=tmp_path / "ck")
+    path = e.value.args[0]
+    assert path.name == "task-0001.ckpt" and ck.digest_path(path).is_file()
+    c = torch.load(path, weights_only=True)  # Lightning's dict, plain types: loadable without pickled code
+    assert {"state_dict", "optimizer_states", "loops", "callbacks", "continual", "clsuite"} <= set(c)
+    assert c["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 1
+    rows = c["callbacks"]["AccuracyMatrix"]
+    assert len(rows["rows"]) == 1 and len(rows["b"]) == 3 and rows["train_time_s"] > 0
+    cont = c["continual"]
+    assert cont["learner"]["seen_tasks"] == 1 and cont["memory"]["size"] > 0
+    assert set(cont["memory"]["fields"]) == {"score", "logits", "arrival"}  # HAL's ring declares arrival
+    assert len(cont["plugin"]["anchors"]) == 2 and cont["plugin"]["phi"].shape[0] == 6  # one anchor per class
+    meta = c["clsuite"]
+    assert meta["next_task"] == 1 and set(meta["rng"]) == {"torch", "cuda", "numpy", "python"}
+    assert meta["identity"] == identity.identity(make_cfg("method=hal"), "cpu")["key"]  # checkpoint keys ignored
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no digest", "bit flip"])
+def test_a_damaged_newest_checkpoint_is_ignored_with_a_warning(monkeypatch, tmp_path, capsys, damage):
+    def spoil(store):
+        newest = store / "task-0002.ckpt"
+        assert newest.is_file() and (store / "task-0001.ckpt").is_file()
+        data = newest.read_bytes()
+        if damage == "truncated":
+            newest.write_bytes(data[: len(data) // 2])
+        elif damage == "no digest":
+            ck.digest_path(newest).unlink()
+        else:
+            newest.write_bytes(data[:-100] + bytes([data[-100] ^ 1]) + data[-99:])
+
+    full, resumed, _ = kill_and_resume(
+        monkeypatch, tmp_path, "method=er", "checkpoint=task_end", n_saves=2, between=spoil
+    )
+    assert "warning: ignoring checkpoint" in capsys.readouterr().err
+    assert resumed["resumed_at_task"] == 1  # the older, valid one
+    assert all(resumed[k] == full[k] for k in SAME)
+
+
+def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path, capsys):
+    def swap(store):  # the store now holds a checkpoint of seed 1 only
+        for p in store.iterdir():
+            p.unlink()
+        killed_after(monkeypatch, 1)
+        with pytest.raises(Killed):
+            run_experiment(
+                make_cfg("method=er", "checkpoint=task_end", "seed=1"), tmp_path / "s1", checkpoint_dir=store
+            )
+        monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+
+    orig = ck.CheckpointStore.save
+    full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end", between=swap)
+    assert "made by another run identity" in capsys.readouterr().err
+    assert resumed["resumed_at_task"] is None and all(resumed[k] == full[k] for k in SAME)
+
+
+def test_cadence_and_the_store(monkeypatch, tmp_path):
+    def due(cfg, times):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
+        now = [0.0]
+        c, out = ck.Cadence(cfg, 5, clock=lambda: now[0]), []
+        for done, now[0] in enumerate(times, start=1):
+            if c.due(done):
+                out.append(done)
+                c.saved()
+        return out
+
+    t = [100.0, 250.0, 420.0, 500.0, 900.0]
+    assert due({"checkpoint": "task_end"}, t) == [1, 2, 3, 4] and due({"checkpoint": "off"}, t) == []
+    assert due({"checkpoint": "every_k", "checkpoint_every": 2}, t) == [2, 4]
+    assert due({"checkpoint": "auto"}, t) == [3]  # 420 s >= 300 after the start; 500 - 420 < 300; 5: the last
+    saved = []
+    orig = ck.CheckpointStore.save
+    monkeypatch.setattr(ck.CheckpointStore, "save", lambda self, tr, k: saved.append(k) or orig(self, tr, k))
+    for mode, expect in [("task_end", [1, 2]), ("every_k", [2]), ("off", []), ("auto", [])]:
+        saved.clear()
+        run_experiment(
+            make_cfg("method=er", f"checkpoint={mode}", "checkpoint_every=2"),
+            tmp_path / mode,
+            checkpoint_dir=tmp_path / "ck",
+        )
+        assert saved == expect, mode
+        assert not (tmp_path / mode / ck.WEIGHTS_FILE).exists()  # keep_weights=false
+    assert not (tmp_path / "ck").exists()
+
+
+def test_keep_weights_writes_the_final_model_beside_the_results(tmp_path):
+    res = run_experiment(make_cfg("method=icarl", "keep_weights=true"), tmp_path, checkpoint_dir=tmp_path / "ck")
+    c = torch.load(tmp_path / ck.WEIGHTS_FILE, weights_only=True)
+    assert c["clsuite"]["next_task"] == 3 and c["continual"]["plugin"]["old_net"] is not None
+    assert len(c["callbacks"]["AccuracyMatrix"]["rows"]) == 3 and res["resumed_at_task"] is None
+    net = ex.build(make_cfg("method=icarl"))[1].net
+    net.load_state_dict({k.removeprefix("net."): v for k, v in c["state_dict"].items()})
+    assert not (tmp_path / "ck").exists()
+
+
+def test_checkpoint_keys_are_validated_and_leave_the_identity_alone():
+    for bad, needle in [
+        ("checkpoint=always", "unknown checkpoint 'always'; valid choices: auto, task_end, every_k, off"),
+        ("checkpoint_every=0", "checkpoint_every must be a whole number >= 1, got 0"),
+        ("keep_weights=2", "keep_weights must be true or false, got 2"),
+    ]:
+        with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+            validate(make_cfg(bad))
+    keys = {identity.identity(make_cfg(*o), "cpu")["key"] for o in [[], ["checkpoint=task_end", "keep_weights=true"]]}
+    assert len(keys) == 1
+
+
+# ----------------------------------------------------------------------------- declared per-slot fields
+
+
+class StampedReservoir(Reservoir):
+    """A policy from outside src/: reservoir sampling that records the task each kept sample came in at."""
+
+    def update(self, memory, x, y, t, learner=None):
+        came_in = memory.declare("came_in", (2,), torch.long, fill=-7)  # (task, seen count) per slot
+        super().update(memory, x, y, t, learner)
+        filled = came_in[: memory.size]
+        filled[filled[:, 0] == -7] = torch.tensor([learner.current_task, memory.seen])  # just written: at fill
+
+
+def test_a_declared_field_starts_at_its_fill_on_append_replace_and_place():
+    mem = Memory(4, (2,), 3)
+    f = mem.declare("age", (), torch.long, fill=-1)
+    assert mem.age is f and f.tolist() == [-1] * 4 and mem.declare("age", (), torch.long, fill=-1) is f
+    with pytest.raises(ValueError, match="declared as"):
+        mem.declare("age", (), torch.float32, fill=-1)
+    with pytest.raises(ValueError, match="taken"):
+        mem.declare("capacity")
+    g = mem.declare("inf_score", (2,), fill=math.inf)
+    x, y, t = torch.ones(4, 2), torch.tensor([0, 1, 2, 0]), torch.zeros(4, dtype=torch.long)
+    mem.append(x, y, t)
+    f[:] = torch.tensor([5, 6, 7, 8])
+    g.zero_()
+    mem.score[:] = 3.0
+    mem.replace(torch.tensor([1]), x[:1], y[:1], t[:1])
+    assert f.tolist() == [5, -1, 7, 8] and g[1].tolist() == [math.inf] * 2 and mem.score.tolist() == [3, 0, 3, 3]
+    mem.place(torch.tensor([-1, 3, 3]), x[:3], y[:3], t[:3])  # slot 3 written twice, slot 0 untouched
+    assert f.tolist() == [5, -1, 7, -1] and g[0].tolist() == [0, 0] and g[3].tolist() == [math.inf] * 2
+    fresh = Memory(4, (2,), 3)
+    fresh.load_state_dict(mem.state_dict())  # declared on load, then a lazy declare returns it
+    assert fresh.declare("age", (), torch.long, fill=-1).tolist() == [5, -1, 7, -1]
+    assert torch.equal(fresh.inf_score, g) and fresh.fills["inf_score"] == math.inf and fresh.size == 4
+
+
+def test_a_field_declared_outside_src_is_written_and_checkpointed(monkeypatch, tmp_path):
+    build = ex.build
+
+    def with_stamps(cfg):
+        dm, learner, device = build(cfg)
+        learner.update_policy = StampedReservoir()
+        return dm, learner, device
+
+    monkeypatch.setattr(ex, "build", with_stamps)
+    killed_after(monkeypatch, 1)
+    with pytest.raises(Killed) as e:
+        run_experiment(
+            make_cfg("method=er", "checkpoint=task_end", "memory=20"), tmp_path, checkpoint_dir=tmp_path / "c"
+        )
+    mem = torch.load(e.value.args[0], weights_only=True)["continual"]["memory"]
+    came_in, fills = mem["fields"]["came_in"], mem["fills"]["came_in"]
+    assert fills == -7 and came_in.shape == (20, 2)
+    assert (came_in[:, 0] == 0).all()  # after task 1 every slot holds a task-0 sample
+    assert came_in[:, 1].max() == mem["seen"] and len(came_in[:, 1].unique()) > 2  # the batch it came in with
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _cli(cwd, *args, env=None, **kw):
+    flags = [a for a in args if a.startswith("-")]  # -m before the overrides (argparse)
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), *flags, "benchmark=synthetic", "logger=none", "trainer=cpu"]
+    cmd += ["trainer.progress_bar=false", "trainer.threads=1", *[a for a in args if a not in flags]]
+    return subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, **kw)
+
+
+# Loaded into every process through PYTHONPATH: the process signals itself right after the first
+# checkpoint it writes, once ($ONCE names a marker file).
+_HOOK = f"""
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(ROOT / "src")!r})
+import clsuite.checkpoint as ck
+_save = ck.CheckpointStore.save
+def save(self, trainer, next_task):
+    path = _save(self, trainer, next_task)
+    once = Path(os.environ["ONCE"])
+    if not once.exists():
+        once.touch()
+        os.kill(os.getpid(), getattr(signal, os.environ["SIGNAL"]))
+    return path
+ck.CheckpointStore.save = save
+"""
+
+
+def _hooked(tmp_path, sig: str) -> dict:
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(_HOOK)
+    return {
+        "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]),
+        "ONCE": str(tmp_path / "once"),
+        "SIGNAL": sig,
+    }
+
+
+def _results(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.rglob("results.json"))]
+
+
+@pytest.mark.slow
+def test_a_single_run_killed_by_sigkill_resumes_from_its_store(tmp_path):
+    args = ["method=adaer", "checkpoint=task_end"]
+    p = _cli(tmp_path, *args, "hydra.run.dir=killed", env=_hooked(tmp_path, "SIGKILL"), timeout=600)
+    assert p.returncode == -signal.SIGKILL and not (tmp_path / "killed" / "results.json").exists()
+    assert [q.name for q in (tmp_path / "outputs/.checkpoints").glob("*/*.ckpt")] == ["task-0001.ckpt"]
+    p = _cli(tmp_path, *args, "hydra.run.dir=resumed", timeout=600)
+    assert p.returncode == 0 and "resuming at task 2 of 3" in p.stderr, p.stderr[-2000:]
+    p = _cli(tmp_path, *args, "hydra.run.dir=full", timeout=600)  # the store is gone: from task 1
+    assert p.returncode == 0 and "resuming" not in p.stderr
+    resumed, full = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("resumed", "full"))
+    assert resumed["resumed_at_task"] == 1 and all(resumed[k] == full[k] for k in SAME)
+    assert not list((tmp_path / "outputs/.checkpoints").iterdir())
+
+
+@pytest.mark.slow
+def test_submitit_requeues_a_signalled_job_which_resumes_from_its_checkpoint(tmp_path):
+    """launcher=submitit_local: SIGUSR2 (SLURM's time-out warning) after the first checkpoint; submitit
+    checkpoints the job function and requeues it; the job continues from its task-end checkpoint."""
+    args = ["-m", "method=er", "checkpoint=task_end", "launcher=submitit_local"]
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=requeued", env=_hooked(tmp_path, "SIGUSR2"), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    logs = "".join(q.read_text() for q in (tmp_path / "requeued/.submitit").rglob("*_log.err"))
+    assert "Caught signal SIGUSR2" in logs and "resuming at task 2 of 3" in logs  # requeued, then resumed
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=full", env={"CLSUITE_REUSE": "0"}, timeout=600)  # not a copy
+    assert p.returncode == 0, p.stderr[-3000:]
+    (requeued,), (full,) = _results(tmp_path / "requeued"), _results(tmp_path / "full")
+    assert requeued["resumed_at_task"] == 1 and full["resumed_at_task"] is None
+    assert all(requeued[k] == full[k] for k in SAME)
+    assert not list((tmp_path / "requeued").rglob("*.ckpt"))
+
+
+# At batch 5 of task 2 of the run of seed 1, once: SIGKILL to the sweep's process, then to this
+# joblib worker (the machine died: nothing records the job).
+_KILL_IN_TASK_2 = f"""
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(ROOT / "src")!r})
+import clsuite.experiment as ex
+from clsuite.callbacks import DivergenceGuard
+_run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
+def run(cfg, out, logger=None, **kw):
+    os.environ["SEED_NOW"] = str(cfg.seed)
+    return _run(cfg, out, logger=logger, **kw)
+def step(self, trainer, learner, outputs, batch, batch_idx):
+    _step(self, trainer, learner, outputs, batch, batch_idx)
+    once = Path(os.environ["ONCE"])
+    if learner.current_task == 1 and batch_idx == 5 and os.environ["SEED_NOW"] == "1" and not once.exists():
+        once.touch()
+        os.kill(int(os.environ["CLSUITE_SWEEP_PID"]), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_rerun(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_KILL_IN_TASK_2)
+    env = {"PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]), "ONCE": str(tmp_path / "once")}
+    env["CLSUITE_GPU_LOCK_DIR"] = str(tmp_path / "locks")
+    args = ["-m", "method=adaer", "seed=0,1", "checkpoint=task_end", "launcher=joblib", "hydra.launcher.n_jobs=2"]
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)
+    assert p.returncode == -signal.SIGKILL and (tmp_path / "once").exists(), p.stderr[-3000:]
+    job = tmp_path / "k" / "benchmark=synthetic,method=adaer,seed=1"
+    assert [f.name for f in (job / "checkpoints").glob("*.ckpt")] == ["task-0001.ckpt"]
+    assert not (job / "results.json").exists()
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun
+    assert p.returncode == 0 and "resuming at task 2 of 3 from" in p.stderr, p.stderr[-3000:]
+    assert not list((tmp_path / "k").rglob("checkpoints"))
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=u", env={**env, "CLSUITE_REUSE": "0"}, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    killed, full = _results(tmp_path / "k"), _results(tmp_path / "u")
+    assert killed[1]["resumed_at_task"] == 1 and [r["seed"] for r in killed] == [0, 1]
+    assert all(a[k] == b[k] for a, b in zip(killed, full, strict=True) for k in SAME)
