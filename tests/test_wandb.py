@@ -59,7 +59,9 @@ def task_rows(run) -> list[dict]:
     [("concat", lambda c, r: (c + r) / 2, 1), ("split", lambda c, r: c + r, 5)],  # |B_t| = |R| = 20
 )
 def test_trained_run_logs_loss_rows_b_metrics_identity(wandb_env, tmp_path, form, total, every):
-    res = train_logged(tmp_path / "run", "method=er", f"replay_loss={form}", f"trainer.log_every_n_steps={every}")
+    # paper_text: replay from all of M, so only the first batch (empty memory) has no replay part
+    over = ("reading=paper_text", "method=er", f"replay_loss={form}", f"trainer.log_every_n_steps={every}")
+    res = train_logged(tmp_path / "run", *over)
     run = the_run(tmp_path / "run")
     hist = run["history"]
     assert not any("global_step" in k for h in hist for k in h)  # no mislabelled Lightning axis

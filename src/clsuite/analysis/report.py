@@ -66,7 +66,7 @@ def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
     """One heatmap figure per (benchmark, reading)."""
     figs = []
     for (b, r), g in e.runs.groupby(["benchmark", "reading"]):
-        title = f"{pv.bench_label(b)}, reading {r}: mean accuracy matrix R[i, j] (%) per method ({what})"
+        title = f"{pv.bench_label(b)}, reading {r}: accuracy matrix R[i, j] (%) ({what})"
         figs += fg.heatmaps(g, title, out / f"accuracy_matrix_{b}_{r}")
     return figs
 
@@ -178,7 +178,7 @@ def _ablation_cifar100(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
     different key per method, which no grouping key shows)."""
-    title = f"{e.name}: every swept setting (mean ± std over seeds)"
+    title = f"{e.name}: every swept setting"
     keys = [k for k in KEYS if k in s]
     ov = e.runs.assign(overrides=e.runs["job"].map(job_overrides)).groupby(keys, dropna=False, sort=False)
     s = s.merge(ov["overrides"].agg(lambda v: "; ".join(sorted(set(v)))).reset_index(), on=keys, how="left")
