@@ -84,6 +84,8 @@ _PACKAGE = {
     "analysis/load.py": "def load(): ...\n",
 }
 _CONF = {"config.yaml": "seed: 0\n", "method/er.yaml": "name: er\n"}
+
+
 def _checkout(root: Path) -> tuple[Path, Path]:
     """A checkout: src/clsuite, conf/, src/run.py, src/hydra_plugins."""
     _tree(root / "src" / "clsuite", _PACKAGE)

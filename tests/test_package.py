@@ -41,7 +41,7 @@ def test_every_pin_satisfies_the_package_range():
 def test_package_ships_configs_and_a_console_command():
     hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert hatch["force-include"] == {"conf": "clsuite/conf"}
-    assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.commands:main"}
     assert "src/clsuite" in hatch["packages"] and not (ROOT / "src" / "run").exists()
     assert config.CONF_DIR == ROOT / "conf"  # a checkout: the repository's configs
     assert {"benchmark", "method", "trainer", "launcher"} <= set(config.GROUPS)

@@ -617,7 +617,9 @@ class SweepCallback(_HydraCallback):
             print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:
             print(f"  failed: {line}", file=sys.stderr)
-        print(f"  tables and figures: python scripts/aggregate.py {exp}", file=sys.stderr)
+        from clsuite.commands import hint
+
+        print(f"  tables and figures: {hint('aggregate', str(exp))}", file=sys.stderr)
         from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
 
         log_sweep_charts(config)

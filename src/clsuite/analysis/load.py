@@ -48,6 +48,7 @@ def short(key: str) -> str:
     """A grouping key as the paper writes it (``memory`` -> ``M``); other keys unchanged."""
     return CONDITION_LABELS.get(key, key)
 
+
 SKIP_DIRS = {".submitit", "wandb", ".hydra", "csv", ".index"}
 UNLABELLED = "unlabelled"
 READINGS = ("paper_text", "mir_code")  # conf/reading/: the paper's text, MIR's public code

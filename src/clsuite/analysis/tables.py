@@ -250,7 +250,11 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
         if summary["overrides"].str.len().any():
             axes.append("overrides")
     qs = [q for q in QUANTITIES if not summary[f"{q}_mean"].isna().all()]
-    t = Table(title, [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"], note=ADHOC_NOTE)
+    t = Table(
+        title,
+        [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"],
+        note=ADHOC_NOTE,
+    )
     rows = summary.assign(_items=items).sort_values([*axes, "variant"])
     for _, r in rows.iterrows():
         lead = [_axis_cell(a, r[a]) for a in axes]
