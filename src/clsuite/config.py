@@ -28,8 +28,6 @@ def _conf_dir() -> Path:
 CONF_DIR = _conf_dir()
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
-# Training samples per class of each source's smallest class (PROTOCOL section 1).
-SOURCE_SIZES = {"MNIST": (10, 5421), "FashionMNIST": (10, 6000), "cifar10": (10, 5000), "cifar100": (100, 500)}
 SEED_MAX = 2**32 - 1  # numpy's seed range
 
 
@@ -37,16 +35,33 @@ class ConfigError(ValueError):
     pass
 
 
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+def group_options(group: str, extra_dirs=()) -> list[str]:
+    """The options of a config group: its yaml files in ``conf/`` and in the ``extra_dirs`` on Hydra's
+    search path (``--config-dir``, ``hydra.searchpath``: a benchmark added outside the package)."""
+    return sorted({p.stem for d in (CONF_DIR, *extra_dirs) for p in (Path(d) / group).glob("*.yaml")})
 
 
-def unknown_option(key: str, value: str) -> str | None:
+def unknown_option(key: str, value: str, extra_dirs=()) -> str | None:
     """The error line for ``group=value`` when ``value`` has no yaml file in the group, else None."""
     key = key.lstrip("+~")
-    if key not in GROUPS or (CONF_DIR / key / f"{value}.yaml").is_file():
+    if key not in GROUPS or value in group_options(key, extra_dirs):
         return None
-    return f"unknown {key} {value!r}; valid choices: {', '.join(group_options(key))}"
+    return f"unknown {key} {value!r}; valid choices: {', '.join(group_options(key, extra_dirs))}"
+
+
+def search_dirs(args: list[str]) -> list[Path]:
+    """The config directories the command line adds to Hydra's search path: ``--config-dir``/``-cd``
+    and the ``file://`` (or plain) entries of ``hydra.searchpath=[...]``."""
+    out = []
+    for i, a in enumerate(args):
+        if a in ("--config-dir", "-cd") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith("--config-dir="):
+            out.append(a.split("=", 1)[1])
+        elif a.startswith("hydra.searchpath="):
+            items = a.split("=", 1)[1].strip("[]").split(",")
+            out += [s.strip().strip("'\"").removeprefix("file://") for s in items if "pkg://" not in s and s.strip()]
+    return [Path(d) for d in out]
 
 
 @functools.cache
@@ -58,6 +73,7 @@ def top_level_keys() -> list[str]:
 def check_overrides(args: list[str]) -> None:
     """Command-line overrides: unknown group options (``method=foo``) and unknown keys (``+memroy=50``)."""
     known = top_level_keys()  # (cached: read once per process)
+    extra = search_dirs(args)
     for arg in args:
         if "=" not in arg or arg.startswith("-"):
             continue
@@ -72,7 +88,7 @@ def check_overrides(args: list[str]) -> None:
             raise ConfigError(f"unknown key {bare!r} in {arg!r}{hint}; valid top-level keys: {', '.join(known)}")
         if bare in GROUPS and not value.startswith(("choice(", "range(", "glob(", "interval(")):
             for v in value.split(","):
-                if v.strip() and (msg := unknown_option(bare, v.strip())):
+                if v.strip() and (msg := unknown_option(bare, v.strip(), extra)):
                     raise ConfigError(msg)
 
 
@@ -190,14 +206,15 @@ def _check_data(cfg, batch_size: int) -> None:
         raise ConfigError(f"data.val_fraction must be in [0, 1), got {d.val_fraction!r}")
     if cfg.eval_split == "val" and vf == 0.0:
         raise ConfigError("eval_split=val needs data.val_fraction > 0 (e.g. data.val_fraction=0.05)")
+    from clsuite.data import sources  # the reader registry: a source's sizes and files
+
     src = b.source
-    if src == "synthetic":
-        n_classes = _whole(cfg, "benchmark.synthetic.num_classes", 1)
-        available = _whole(cfg, "benchmark.synthetic.train_per_class", 1)
-    elif src in SOURCE_SIZES:
-        n_classes, available = SOURCE_SIZES[src]
-    else:
-        raise ConfigError(f"unknown benchmark.source {src!r}; valid choices: {', '.join([*SOURCE_SIZES, 'synthetic'])}")
+    try:
+        source = sources.get(src)
+    except sources.UnknownSource as e:
+        raise ConfigError(str(e)) from None
+    size = lambda v: v if isinstance(v, int) else _whole(cfg, f"benchmark.{v}", 1)  # noqa: E731
+    n_classes, available = size(source.classes), size(source.train_per_class)
     per_task = _whole(cfg, "benchmark.classes_per_task", 1, n_classes)
     _whole(cfg, "benchmark.n_tasks", 1, n_classes // per_task)
     per_class = _whole(cfg, "benchmark.train_per_class", 1, available, allow_null=True) or available
@@ -207,7 +224,8 @@ def _check_data(cfg, batch_size: int) -> None:
             f"data.val_fraction={vf} leaves {kept} training samples per class of {per_class} (zero training "
             f"steps); valid: data.val_fraction < {1 - 0.5 / per_class:.4f}"
         )
-    if src == "synthetic":
+    rels = source.file_list(OmegaConf.to_container(b, resolve=True))
+    if source.files is None:  # generated data: no data directory
         return
     root = Path(str(d.root))
     if not d.download and not root.is_dir():
@@ -217,5 +235,5 @@ def _check_data(cfg, batch_size: int) -> None:
         )
     from clsuite.data.files import unreadable
 
-    if problem := unreadable(root, src):
+    if problem := unreadable(root, rels):
         raise ConfigError(problem)

@@ -222,12 +222,13 @@ def provenance() -> dict:
 
 def data_identity(cfg) -> dict:
     """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data)."""
-    from clsuite.data.files import file_md5, source_files
+    from clsuite.data import sources
+    from clsuite.data.files import file_md5
 
     c = _container(cfg)
     root = Path(str(c["data"]["root"]))
     files = {}
-    for rel in source_files(c["benchmark"]["source"]):
+    for rel in sources.get(c["benchmark"]["source"]).file_list(c["benchmark"]):
         path = root / rel
         files[rel] = file_md5(path) if path.is_file() else None
     return {"files": files}
