@@ -61,7 +61,7 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 #   name); ARGS=experiment=name does the same.
 # Default reading, chosen by measurement (2026-11-26, Table II, 14 methods, split-MNIST and
 # split-FMNIST, 10 seeds): mean |Acc - paper| is 4.75 points under mir_code against 7.65 under
-# paper_text (README, Readings).
+# paper_text (docs/READINGS.md).
 READING    ?= mir_code
 SEEDS      ?= 5
 LAUNCHER   ?= basic

@@ -5,7 +5,8 @@
     python scripts/aggregate.py my_sweep                # any other sweep: a plain table of its axes
     python scripts/aggregate.py table2 --strict         # exit 1 if a run is missing, failed or left out
 
-What each experiment produces: src/clsuite/analysis/report.py.
+Installed: `clsuite aggregate ...` (clsuite.commands), the same function. What each experiment
+produces: src/clsuite/analysis/report.py.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def worker(args) -> list[dict]:
     cache: dict = {}
     real_load = benchmarks_mod.load_source
 
-    def load_source(source, root, download, verify, synthetic=None):
+    def load_source(source, root, download, verify, **kw):
         if source in ("cifar10", "cifar100"):
             if source not in cache:
                 spec = dict(BENCHMARKS[source][1])
@@ -151,7 +151,7 @@ def worker(args) -> list[dict]:
                     spec["test_per_class"] = max(1, spec["test_per_class"] // 50)
                 cache[source] = random_arrays(**spec)
             return cache[source]
-        return real_load(source, root, download, verify, synthetic=synthetic)
+        return real_load(source, root, download, verify, **kw)
 
     benchmarks_mod.load_source = load_source
     if hasattr(datamodule_mod, "load_source"):

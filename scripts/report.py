@@ -4,7 +4,8 @@
     python scripts/report.py --docs   # ... and docs/REPRODUCTION.md + docs/figures/ (only if every section has runs)
     make report [DOCS=1]              # the same
 
-Exit status and what is written: src/clsuite/analysis/report.py.
+Installed: `clsuite report [--docs]` (clsuite.commands), the same function. Exit status and what is
+written: src/clsuite/analysis/report.py.
 """
 
 from __future__ import annotations

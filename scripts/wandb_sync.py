@@ -4,7 +4,8 @@
     python scripts/wandb_sync.py table2 --mode online   # straight to the W&B server
     python scripts/wandb_sync.py table2 --check         # what the offline runs on disk hold
 
-See src/clsuite/wandb_sync.py for the names, groups, keys and charts.
+Installed: `clsuite wandb ...` (clsuite.commands), the same function. See src/clsuite/wandb_sync.py
+for the names, groups, keys and charts.
 """
 
 from __future__ import annotations

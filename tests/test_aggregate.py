@@ -9,12 +9,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from clsuite.analysis import claims as cl
+from clsuite.analysis import figures as fg
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import job_overrides, load_experiment, load_runs
@@ -312,10 +314,38 @@ def test_adhoc_sweep_gets_a_plain_table_of_its_axes(tmp_path):
             write_run(root, method="er", seed=s, extra_cfg={"lr": lr}, R=fake_R(5, acc + s), job=f"lr={lr},seed={s}")
     aggregate("lr_probe", tmp_path / "multirun", tmp_path / "results")
     md = (tmp_path / "results" / "lr_probe" / "lr_probe.md").read_text()
-    assert "| method | lr | Acc (%) | Forget (% points) | BWT (% points) | FWT (% points) |" in md
-    assert "| ER | 0.05 | 60.5 ± 0.7 |" in md and "| ER | 0.1 | 70.5 ± 0.7 |" in md
-    table = md.split("### lr_probe")[1].split("### Figures")[0]
-    assert "[" not in table and "paper" not in table  # no paper values on a sweep the paper does not have
+    head = "| method | benchmark | reading | lr | Acc (%) | Forget (% points) | BWT (% points) | FWT (% points) |"
+    assert head in md
+    assert "| ER | split-MNIST | paper_text | 0.05 | 60.5 ± 0.7 |" in md
+    assert "| ER | split-MNIST | paper_text | 0.1 | 70.5 ± 0.7 |" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ER |")]
+    assert len(rows) == 2 and not any("[" in r for r in rows)  # lr moved off the paper's setting: no paper value
+
+
+def test_adhoc_sweep_names_n_the_reading_and_the_paper_value_where_the_paper_has_one(tmp_path, monkeypatch):
+    """The design card's sweep (method x M, one seed): n = 1 cells without a std, the reading in
+    every row, the paper's Table II value only at M = 100 (Table II's condition)."""
+    root = tmp_path / "multirun" / "card"
+    for m in ("er", "mir"):
+        for mem in (50, 100):
+            write_run(root, method=m, memory=mem, reading="mir_code", R=fake_R(5, 70.0 + mem / 10),
+                      job=f"memory={mem},method={m},seed=0")  # fmt: skip
+    write_run(root, method="mir", memory=100, seed=1, reading="mir_code", R=fake_R(5, 82.0),
+              job="memory=100,method=mir,seed=1")  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(fg, "_save", lambda fig, stem, *a, **k: drawn.append(fig) or [Path(stem).with_suffix(".png")])
+    aggregate("card", tmp_path / "multirun", tmp_path / "results")
+    (fig,) = drawn  # the heatmaps: one panel per method x M, never averaged over M
+    titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
+    assert titles == ["ER, M=100, n=1", "ER, M=50, n=1", "MIR, M=100, n=2", "MIR, M=50, n=1"]
+    assert "one panel per method x M" in fig._suptitle.get_text() and "reading mir_code" in fig._suptitle.get_text()
+    md = (tmp_path / "results" / "card" / "card.md").read_text()
+    assert "| method | benchmark | reading | M | Acc (%) |" in md
+    assert "| ER | split-MNIST | mir_code | 50 | 75.0 | " in md  # n = 1: the value, no ± and no paper value
+    row = next(line for line in md.splitlines() if line.startswith("| ER | split-MNIST | mir_code | 100 |"))
+    assert "| 80.0 [86.4] | 10.0 [11.6] | -10.0 [-10.7] |" in row and row.endswith("| 1 |")
+    row = next(line for line in md.splitlines() if line.startswith("| MIR | split-MNIST | mir_code | 100 |"))
+    assert "| 81.0 ± 1.4 [88.0] |" in row and row.endswith("| 2 |")
 
 
 def test_aggregate_cli_strict_and_errors(table2_runs, capsys):
@@ -377,7 +407,8 @@ def test_variants_are_shown_apart_not_pooled(tmp_path):
     md = (tmp_path / "results" / "table2" / "table2.md").read_text()
     assert "| ER | 80.0 ± 0.0 | 86.4 |" not in md  # the two settings never share a cell ...
     assert "runs with other settings (variants)" in md
-    assert "| ER | 10 | 60.0 ± 0.0 |" in md and "| ER | – | 80.0 ± 0.0 |" in md  # ... each has its own row
+    assert "| ER | split-MNIST | paper_text | 10 | 60.0 ± 0.0 |" in md  # ... each has its own row
+    assert "| ER | split-MNIST | paper_text | – | 80.0 ± 0.0 |" in md
 
 
 def test_machine_facts_come_from_the_results_file(tmp_path):
@@ -434,5 +465,6 @@ def test_adhoc_sweep_with_one_change_per_method_shows_it(tmp_path):
             write_run(root, method=m, seed=s, extra_cfg=change, job=f"{key}={value},method={m},seed={s}")
     aggregate("checks", tmp_path / "multirun", tmp_path / "results")
     md = (tmp_path / "results" / "checks" / "checks.md").read_text()
-    assert "| method | overrides | Acc (%) |" in md
-    assert "| A-GEM | `replay_size=256` |" in md and "| GEM | `memory_per_class=False` |" in md
+    assert "| method | benchmark | reading | overrides | Acc (%) |" in md
+    assert "| A-GEM | split-MNIST | paper_text | `replay_size=256` | 80.0 ± 0.0 |" in md  # no paper value: changed
+    assert "| GEM | split-MNIST | paper_text | `memory_per_class=False` | 80.0 ± 0.0 |" in md

@@ -120,7 +120,9 @@ def test_tuned_values_reach_the_composed_method(tuned):
 def test_update_policy_keeps_the_memory_contract(update):
     """Seam contract (clsuite.memory.base): every offered sample counts in ``seen``, the memory never
     exceeds M, and every stored (x, y, t) is one of the offered samples."""
-    dm, learner, _ = build(make_cfg("method=er", f"update@method.update={update}", "memory=15", "batch_size=10"))
+    dm, learner, _ = build(
+        make_cfg("method=er", f"update@method.update={update}", "memory=15", "memory_per_class=false", "batch_size=10")
+    )
     mem, policy = learner.memory, learner.update_policy
     offered = []
     for task in range(2):

@@ -1,4 +1,4 @@
-"""Class-balanced random replay (the README's "Adding a method" example)."""
+"""Class-balanced random replay (the "Adding a method" example of docs/EXTENDING.md)."""
 
 from __future__ import annotations
 

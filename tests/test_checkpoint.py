@@ -79,7 +79,7 @@ def test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result(monkeypatch, 
 def test_resume_without_the_random_generators_differs(monkeypatch, tmp_path):
     """The comparison above can fail: leaving the generators unrestored changes R (replay draws)."""
     monkeypatch.setattr(ck, "set_rng_states", lambda state: None)
-    full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end")
+    full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end", "reading=paper_text")
     assert resumed["resumed_at_task"] == 1 and resumed["R"][1:] != full["R"][1:]
     assert resumed["R"][0] == full["R"][0] and resumed["b"] == full["b"]  # measured before the kill
 
@@ -242,7 +242,9 @@ def test_a_field_declared_outside_src_is_written_and_checkpointed(monkeypatch, t
     killed_after(monkeypatch, 1)
     with pytest.raises(Killed) as e:
         run_experiment(
-            make_cfg("method=er", "checkpoint=task_end", "memory=20"), tmp_path, checkpoint_dir=tmp_path / "c"
+            make_cfg("method=er", "checkpoint=task_end", "memory=20", "memory_per_class=false"),
+            tmp_path,
+            checkpoint_dir=tmp_path / "c",
         )
     mem = torch.load(e.value.args[0], weights_only=True)["continual"]["memory"]
     came_in, fills = mem["fields"]["came_in"], mem["fills"]["came_in"]

@@ -85,52 +85,46 @@ _PACKAGE = {
     "analysis/load.py": "def load(): ...\n",
 }
 _CONF = {"config.yaml": "seed: 0\n", "method/er.yaml": "name: er\n"}
-_PLUGIN = {"clsuite_launcher.py": "from clsuite import launcher\n"}
 
 
-def _checkout(root: Path) -> tuple[Path, Path, list[Path]]:
+def _checkout(root: Path) -> tuple[Path, Path]:
     """A checkout: src/clsuite, conf/, src/run.py, src/hydra_plugins."""
     _tree(root / "src" / "clsuite", _PACKAGE)
     _tree(root / "conf", _CONF)
-    _tree(root / "src" / "hydra_plugins", _PLUGIN)
+    _tree(root / "src" / "hydra_plugins", {"clsuite_launcher.py": "from clsuite import launcher\n"})
     (root / "src" / "run.py").write_text("from clsuite.cli import main\n")
-    pkg = root / "src" / "clsuite"
-    return pkg, root / "conf", identity.extra_code_files(pkg)
+    return root / "src" / "clsuite", root / "conf"
 
 
 def test_code_hash_is_the_content_of_the_files_a_run_executes(tmp_path):
-    pkg, conf, extra = _checkout(tmp_path / "repo")
+    pkg, conf = _checkout(tmp_path / "repo")
     src = pkg.parent
-    assert extra == [src / "run.py", src / "hydra_plugins" / "clsuite_launcher.py"]
 
     def h():
-        return identity.code_hash(pkg, conf, extra)
+        return identity.code_hash(pkg, conf)
 
     h0 = h()
     assert len(h0) == 16 and int(h0, 16) >= 0
-    assert sorted(identity.code_files(pkg, conf, extra)) == [
+    assert sorted(identity.code_files(pkg, conf)) == [
         "clsuite/__init__.py",
         "clsuite/methods/er.py",
         "conf/config.yaml",
         "conf/method/er.yaml",
-        "hydra_plugins/clsuite_launcher.py",
-        "run.py",
     ]
-    # what a run never executes: documentation, the analysis package, byte code, editor files
+    # what a run never executes: documentation, the analysis package, byte code, editor files; and
+    # what only a checkout or only a wheel has, which computes nothing: src/run.py (sys.path) and the
+    # launcher's declaration in Hydra's plugin namespace
     (pkg / "README.md").write_text("notes")
     (conf / "method" / "NOTES.md").write_text("notes")
     (pkg / "analysis" / "load.py").write_text("def load(): return 1\n")
     (pkg / "analysis" / "tables.py").write_text("TABLES = 2\n")
     _tree(pkg / "methods" / "__pycache__", {"er.cpython-311.pyc": "bytes", "er.py": "x = 1\n"})
     (pkg / ".er.py.swp.py").write_text("x")
+    (src / "run.py").write_text("from clsuite.cli import main  # edited\n")
+    (src / "hydra_plugins" / "clsuite_launcher.py").write_text("from clsuite import launcher as l\n")
     assert h() == h0
-    # what it does: a method, a config, the entry point, the launcher plugin, a new module
-    for name, text in [
-        (pkg / "methods" / "er.py", "LR = 0.2\n"),
-        (conf / "method" / "er.yaml", "name: er\nlr: 0.2\n"),
-        (src / "run.py", "from clsuite.cli import main  # edited\n"),
-        (src / "hydra_plugins" / "clsuite_launcher.py", "from clsuite import launcher as l\n"),
-    ]:
+    # what it does: a method, a config, a new module
+    for name, text in [(pkg / "methods" / "er.py", "LR = 0.2\n"), (conf / "method" / "er.yaml", "name: er\nlr: 0.2\n")]:
         before = name.read_text()
         name.write_text(text)
         assert h() != h0, name
@@ -147,22 +141,13 @@ def test_code_hash_is_the_content_of_the_files_a_run_executes(tmp_path):
     assert h() != h0
 
 
-def test_a_checkout_and_an_installed_wheel_of_the_same_code_agree(tmp_path):
-    pkg, conf, _ = _checkout(tmp_path / "repo")
+def test_a_wheel_layout_counts_its_packaged_configs_once_as_conf(tmp_path):
+    pkg, conf = _checkout(tmp_path / "repo")
     site = tmp_path / "site-packages"  # a wheel: clsuite/ with its configs in clsuite/conf
     _tree(site / "clsuite", _PACKAGE)
     _tree(site / "clsuite" / "conf", _CONF)
-    _tree(site / "hydra_plugins", _PLUGIN)
-    _tree(site / "hydra_plugins" / "hydra_joblib_launcher", {"joblib_launcher.py": "other package\n"})
-    wheel = identity.extra_code_files(site / "clsuite")
-    assert wheel == [site / "hydra_plugins" / "clsuite_launcher.py"]  # no run.py, not the others' plugins
-    plugin = [pkg.parent / "hydra_plugins" / "clsuite_launcher.py"]
-    # the configs inside the package are counted once, as conf/...
-    assert identity.code_files(site / "clsuite", site / "clsuite" / "conf", wheel).keys() == (
-        identity.code_files(pkg, conf, plugin).keys()
-    )
-    assert identity.code_hash(site / "clsuite", site / "clsuite" / "conf", wheel) == identity.code_hash(
-        pkg, conf, plugin
+    assert identity.code_files(site / "clsuite", site / "clsuite" / "conf").keys() == (
+        identity.code_files(pkg, conf).keys()
     )
     assert identity.code_hash(site / "clsuite", site / "clsuite" / "conf") == identity.code_hash(pkg, conf)
     (site / "clsuite" / "conf" / "method" / "er.yaml").write_text("name: er\nlr: 0.2\n")
@@ -172,11 +157,12 @@ def test_a_checkout_and_an_installed_wheel_of_the_same_code_agree(tmp_path):
 def test_this_checkouts_code_identity_needs_no_git(monkeypatch):
     from clsuite.config import CONF_DIR
 
-    names = identity.code_files(identity.PACKAGE_DIR, CONF_DIR, identity.extra_code_files())
-    assert {"run.py", "hydra_plugins/clsuite_launcher.py", "clsuite/identity.py", "conf/config.yaml"} <= set(names)
+    names = identity.code_files(identity.PACKAGE_DIR, CONF_DIR)
+    assert {"clsuite/identity.py", "clsuite/cli.py", "conf/config.yaml"} <= set(names)
     assert not [n for n in names if n.startswith("clsuite/analysis/") or not n.endswith((".py", ".yaml"))]
+    assert not [n for n in names if not n.startswith(("clsuite/", "conf/"))]  # no run.py, no hydra_plugins
     real = identity.code_identity()
-    assert real == {"hash": identity.code_hash(identity.PACKAGE_DIR, CONF_DIR, identity.extra_code_files())}
+    assert real == {"hash": identity.code_hash(identity.PACKAGE_DIR, CONF_DIR)}
 
     def no_git(*a):
         raise AssertionError("the code identity does not ask git")

@@ -447,7 +447,7 @@ def counts_per_task(dm, learner=None):
 
 PLUMBING = [
     # (overrides, probe(dm, learner), expected)
-    (["memory=7"], lambda dm, ln: ln.memory.capacity, 7),
+    (["memory=7", "memory_per_class=false"], lambda dm, ln: ln.memory.capacity, 7),
     (["memory=7", "memory_per_class=true"], lambda dm, ln: ln.memory.capacity, 42),  # 6 classes x 7
     (["memory=7", "memory_per_class=true", "method=oewc"], lambda dm, ln: ln.memory.capacity, 0),
     (["batch_size=7"], lambda dm, ln: len(next(iter(dm.train_dataloader()))[1]), 7),
@@ -541,6 +541,7 @@ def test_gem_plugin_projects_with_its_memory_strength(strength):
 # -- eval_split: b and R are measured on the requested split ------------------------------------
 def test_eval_split_val_measures_on_the_validation_samples(tmp_path):
     over = ["method=online", "benchmark.n_tasks=2", "benchmark.train_per_class=20", "data.val_fraction=0.5"]
+    over.append("batch_size=20")  # one step per task: accuracies short of 100, so the two splits differ
     res = run_cfg(tmp_path, *over, "eval_split=val")
     dm, learner, _ = build(make_cfg(*over, "eval_split=val"))  # the same seed: the same random init
     b_val, _ = evaluate(learner, dm, "val")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
-from clsuite import api, config, io
+from clsuite import api, config, identity, io
 from clsuite.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +41,7 @@ def test_every_pin_satisfies_the_package_range():
 def test_package_ships_configs_and_a_console_command():
     hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert hatch["force-include"] == {"conf": "clsuite/conf"}
-    assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.commands:main"}
     assert "src/clsuite" in hatch["packages"] and not (ROOT / "src" / "run").exists()
     assert config.CONF_DIR == ROOT / "conf"  # a checkout: the repository's configs
     assert {"benchmark", "method", "trainer", "launcher"} <= set(config.GROUPS)
@@ -59,3 +64,52 @@ def test_api_run_returns_the_results_dict(tmp_path):
     res = api.run([*FAST, "method=online", "seed=2"], tmp_path / "run")
     on_disk = json.loads((tmp_path / "run" / io.RESULTS_FILE).read_text())
     assert on_disk["R"] == res["R"] and res["seed"] == 2 and res["identity"]["key"] == on_disk["identity"]["key"]
+
+
+# ----------------------------------------------------------------------------- code identity of a wheel
+
+
+def _identity_in(site: Path, cwd: Path) -> dict:
+    """``code_identity()`` as computed by a process that imports ``clsuite`` from ``site``."""
+    code = "import json, clsuite.identity as i; print(json.dumps([i.code_identity(), i.__file__]))"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    p = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    ident, file = json.loads(p.stdout.splitlines()[-1])
+    assert Path(file).resolve().is_relative_to(site.resolve()), file  # not the checkout's copy
+    return ident
+
+
+def test_the_wheel_layout_pyproject_declares_has_the_checkouts_code_identity(tmp_path):
+    """Fast: the files laid out as [tool.hatch.build.targets.wheel] says (packages, configs inside
+    clsuite/conf), imported from there by another process."""
+    hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
+    site = tmp_path / "site"
+    skip = shutil.ignore_patterns("__pycache__")
+    for pkg in hatch["packages"]:
+        shutil.copytree(ROOT / pkg, site / Path(pkg).name, ignore=skip)
+    for src, dst in hatch["force-include"].items():
+        shutil.copytree(ROOT / src, site / dst, ignore=skip)
+    assert _identity_in(site, tmp_path) == identity.code_identity()
+    (site / "clsuite" / "conf" / "method" / "er.yaml").write_text("name: er\n")  # a config edit moves it
+    assert _identity_in(site, tmp_path) != identity.code_identity()
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_has_the_checkouts_code_identity(tmp_path):
+    """A real wheel (hatchling, through pip; from PyPI when the venv has no hatchling), installed into
+    a target folder, computes the code identity of this checkout: resume and reuse carry over."""
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)]
+    if importlib.util.find_spec("hatchling"):
+        cmd.insert(5, "--no-build-isolation")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode and "hatchling" in p.stderr and "No matching distribution" in p.stderr:
+        pytest.skip("hatchling unavailable: no network to PyPI and not installed")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (whl,) = (tmp_path / "dist").glob("clsuite-*.whl")
+    site = tmp_path / "site"
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(whl)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (site / "clsuite" / "conf" / "config.yaml").is_file() and not (site / "run.py").exists()
+    assert _identity_in(site, tmp_path) == identity.code_identity()

@@ -146,5 +146,5 @@ def test_help_lists_the_readings_and_the_policy_groups():
     groups = {
         line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ") and len(line.split()) > 1
     }
-    assert "mir_code, paper_text  [default: paper_text]" in groups["reading"]
+    assert "mir_code, paper_text  [default: mir_code]" in groups["reading"]
     assert "ccmr" in groups["replay@method.replay"] and "ebrs" in groups["update@method.update"]

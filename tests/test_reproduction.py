@@ -132,7 +132,8 @@ def test_cifar_shaped_resnet18_end_to_end(run, tmp_path, method):
     assert R.shape == (5, 5) and np.isfinite(R).all()
     assert res["config"]["benchmark"]["backbone"] == "resnet18"
     assert all(np.isfinite(v) for v in res["metrics"].values())
-    assert sum(res["steps_per_task"]) == 5 * 80 // 20  # one step per incoming batch of 20
+    assert res["config"]["batch_size"] == 10  # mir_code, the default reading
+    assert sum(res["steps_per_task"]) == 5 * 80 // 10  # one step per incoming batch of 10
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["metrics"]["acc"] == pytest.approx(res["metrics"]["acc"])
 

@@ -19,7 +19,7 @@ from clsuite.config import ConfigError, group_options, validate
 from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
-SYN = ["benchmark=synthetic", "logger=none", "trainer=cpu"]
+SYN = ["benchmark=synthetic", "logger=none", "trainer=cpu", "reading=paper_text"]  # M in total
 
 
 # ----------------------------------------------------------------------------- coverage
@@ -320,10 +320,11 @@ def test_a_sweep_refuses_an_unknown_key_as_one_line(tmp_path, monkeypatch, capsy
     ],
 )
 def test_cross_key_rules(ok, bad, needle):
-    validate(make_cfg(*ok))
+    total = ["reading=paper_text"]  # M in total, unless the case names mir_code (M per class)
+    validate(make_cfg(*total, *ok))
     if bad:
         with pytest.raises(ConfigError, match=None) as e:
-            validate(make_cfg(*bad))
+            validate(make_cfg(*total, *bad))
         assert needle in str(e.value)
 
 

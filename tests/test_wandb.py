@@ -59,7 +59,9 @@ def task_rows(run) -> list[dict]:
     [("concat", lambda c, r: (c + r) / 2, 1), ("split", lambda c, r: c + r, 5)],  # |B_t| = |R| = 20
 )
 def test_trained_run_logs_loss_rows_b_metrics_identity(wandb_env, tmp_path, form, total, every):
-    res = train_logged(tmp_path / "run", "method=er", f"replay_loss={form}", f"trainer.log_every_n_steps={every}")
+    # paper_text: replay from all of M, so only the first batch (empty memory) has no replay part
+    over = ("reading=paper_text", "method=er", f"replay_loss={form}", f"trainer.log_every_n_steps={every}")
+    res = train_logged(tmp_path / "run", *over)
     run = the_run(tmp_path / "run")
     hist = run["history"]
     assert not any("global_step" in k for h in hist for k in h)  # no mislabelled Lightning axis
@@ -75,16 +77,16 @@ def test_trained_run_logs_loss_rows_b_metrics_identity(wandb_env, tmp_path, form
 
     # after each task: the row of R on the task axis, and the accuracy over the tasks seen so far
     rows = task_rows(run)
-    assert [h["task"] for h in rows] == [0, 1]
+    assert [h["task"] for h in rows] == [1, 2]  # tasks numbered as in the figures
     for i, h in enumerate(rows):
-        assert [h["acc/task0"], h["acc/task1"]] == res["R"][i]
+        assert [h[f"acc/task{j + 1}"] for j in range(i + 1)] == res["R"][i][: i + 1]
         assert h["acc/seen"] == pytest.approx(np.mean(res["R"][i][: i + 1]))
-    assert rows[0]["acc/seen"] == res["R"][0][0]  # task 1, not yet seen, does not count
+    assert rows[0]["acc/seen"] == res["R"][0][0] and "acc/task2" not in rows[0]  # task 2 not trained yet: absent
 
     s = run["summary"]
     for key in METRICS:
         assert s[f"final/{key}"] == pytest.approx(res["metrics"][key], nan_ok=True)
-    assert [s["b/task0"], s["b/task1"]] == res["b"]
+    assert [s["b/task1"], s["b/task2"]] == res["b"]
     assert s["accuracy_matrix/nrows"] == 3  # b, then the two rows of R
 
     cfg = run["config"]
@@ -107,7 +109,7 @@ def test_names_and_groups():
     cfg = {
         "experiment": "tau",
         "benchmark": {"name": "split_mnist"},
-        "method": {"name": "adaer"},
+        "method": {"name": "adaer", "replay": {"tau": 0.3}, "update": {"_target_": "E-BRS"}},
         "memory": 100,
         "tau": 0.3,
         "lambda": 0.0,
@@ -116,12 +118,17 @@ def test_names_and_groups():
         "reading": "mir_code",
     }
     d = describe(cfg, ["benchmark=split_mnist", "tau=0.3", "seed=2", "batch_size=10", "logger=wandb", "trainer=cpu"])
-    assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lambda=0 lr=0.1 batch_size=10"
-    assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lambda=0 lr=0.1 batch_size=10 seed=2"
+    assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10"
+    assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 seed=2"
     assert d["job_type"] == "adaer" and {"tau", "tau=0.3", "seed=2", "batch_size=10"} <= set(d["tags"])
     # seeds share a group; any other key (tau here) makes another cell
     assert describe({**cfg, "seed": 3})["group"] == describe(cfg)["group"]
     assert describe({**cfg, "tau": 0.5})["group"] != describe(cfg)["group"]
+    # only keys the method reads: ER has no tau, Online no memory; lambda only when the stream is imbalanced
+    er = {**cfg, "method": {"name": "er", "replay": {"exclude_current_task": True}, "update": {"_target_": "R"}}}
+    assert describe(er)["group"] == "tau split_mnist er M=100 reading=mir_code lr=0.1"
+    online = {**cfg, "method": {"name": "online", "replay": None, "update": None}, "lambda": 0.5}
+    assert describe(online)["group"] == "tau split_mnist online reading=mir_code lambda=0.5 lr=0.1"
 
 
 def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path):
@@ -135,7 +142,8 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
     assert not log_from_results(c, job, source="skipped")  # the grid point has its W&B run already
     run = the_run(job)
     assert "from_results" in run["tags"] and run["config"]["source"] == "skipped"
-    assert [[h["acc/task0"], h["acc/task1"]] for h in task_rows(run)] == res["R"]
+    assert [[h.get("acc/task1"), h.get("acc/task2")] for h in task_rows(run)] == [[res["R"][0][0], None], res["R"][1]]
+    assert not [h for h in run["history"] if "train/loss" in h]  # trained with logger=none: no loss was logged
     assert run["summary"]["final/acc"] == pytest.approx(res["metrics"]["acc"])
     assert run["config"]["identity"]["key"] == res["identity"]["key"]
     assert run["group"] == describe(c)["group"]
@@ -143,6 +151,45 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
     run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp", "seed=1"), job)
     assert log_from_results(c, job, source="skipped")
     assert len(offline_runs(job)) == 1 and len(list((job / "wandb" / "superseded").iterdir())) == 1
+
+
+def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
+    from clsuite.wandb_sync import csv_history
+
+    job = tmp_path / "multirun" / "exp" / "method=er,seed=0"
+    res = train_logged(job, "method=er", logger="csv")  # log_every_n_steps=5
+    with open(job / "csv" / "metrics.csv") as f:
+        logged = [(int(float(r["train/step"])), float(r["train/loss"])) for r in csv.DictReader(f) if r["train/loss"]]
+    assert len(logged) == sum(res["steps_per_task"]) // 5
+    cfg = json.loads((job / "results.json").read_text())["config"]
+    assert log_from_results(cfg, job, source="synced")
+    hist = the_run(job)["history"]
+    pushed = [(h["train/step"], h["train/loss"]) for h in hist if "train/loss" in h]
+    assert [s for s, _ in pushed] == [s for s, _ in logged] and [v for _, v in pushed] == pytest.approx(
+        [v for _, v in logged]
+    )
+    assert sum("train/loss_replay" in h for h in hist) > 0  # the replay part too
+    # a CSV that is not this run's (its rows of R differ) is not pushed as its history
+    assert csv_history(job, res | {"R": [[r + 1 for r in row] for row in res["R"]]}) == []
+    assert csv_history(job, res | {"steps_per_task": [1, 1]}) == []  # steps past the run's
+
+
+def test_aggregate_bars_have_error_bars(wandb_env, tmp_path):
+    from clsuite.wandb_sync import log_experiment
+
+    root = tmp_path / "multirun" / "t2"
+    for method in ("er", "mir"):
+        for seed in (0, 1, 2):
+            write_run(root, method=method, seed=seed, R=fake_R(3, 60.0 + 2 * seed))
+    log_experiment("t2", root, tmp_path / "results")
+    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results")]
+    assert "acc_split_mnist" in agg["charts"]
+    assert any("acc_bars_split_mnist" in k for h in agg["history"] for k in h)  # the bars with +- std
+    table = json.loads(next((tmp_path / "results").rglob("acc_split_mnist_table*.table.json")).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    assert {(r["method"], r["acc"], round(r["acc_std"], 6), r["n"]) for r in rows} == {
+        ("er", 62.0, 2.0, 3), ("mir", 62.0, 2.0, 3),
+    }  # fmt: skip
 
 
 def test_logger_config_overrides_group_name_tags(wandb_env, tmp_path):

@@ -243,7 +243,7 @@ def precheck(argv: list[str]) -> RunMode | None:
             sys.exit(0)
         if args.hydra_help or args.cfg or args.info or args.shell_completion:
             return None
-        check_overrides(args.overrides)
+        check_overrides(args.overrides, extra_dirs=[args.config_dir] if args.config_dir else ())
         cfg, mode = precompose(args)
         _MODE[:] = [mode]  # (a signal during the validation below is reported as the run's)
         if mode == RunMode.RUN:

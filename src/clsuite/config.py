@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.schema import RESUME_MODES, SEED_MAX, SOURCE_SIZES, ConfigError, check  # noqa: F401  (re-exported)
+from clsuite.schema import RESUME_MODES, SEED_MAX, ConfigError, check  # noqa: F401  (re-exported)
 
 
 def _conf_dir() -> Path:
@@ -30,22 +30,39 @@ CONF_DIR = _conf_dir()
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 
 
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+def group_options(group: str, extra_dirs=()) -> list[str]:
+    """The options of a config group: its yaml files in ``conf/`` and in the ``extra_dirs`` on Hydra's
+    search path (``--config-dir``, ``hydra.searchpath``: a benchmark added outside the package)."""
+    return sorted({p.stem for d in (CONF_DIR, *extra_dirs) for p in (Path(d) / group).glob("*.yaml")})
 
 
-def unknown_option(key: str, value: str) -> str | None:
+def unknown_option(key: str, value: str, extra_dirs=()) -> str | None:
     """The error line for ``group=value`` when ``value`` has no yaml file in the group, else None."""
     key = key.lstrip("+~")
     if key not in GROUPS:
         return None
-    if "/" not in value and "\\" not in value and (CONF_DIR / key / f"{value}.yaml").is_file():
+    if "/" not in value and "\\" not in value and value in group_options(key, extra_dirs):
         return None
-    return f"unknown {key} {value!r}; valid choices: {choices(key)}"
+    return f"unknown {key} {value!r}; valid choices: {', '.join(group_options(key, extra_dirs))}"
 
 
 def choices(group: str) -> str:
     return ", ".join(group_options(group))
+
+
+def search_dirs(args: list[str]) -> list[Path]:
+    """The config directories the command line adds to Hydra's search path: ``--config-dir``/``-cd``
+    and the ``file://`` (or plain) entries of ``hydra.searchpath=[...]``."""
+    out = []
+    for i, a in enumerate(args):
+        if a in ("--config-dir", "-cd") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith("--config-dir="):
+            out.append(a.split("=", 1)[1])
+        elif a.startswith("hydra.searchpath="):
+            items = a.split("=", 1)[1].strip("[]").split(",")
+            out += [s.strip().strip("'\"").removeprefix("file://") for s in items if "pkg://" not in s and s.strip()]
+    return [Path(d) for d in out]
 
 
 @functools.cache
@@ -54,9 +71,11 @@ def top_level_keys() -> list[str]:
     return sorted({*(k for k in base if k not in ("defaults", "hydra")), *GROUPS})
 
 
-def check_overrides(args: list[str]) -> None:
-    """Command-line overrides: unknown group options (``method=foo``) and unknown keys (``+memroy=50``)."""
+def check_overrides(args: list[str], extra_dirs=()) -> None:
+    """Command-line overrides: unknown group options (``method=foo``) and unknown keys (``+memroy=50``);
+    group options may also come from ``extra_dirs`` (``--config-dir``) and ``hydra.searchpath``."""
     known = top_level_keys()  # (cached: read once per process)
+    extra = [*map(Path, extra_dirs), *search_dirs(args)]
     for arg in args:
         if arg.startswith("-") or ("=" not in arg and not arg.startswith("~")):
             continue
@@ -75,7 +94,7 @@ def check_overrides(args: list[str]) -> None:
             raise ConfigError(f"{bare} cannot be deleted ({arg}): every run needs one; valid choices: {choices(bare)}")
         if bare in GROUPS and not value.startswith(("choice(", "range(", "glob(", "interval(")):
             for v in value.split(","):
-                if (v.strip() or not key.startswith("~")) and (msg := unknown_option(bare, v.strip())):
+                if (v.strip() or not key.startswith("~")) and (msg := unknown_option(bare, v.strip(), extra)):
                     raise ConfigError(msg)
         from clsuite.paths import NAMED, safe_name  # values that become folder names, before Hydra makes one
 
@@ -116,7 +135,10 @@ def validate(cfg: DictConfig) -> None:
 
     check_names(cfg)
     check(cfg)
-    if cfg.benchmark.source == "synthetic":
+    from clsuite.data import sources  # the reader registry: the files a source reads (none: generated)
+
+    source = sources.get(cfg.benchmark.source)  # (a known source: checked by the schema)
+    if source.files is None:
         return
     d = cfg.data
     root = Path(str(d.root))
@@ -128,5 +150,6 @@ def validate(cfg: DictConfig) -> None:
         )
     from clsuite.data.files import unreadable
 
-    if problem := unreadable(root, cfg.benchmark.source):
+    rels = source.file_list(OmegaConf.to_container(cfg.benchmark, resolve=True))
+    if problem := unreadable(root, rels):
         raise ConfigError(problem)

@@ -261,7 +261,8 @@ def cpu_model() -> str:
 def format_report(results: dict) -> str:
     R = np.asarray(results["R"])
     lines = [
-        f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']})",
+        f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']}, "
+        f"reading={results.get('reading') or 'unlabelled'})",
         "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):",
     ]
     lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]

@@ -7,14 +7,17 @@ made it had the same identity as the run that would replace it (``clsuite.sweep.
    is launched, where the data files live, ...), without ``hydra`` and without null values
    (:func:`normalize`);
 2. **code**: a hash of the *content* of the code a run executes (:func:`code_hash`): the sorted
-   (relative name, bytes) of every ``.py`` and ``.yaml`` file of the package (``clsuite/``, less
+   (relative name, bytes) of every ``.py`` and ``.yaml`` file of the ``clsuite`` package (less
    ``clsuite/analysis/``, which only reads results files after the runs and is never imported by
-   one), of the config directory (``conf/``) and, in a checkout, ``src/run.py`` and the launcher
-   plugin ``src/hydra_plugins/`` (:func:`extra_code_files`). Names are relative (``clsuite/...``,
-   ``conf/...``, ``hydra_plugins/...``), so a checkout and an installed wheel of the same files
-   agree (but for ``run.py``, which the wheel does not ship). The same code gives the same hash
-   whatever the commit: a README, docs or report commit leaves every finished result valid, while
-   any edit, addition, removal or rename of a file a run executes changes it. Where the code came
+   one) and of its config directory (``conf/`` in a checkout, ``clsuite/conf/`` in a wheel). Names
+   are relative (``clsuite/...``, ``conf/...``), so a checkout and an installed wheel of the same
+   code agree (tests/test_package.py builds a real wheel and compares). Outside the hash, safely:
+   ``src/run.py`` (a checkout's entry point: it only puts ``src/`` on ``sys.path`` and calls
+   ``clsuite.cli.main``, which the hash covers) and ``hydra_plugins/clsuite_launcher.py`` (it only
+   re-declares ``clsuite.launcher.JoblibLauncher`` in Hydra's plugin namespace; the launcher
+   decides where a job runs, never what it computes). The same code gives the same hash whatever
+   the commit: a README, docs or report commit leaves every finished result valid, while any
+   edit, addition, removal or rename of a file the hash covers changes it. Where the code came
    from (the git commit, uncommitted changes under ``src/`` or ``conf/``, the package version:
    :func:`provenance`) is recorded beside the parts as ``provenance``, outside the key;
 3. **data**: the md5 of every data file the run reads (the digests ``clsuite.data.files`` computes
@@ -139,14 +142,12 @@ def _counted(rel: Path) -> bool:
     return rel.suffix in CODE_SUFFIXES and not any(p == "__pycache__" or p.startswith(".") for p in rel.parts)
 
 
-def code_files(package_dir, conf_dir, extra_files=()) -> dict[str, Path]:
+def code_files(package_dir, conf_dir) -> dict[str, Path]:
     """``{relative name: path}`` of the files :func:`code_hash` reads.
 
     - every ``.py`` / ``.yaml`` under ``package_dir`` except :data:`NOT_RUN`, ``__pycache__`` and
       ``conf_dir`` when it lies inside the package (an installed wheel): ``clsuite/<rel>``;
-    - every ``.py`` / ``.yaml`` under ``conf_dir``: ``conf/<rel>``;
-    - ``extra_files``, named relative to the package's parent (``src/`` in a checkout,
-      ``site-packages`` in an installed wheel): ``run.py``, ``hydra_plugins/clsuite_launcher.py``.
+    - every ``.py`` / ``.yaml`` under ``conf_dir``: ``conf/<rel>``.
 
     A checkout (``src/clsuite`` + ``conf/``) and a wheel (``clsuite`` + ``clsuite/conf``) of the same
     files give the same names.
@@ -162,13 +163,10 @@ def code_files(package_dir, conf_dir, extra_files=()) -> dict[str, Path]:
         rel = p.relative_to(conf_dir)
         if _counted(rel) and p.is_file():
             out[f"conf/{rel.as_posix()}"] = p
-    for p in extra_files:
-        p = Path(p).resolve()
-        out[p.relative_to(package_dir.parent).as_posix()] = p
     return out
 
 
-def code_hash(package_dir, conf_dir, extra_files=()) -> str:
+def code_hash(package_dir, conf_dir) -> str:
     """First 16 hex digits of the sha256 of the sorted (relative name, bytes) of :func:`code_files`.
 
     The content, not the commit: the same code gives the same hash whatever commit holds it (a
@@ -176,28 +174,18 @@ def code_hash(package_dir, conf_dir, extra_files=()) -> str:
     file a run executes changes it.
     """
     h = hashlib.sha256()
-    for name, path in sorted(code_files(package_dir, conf_dir, extra_files).items()):
+    for name, path in sorted(code_files(package_dir, conf_dir).items()):
         data = path.read_bytes()
         h.update(f"{name}\0{len(data)}\0".encode() + data)
     return h.hexdigest()[:16]
 
 
-def extra_code_files(package_dir=PACKAGE_DIR) -> list[Path]:
-    """The run's code outside the package: in a checkout ``src/run.py`` and ``src/hydra_plugins``;
-    installed, clsuite's modules in the shared ``hydra_plugins`` namespace (the wheel has no run.py)."""
-    src = Path(package_dir).resolve().parent
-    plugins = src / "hydra_plugins"
-    if src.name == "src" and (src / "run.py").is_file():  # a checkout
-        return [src / "run.py", *sorted(plugins.rglob("*.py"))]
-    return sorted(plugins.glob("clsuite*.py"))
-
-
 @functools.cache
 def code_identity() -> dict:
-    """``{"hash"}``: :func:`code_hash` of the code this process runs (computed once per process)."""
+    """``{"hash"}``: :func:`code_hash` of the package and configs this process runs (once per process)."""
     from clsuite.config import CONF_DIR
 
-    return {"hash": code_hash(PACKAGE_DIR, CONF_DIR, extra_code_files(PACKAGE_DIR))}
+    return {"hash": code_hash(PACKAGE_DIR, CONF_DIR)}
 
 
 def _git(*args: str) -> bytes | None:
@@ -237,12 +225,13 @@ def provenance() -> dict:
 
 def data_identity(cfg) -> dict:
     """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data)."""
-    from clsuite.data.files import file_md5, source_files
+    from clsuite.data import sources
+    from clsuite.data.files import file_md5
 
     c = _container(cfg)
     root = Path(str(c["data"]["root"]))
     files = {}
-    for rel in source_files(c["benchmark"]["source"]):
+    for rel in sources.get(c["benchmark"]["source"]).file_list(c["benchmark"]):
         path = root / rel
         files[rel] = file_md5(path) if path.is_file() else None
     return {"files": files}

@@ -38,8 +38,6 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
-# Classes and training samples of each source's smallest class (PROTOCOL section 1).
-SOURCE_SIZES = {"MNIST": (10, 5421), "FashionMNIST": (10, 6000), "cifar10": (10, 5000), "cifar100": (100, 500)}
 # Lightning precisions that run the suite end to end (tests/test_schema.py: each trains on the CPU);
 # "64-true" / "16-true" / "bf16-true" cast the network but not the data, the aliases (32, "16") are
 # second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
@@ -193,7 +191,7 @@ KEYS: dict[str, Spec] = {
     "data.normalize": Flag("standardise inputs with the training set's mean and std"),
     # conf/benchmark/
     "benchmark.name": Kind("name", "the benchmark's name (results, tables)"),
-    "benchmark.source": OneOf(*SOURCE_SIZES, "synthetic", doc="dataset the tasks are cut from"),
+    "benchmark.source": Kind("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
     "benchmark.n_tasks": Whole(1, None, "T: number of tasks (at most classes // classes_per_task)"),
     "benchmark.classes_per_task": Whole(1, None, "classes per task (at most the source's classes)"),
     "benchmark.train_per_class": Whole(1, None, "training samples per class; null = all (at most the smallest class)", null=True),
@@ -369,15 +367,26 @@ def _rule_benchmark(cfg) -> str | None:
 
 
 def source_size(bench) -> tuple[int, int]:
-    """(classes, training samples of the smallest class) of the benchmark's source."""
-    if bench.source != "synthetic":
-        return SOURCE_SIZES[bench.source]
-    syn = bench.get("synthetic")
-    if not syn:
-        raise ConfigError(
-            "benchmark.synthetic is missing; benchmark.source=synthetic needs its num_classes, shape, ..."
-        )
-    return syn.num_classes, syn.train_per_class
+    """(classes, training samples of the smallest class) of the benchmark's source, from its reader's
+    registration (``clsuite.data.sources``: a number, or a key of the benchmark config that holds it)."""
+    from clsuite.data import sources
+
+    try:
+        src = sources.get(bench.source)
+    except sources.UnknownSource as e:
+        raise ConfigError(str(e)) from None
+
+    def size(v, what: str) -> int:
+        if isinstance(v, int):
+            return v
+        n = OmegaConf.select(bench, v)
+        if n is None:
+            raise ConfigError(f"benchmark.{v} is missing; benchmark.source={bench.source} needs its {what}")
+        if msg := Whole(1).problem(f"benchmark.{v}", n):
+            raise ConfigError(msg)
+        return n
+
+    return size(src.classes, "number of classes"), size(src.train_per_class, "training samples per class")
 
 
 def n_classes(cfg) -> int:

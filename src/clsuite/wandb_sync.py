@@ -19,19 +19,26 @@ named (``left out``) and never synced.
 2. **Names and groups.** group = one cell of a table: the experiment and every key that tells
    conditions apart (benchmark, method, M, reading, tau, lambda, lr and any other key the sweep or
    the command line sets), so the runs of a group are its seeds; job_type = the method; the name
-   and the tags carry every key, the seed included (:func:`describe`).
-3. **What a run holds.** Axis ``task`` (the row i of R): ``acc/task<j>`` = R[i, j] and
-   ``acc/seen`` = mean_{j<=i} R[i, j]; axis ``train/step`` (incoming batches trained on, all tasks):
-   ``train/loss`` and its parts ``train/loss_current``, ``train/loss_replay`` where the loss has
-   them; summary: ``final/<metric>`` for every metric of ``clsuite.metrics.METRICS``,
-   ``b/task<j>``, times; the table ``accuracy_matrix`` (b, then R); config: the resolved config,
-   ``source``, and the results file's ``identity`` (config, code, data, env), reading, versions.
+   and the tags carry every key, the seed included (:func:`describe`); only keys the method reads:
+   no M for a method without memory, tau only where a policy reads it (C-CMR, AdaER), lambda
+   only when the stream is imbalanced (lambda > 0).
+3. **What a run holds.** Tasks are numbered 1..T, as in the figures. Axis ``task`` (= i + 1 after
+   the i-th row of R): ``acc/task<j+1>`` = R[i, j] for the tasks trained so far (a task not trained
+   yet is absent, not 0) and ``acc/seen`` = their mean; axis ``train/step`` (incoming batches
+   trained on, all tasks): ``train/loss`` and its parts ``train/loss_current``,
+   ``train/loss_replay`` where the loss has them (a run pushed from its results file replays them
+   from its folder's CSV logger output, ``csv/metrics.csv``, when that file belongs to these
+   results: :func:`csv_history`); summary: ``final/<metric>`` for every metric of
+   ``clsuite.metrics.METRICS``, ``b/task<j+1>``, times; the table ``accuracy_matrix`` (b, then R);
+   config: the resolved config, ``source``, and the results file's ``identity`` (config, code,
+   data, env), reading, versions.
 4. **One aggregate run per experiment** (:func:`log_experiment`, job_type ``aggregate``; logged at
    the end of a sweep under logger=wandb, :func:`log_sweep_charts`, and by this script): native
    W&B charts from the rows ``clsuite.analysis`` reads for the report's tables, flat keys:
    ``<metric>_vs_<memory|tau|lambda>_<benchmark>``
    (Acc and BWT against M, Acc against tau or lambda: one line per method), ``first_task_<benchmark>``
-   (mean R[:, 0] over seeds after each task), ``acc_<benchmark>`` (bars, when no condition varies),
+   (mean R[:, 0] over seeds after each task), ``acc_<benchmark>`` (bars, when no condition varies;
+   ``acc_bars_<benchmark>``: the same bars with +- one std over seeds as error bars, n per bar),
    and the tables ``summary_table`` (one row per cell: mean and std over seeds of every metric)
    and ``runs_table`` (one row per run).
 
@@ -107,13 +114,16 @@ def describe(cfg: dict, overrides=()) -> dict:
     other key the sweep or the command line set (``batch_size=10``, ...) to the name, the tags
     and the group: runs that differ in anything but the seed never share a group.
     """
+    method = cfg.get("method") or {}
+    known = "replay" in method or "update" in method  # a results file written without them: name every key
+    has_memory = not known or bool(method.get("replay") or method.get("update"))  # Online, Joint, oEWC, SI: none
     parts = [
         ("benchmark", dotted_get(cfg, "benchmark.name")),
         ("method", dotted_get(cfg, "method.name")),
-        ("M", f"{cfg.get('memory')}{'/class' if cfg.get('memory_per_class') else ''}"),
+        ("M", f"{cfg.get('memory')}{'/class' if cfg.get('memory_per_class') else ''}" if has_memory else None),
         ("reading", cfg.get("reading")),
-        ("tau", cfg.get("tau")),
-        ("lambda", cfg.get("lambda")),
+        ("tau", cfg.get("tau") if not known or _reads(method, "tau") else None),  # C-CMR's: not ER's, MIR's, ...
+        ("lambda", cfg.get("lambda") or None),  # the stream's imbalance: named when there is one
         ("lr", cfg.get("lr")),
     ]
     named = {"benchmark.name", "method.name", *_NAMED}
@@ -129,6 +139,13 @@ def describe(cfg: dict, overrides=()) -> dict:
         "job_type": str(dotted_get(cfg, "method.name")),
         "tags": [exp, *(label(kv)[:64] for kv in [*parts, seed])],
     }
+
+
+def _reads(node, key: str) -> bool:
+    """Whether the method's resolved config (its replay, update and plugin) has ``key`` anywhere."""
+    if isinstance(node, dict):
+        return key in node or any(_reads(v, key) for v in node.values())
+    return isinstance(node, list) and any(_reads(v, key) for v in node)
 
 
 def _short(text: str, limit: int = 128) -> str:
@@ -226,9 +243,11 @@ def define_axes(run) -> None:
 
 
 def row_metrics(i: int, accs, seen: int) -> dict:
-    """The keys of row i of R: ``task``, ``acc/task<j>`` = R[i, j], ``acc/seen`` over tasks < seen."""
-    accs = [float(a) for a in accs]
-    return {TASK_AXIS: i, **{f"acc/task{j}": a for j, a in enumerate(accs)}, "acc/seen": float(np.mean(accs[:seen]))}
+    """The keys of row i of R, tasks numbered 1..T as in the figures: ``task`` = i + 1,
+    ``acc/task<j+1>`` = R[i, j] for the ``seen`` tasks trained so far (the others absent), and
+    ``acc/seen`` = their mean."""
+    accs = [float(a) for a in accs][:seen]
+    return {TASK_AXIS: i + 1, **{f"acc/task{j + 1}": a for j, a in enumerate(accs)}, "acc/seen": float(np.mean(accs))}
 
 
 def log_results(run, res: dict) -> None:
@@ -240,21 +259,58 @@ def log_results(run, res: dict) -> None:
     run.config.update(meta, allow_val_change=True)
     m = res.get("metrics", {})
     run.summary.update({f"final/{k}": m.get(k) for k in METRICS})
-    run.summary.update({f"b/task{j}": v for j, v in enumerate(b)})
+    run.summary.update({f"b/task{j + 1}": v for j, v in enumerate(b)})
     run.summary.update({k: res[k] for k in ("wall_time_s", "train_time_s") if k in res})
     if R:
         import wandb
 
-        cols = ["row", *(f"task{j}" for j in range(len(R[0])))]
-        rows = ([["b (init)", *b]] if len(b) == len(R[0]) else []) + [[f"after task {i}", *r] for i, r in enumerate(R)]
+        cols = ["row", *(f"task{j + 1}" for j in range(len(R[0])))]
+        rows = [[f"after task {i + 1}", *r] for i, r in enumerate(R)]
+        rows = ([["b (init)", *b]] if len(b) == len(R[0]) else []) + rows
         run.log({"accuracy_matrix": wandb.Table(columns=cols, data=rows)})
+
+
+CSV_FILE = Path("csv") / "metrics.csv"  # clsuite.loggers: the CSV logger's output in a run folder
+
+
+def csv_history(out_dir, res: dict) -> list[dict]:
+    """The loss rows (``train/step``, ``train/loss``, its parts) the run logged to ``csv/metrics.csv``.
+
+    Only when the file belongs to these results: its per-task rows (``acc/seen``) must be the
+    rows of R the results hold, and its steps within the run's; else (no file, another run's
+    file, a run logged with logger=none) no rows.
+    """
+    import csv
+
+    try:
+        with open(Path(out_dir) / CSV_FILE, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+    R, total = res.get("R") or [], sum(res.get("steps_per_task") or [])
+    square = bool(R) and len(R) == len(R[0])
+    want = [float(np.mean(r[: i + 1 if square else len(r)])) for i, r in enumerate(R)]
+    try:
+        seen = [float(r["acc/seen"]) for r in rows if r.get("acc/seen")]
+        loss = [
+            {k: (int(float(v)) if k == STEP_AXIS else float(v)) for k, v in r.items() if k.startswith("train/") and v}
+            for r in rows
+            if r.get("train/loss")
+        ]
+    except (TypeError, ValueError):
+        return []
+    same = len(seen) == len(want) and np.allclose(seen, want, rtol=0, atol=1e-6)
+    if not same or any(h.get(STEP_AXIS, total + 1) > total for h in loss):
+        return []
+    return loss
 
 
 def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None) -> bool:
     """A W&B run for a job that did not train (skipped, reused, synced), from its results file.
 
-    Replays the rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the
-    results file is missing or this grid point already has a W&B run. Returns whether it logged.
+    Replays the loss rows its run logged (:func:`csv_history`) on the ``train/step`` axis and the
+    rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the results file
+    is missing or this grid point already has a W&B run. Returns whether it logged.
     """
     found, sha = read_run(Path(out_dir) / RESULTS_FILE), results_sha(out_dir)
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
@@ -263,6 +319,8 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     res = found.data
     run = init_run(cfg, out_dir, source=source, overrides=overrides, logger_cfg=lc)
     try:
+        for h in csv_history(out_dir, res):
+            run.log(h)
         R = res.get("R") or []
         square = len(R) == len(R[0]) if R else False
         for i, row in enumerate(R):
@@ -323,6 +381,28 @@ def _label(row, keys, drop=()) -> str:
     return " ".join(parts)
 
 
+def _bars(data: list[list], title: str):
+    """A bar chart with error bars (W&B's native bar chart has none): rows [label, mean, std, n];
+    no bar for a cell of one seed (no std), its n under the label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{lab}\nn={n}" for lab, _, _, n in data]
+    std = [0.0 if n < 2 or sd is None or np.isnan(sd) else sd for _, _, sd, n in data]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(data), 3.6))
+    ax.bar(range(len(data)), [m for _, m, _, _ in data], yerr=std, capsize=4, color="tab:blue")
+    ax.set_xticks(range(len(data)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("Acc (%)")
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    plt.close(fig)
+    return pixels
+
+
 def experiment_charts(experiment: str, runs) -> dict:
     """``{flat key: W&B chart or table}`` of an experiment's figures and tables.
 
@@ -368,12 +448,11 @@ def experiment_charts(experiment: str, runs) -> dict:
                 xname="task",
             )
         if not [c for c in CONDITIONS if c in varying]:  # Table II, Figs. 8a, 9a: Acc per method
-            t = wandb.Table(
-                columns=["method", "acc"], data=[[_label(r, varying), _py(r["acc_mean"])] for _, r in s.iterrows()]
-            )
-            out[f"acc_{bench}"] = wandb.plot.bar(
-                t, "method", "acc", title=f"Acc ({bench}, {experiment}, mean over seeds)"
-            )
+            data = [[_label(r, varying), _py(r["acc_mean"]), _py(r["acc_std"]), int(r["n"])] for _, r in s.iterrows()]
+            t = wandb.Table(columns=["method", "acc", "acc_std", "n"], data=data)
+            title = f"Acc ({bench}, {experiment}, mean over seeds)"
+            out[f"acc_{bench}"] = wandb.plot.bar(t, "method", "acc", title=title)
+            out[f"acc_bars_{bench}"] = wandb.Image(_bars(data, f"{title}, error bars: ± one std"))
     out["summary_table"] = wandb.Table(dataframe=summary)
     out["runs_table"] = wandb.Table(dataframe=runs.drop(columns=["R", "b", "flat", "versions"], errors="ignore"))
     return out

@@ -43,7 +43,7 @@ def committed_code(root: Path = ident.ROOT) -> str | None:
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=BytesIO(tar)) as tf:
         tf.extractall(tmp, filter="data")
         pkg = Path(tmp) / "src" / "clsuite"
-        return ident.code_hash(pkg, Path(tmp) / "conf", ident.extra_code_files(pkg))
+        return ident.code_hash(pkg, Path(tmp) / "conf")
 
 
 def accepted(docs: Path) -> dict[str, dict]:

@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from clsuite.analysis import paper_values as pv
-from clsuite.analysis.load import CONDITIONS, select
+from clsuite.analysis.load import CONDITIONS, select, short
 from clsuite.metrics import QUANTITIES
 
 METHOD_STYLE = {
@@ -292,43 +292,57 @@ def bars(summary: pd.DataFrame, quantity: str, title: str, stem: Path, **where) 
 
 
 def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
-    """The mean accuracy matrix R[i, j] of each method (Joint has none), tasks numbered 1..T.
+    """The mean accuracy matrix R[i, j] per method and per setting of every swept condition
+    (M, tau, lambda: each that takes several values gets its own panels, never averaged over),
+    tasks numbered 1..T; each panel says its setting and its number of seeds n.
 
-    ``runs``: one benchmark and one reading (the caller splits them).
+    ``runs``: one benchmark and one reading (the caller splits them). Rows of panels: methods;
+    columns: the settings of the swept conditions (wrapped at 7 panels when nothing else is swept).
     """
     r = runs[(runs["variant"] == "") & (runs["method"] != "joint")]
+    swept = [k for k in CONDITIONS if r[k].nunique() > 1]
     mats = {}
-    for m, g in r.groupby("method", sort=False):
+    for key, g in r.groupby(["method", *swept], sort=False):
         Rs = [R for R in g["R"] if R.ndim == 2 and R.shape[0] == R.shape[1]]
         if Rs and len({R.shape for R in Rs}) == 1:
-            mats[m] = (np.mean(Rs, axis=0), len(Rs))
+            mats[key] = (np.mean(Rs, axis=0), len(Rs))
     if not mats:
         return []
-    keys = pv.order_methods(mats)
-    ncol = min(len(keys), 7)
-    nrow = -(-len(keys) // ncol)
+    methods = pv.order_methods({k[0] for k in mats})
+    settings = sorted({k[1:] for k in mats})
+    if len(settings) > 1:
+        nrow, ncol = len(methods), len(settings)
+        cells = {(m, *c): (i, j) for i, m in enumerate(methods) for j, c in enumerate(settings)}
+    else:
+        ncol = min(len(methods), 7)
+        nrow = -(-len(methods) // ncol)
+        cells = {(m, *settings[0]): divmod(i, ncol) for i, m in enumerate(methods)}
     T = next(iter(mats.values()))[0].shape[0]
     fig, axes = plt.subplots(nrow, ncol, figsize=(2.1 * ncol + 1, 2.1 * nrow + 0.8), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     im = None
-    for ax, k in zip(axes.flat, keys):
-        R, n = mats[k]
+    for key, (i, j) in cells.items():
+        if key not in mats:
+            continue
+        (R, n), ax = mats[key], axes[i, j]
         ax.axis("on")
         im = ax.imshow(R, vmin=0, vmax=100, cmap="viridis")
         if R.size <= 100:
-            for (i, j), v in np.ndenumerate(R):
-                ax.text(j, i, f"{v:.0f}", ha="center", va="center", color="w" if v < 60 else "k", fontsize=6)
+            for (a, b), v in np.ndenumerate(R):
+                ax.text(b, a, f"{v:.0f}", ha="center", va="center", color="w" if v < 60 else "k", fontsize=6)
         ticks = range(T) if T <= 10 else range(0, T, max(1, T // 5))
         ax.set_xticks(ticks, [t + 1 for t in ticks], fontsize=6)
         ax.set_yticks(ticks, [t + 1 for t in ticks], fontsize=6)
-        ax.set_title(f"{pv.method_label(k)}, n={n}", fontsize=8)
+        setting = "".join(f", {short(k)}={v:g}" for k, v in zip(swept, key[1:]))
+        ax.set_title(f"{pv.method_label(key[0])}{setting}, n={n}", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel("after training task i", fontsize=7)
     for ax in axes[-1, :]:
         ax.set_xlabel("evaluated on task j", fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.colorbar(im, ax=axes, fraction=0.02, label="mean accuracy over seeds (%)")
+    per = " x ".join(["method", *(short(k) for k in swept)])
+    fig.suptitle(f"{title}\none panel per {per}", fontsize=10)
+    fig.colorbar(im, ax=axes, fraction=0.02, label="accuracy (%), mean over the panel's n seeds")
     return _save(fig, stem, ("png",), dpi=110)
 
 

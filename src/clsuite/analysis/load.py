@@ -46,6 +46,14 @@ from clsuite.results import read_run
 
 CONDITIONS = ("memory", "tau", "lambda")
 KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
+CONDITION_LABELS = {"memory": "M", "lambda": "λ", "tau": "τ"}  # the paper's symbols, in tables and figures
+
+
+def short(key: str) -> str:
+    """A grouping key as the paper writes it (``memory`` -> ``M``); other keys unchanged."""
+    return CONDITION_LABELS.get(key, key)
+
+
 SKIP_DIRS = {".submitit", "wandb", ".hydra", "csv", ".index"}
 UNLABELLED = "unlabelled"
 READINGS = ("paper_text", "mir_code")  # conf/reading/: the paper's text, MIR's public code

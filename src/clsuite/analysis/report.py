@@ -53,6 +53,7 @@ from clsuite.analysis.load import (
     select,
 )
 from clsuite.analysis.stats import summarize
+from clsuite.commands import hint
 from clsuite.config import ConfigError
 from clsuite.paths import safe_name
 
@@ -73,7 +74,7 @@ def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
     """One heatmap figure per (benchmark, reading)."""
     figs = []
     for (b, r), g in e.runs.groupby(["benchmark", "reading"]):
-        title = f"{pv.bench_label(b)}, reading {r}: mean accuracy matrix R[i, j] (%) per method ({what})"
+        title = f"{pv.bench_label(b)}, reading {r}: accuracy matrix R[i, j] (%) ({what}; M {memory_unit(g)})"
         figs += fg.heatmaps(g, title, out / f"accuracy_matrix_{b}_{r}")
     return figs
 
@@ -185,7 +186,7 @@ def _ablation_cifar100(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
     different key per method, which no grouping key shows)."""
-    title = f"{e.name}: every swept setting (mean ± std over seeds)"
+    title = f"{e.name}: every swept setting (M {memory_unit(e.runs)})"
     keys = [k for k in KEYS if k in s]
     ov = e.runs.assign(overrides=e.runs["job"].map(job_overrides)).groupby(keys, dropna=False, sort=False)
     s = s.merge(ov["overrides"].agg(lambda v: "; ".join(sorted(set(v)))).reset_index(), on=keys, how="left")
@@ -233,7 +234,7 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
     e.runs.drop(columns=["R", "b", "flat", "versions"]).to_csv(out / "runs.csv", index=False)
     s.to_csv(out / "summary.csv", index=False, float_format="%.4f")
     (out / "status.json").write_text(json.dumps(e.status, indent=1, default=str))
-    head = [f"# {experiment}", "", f"Built by `python scripts/aggregate.py {experiment}` from {len(e.runs)} distinct "
+    head = [f"# {experiment}", "", f"Built by `{hint('aggregate', experiment)}` from {len(e.runs)} distinct "
             f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.", ""]  # fmt: skip
     md = head + [t.markdown() for t in tables] + ["### Figures", ""]
     md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"] + [

@@ -7,7 +7,9 @@
 - ``pivot``: one quantity against a condition (M, lambda) or tau, columns = benchmark x value;
   the paper's Table II value in [brackets] in the cell of Table II's conditions.
 - ``adhoc``: any other sweep: a plain table of its swept axes (the grouping keys and config keys
-  that take several values) and the mean ± std of every quantity; no paper values.
+  that take several values, and always the benchmark and the reading), the mean ± std of every
+  quantity where n > 1, n, and the paper's Table II value in [brackets] in a row under Table II's
+  conditions.
 - ``claims`` / ``claim_details`` / ``quotes``: the verdicts with their intervals, every comparison
   behind them, and the paper's quoted numbers beside ours; ``rule_change``: the verdicts that the
   family-wise control of "contradicted" (``claims``, rule 4) moves, and why.
@@ -37,7 +39,7 @@ from clsuite.analysis.claims import (
     QuoteCheck,
     sign_flip_floor_note,
 )
-from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, split_items
+from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
 from clsuite.metrics import METRICS, QUANTITIES
 
 NOTE = (
@@ -175,19 +177,15 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
     return tables
 
 
-def _short(key: str) -> str:
-    return {"memory": "M", "lambda": "λ", "tau": "τ"}.get(key, key)
-
-
 def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None, row_key: str = "method") -> Table:
     """Rows: methods (or the values of ``row_key``); columns: benchmark x values of ``col_key``."""
     s = summary[summary["variant"] == ""]
     multi_reading = s["reading"].nunique() > 1
     n_all = int(s["n"].max()) if not s.empty else None
-    header, groups, cols = ["Method" if row_key == "method" else _short(row_key)], [], []
+    header, groups, cols = ["Method" if row_key == "method" else short(row_key)], [], []
     for b in pv.order_benchmarks(s["benchmark"]):
         vals = sorted(s[s["benchmark"] == b][col_key].unique()) if col_key else [None]
-        header += [f"{_short(col_key)}={v:g}" if col_key else QUANTITIES[quantity].label for v in vals]
+        header += [f"{short(col_key)}={v:g}" if col_key else QUANTITIES[quantity].label for v in vals]
         groups.append((pv.bench_label(b), len(vals)))
         cols += [(b, v) for v in vals]
     t = Table(title, header, groups, NOTE)
@@ -226,16 +224,27 @@ def _variant_items(v: str) -> dict[str, str]:
 def _axis_cell(axis: str, v) -> str:
     if axis == "method":
         return pv.method_label(v)
+    if axis == "benchmark":
+        return pv.bench_label(v)
     if axis == "overrides":
         return f"`{v}`" if isinstance(v, str) and v else "–"
     return f"{v:g}" if axis in CONDITIONS else v
 
 
+ADHOC_NOTE = (
+    "Cells: mean ± std over the row's n seeds (sample std) where n > 1, the single run's value where n = 1; "
+    "[x]: the paper's Table II value, only in a cell under Table II's conditions (M = 100, τ = 0.5, λ = 0, "
+    "no other key changed; src/clsuite/analysis/paper_values.py)."
+)
+
+
 def adhoc(summary: pd.DataFrame, title: str) -> Table:
-    """A plain table: one row per setting of the swept axes, the mean ± std of every quantity, n."""
+    """A plain table: one row per setting of the swept axes (always with its benchmark and reading),
+    the mean ± std of every quantity (the value alone for one seed), the paper's Table II value in
+    [brackets] where the row is under Table II's conditions, and n."""
     items = [_variant_items(v) for v in summary["variant"]]
     extra = list(dict.fromkeys(k for it in items for k in it))
-    axes = list(dict.fromkeys(["method", *swept_axes(summary)]))
+    axes = list(dict.fromkeys(["method", "benchmark", "reading", *swept_axes(summary)]))
     if "overrides" in summary:  # what each job changed besides the grouping keys (report._adhoc)
         shown = set(extra)  # keys that already have a column of their own (variants)
         summary = summary.assign(overrides=[
@@ -245,12 +254,21 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
         if summary["overrides"].str.len().any():
             axes.append("overrides")
     qs = [q for q in QUANTITIES if not summary[f"{q}_mean"].isna().all()]
-    t = Table(title, [*axes, *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"])
+    t = Table(
+        title,
+        [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"],
+        note=ADHOC_NOTE,
+    )
     rows = summary.assign(_items=items).sort_values([*axes, "variant"])
     for _, r in rows.iterrows():
         lead = [_axis_cell(a, r[a]) for a in axes]
         lead += [{"None": "–"}.get(v, v) for v in (r["_items"].get(k, "None") for k in extra)]
-        t.add([*lead, *(fmt(r[f"{q}_mean"], r[f"{q}_std"]) for q in qs), fmt(r["wall_time_s_mean"], digits=0), r["n"]])
+        cond = {k: r[k] for k in CONDITIONS} | {"variant": r["variant"] or r.get("overrides", "")}
+        cells = []
+        for q in qs:
+            p = paper_cell(r["benchmark"], r["method"], q, cond)
+            cells.append(fmt(r[f"{q}_mean"], r[f"{q}_std"]) + ("" if p == "" else f" [{paper_number(p)}]"))
+        t.add([*lead, *cells, fmt(r["wall_time_s_mean"], digits=0), r["n"]])
     return t
 
 

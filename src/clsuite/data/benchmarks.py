@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from clsuite.data.files import load_cifar, load_mnist_like
-
-SOURCES = ("MNIST", "FashionMNIST", "cifar10", "cifar100", "synthetic")
+from clsuite.data import sources
 
 
 @dataclass
@@ -28,14 +26,10 @@ class TaskData:
     test: tuple[torch.Tensor, torch.Tensor]
 
 
-def load_source(source: str, root: str, download: bool, verify: bool, synthetic: dict | None = None):
-    if source in ("MNIST", "FashionMNIST"):
-        return load_mnist_like(root, source, download=download, verify=verify)
-    if source in ("cifar10", "cifar100"):
-        return load_cifar(root, source, download=download, verify=verify)
-    if source == "synthetic":
-        return make_synthetic(**(synthetic or {}))
-    raise ValueError(f"unknown data source {source!r}; valid: {', '.join(SOURCES)}")
+def load_source(source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None):
+    """The (x_train, y_train, x_test, y_test) arrays of ``source``, read by its registered reader
+    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options."""
+    return sources.read({**(benchmark or {}), "source": source}, root, download, verify)
 
 
 def make_synthetic(num_classes=10, shape=(1, 8, 8), train_per_class=60, test_per_class=20, seed=0, noise=0.35):

@@ -65,7 +65,7 @@ class ContinualDataModule(L.LightningDataModule):
                 d["root"],
                 bool(d.get("download", False)),
                 bool(d.get("verify_md5", True)),
-                synthetic=self.bench.get("synthetic"),
+                benchmark=self.bench,
             )
             self.tasks = split_tasks(
                 arrays,

@@ -109,10 +109,10 @@ def source_files(source: str) -> list[str]:
     return []
 
 
-def unreadable(root: str | Path, source: str) -> str | None:
-    """A one-line problem with a source's files under ``root`` that needs no hashing, else None."""
+def unreadable(root: str | Path, rels) -> str | None:
+    """A one-line problem with a source's files (``rels``, relative to ``root``) that needs no hashing, else None."""
     root = Path(root)
-    for rel in source_files(source):
+    for rel in rels:
         p = root / rel
         if p.exists() and not os.access(p, os.R_OK):
             return f"unreadable data file {p}: permission denied"

@@ -7,7 +7,7 @@ Steps, for every update once the memory holds samples:
 4. a class with fewer slots than its share leaves a shortfall, filled uniformly from the
    pool's other slots. A pool no larger than |R| is replayed whole.
 
-Not a method of the paper: the worked example of README "Adding a method" (one .py and one
+Not a method of the paper: the worked example of docs/EXTENDING.md "Adding a method" (one .py and one
 conf/replay/balanced.yaml). Use it with any method that replays, e.g.
 ``python src/run.py method=er replay@method.replay=balanced``.
 """

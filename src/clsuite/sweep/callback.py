@@ -109,7 +109,8 @@ class SweepCallback(_HydraCallback):
                 sys.exit(2)
             print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
             return
-        errors = unknown_options(grid)
+        sources = config.hydra.runtime.get("config_sources") or []
+        errors = unknown_options(grid, [s.path for s in sources if s.get("schema") == "file"])
         if errors:
             _refuse(ConfigError(errors[0]))
         _refuse(check_folders, config, grid)
@@ -160,7 +161,9 @@ class SweepCallback(_HydraCallback):
             print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:
             print(f"  failed: {line}", file=sys.stderr)
-        print(f"  tables and figures: python scripts/aggregate.py {exp}", file=sys.stderr)
+        from clsuite.commands import hint
+
+        print(f"  tables and figures: {hint('aggregate', str(exp))}", file=sys.stderr)
         from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
 
         log_sweep_charts(config)

@@ -51,13 +51,14 @@ def expand_grid(config: DictConfig) -> list[dict]:
     return out
 
 
-def unknown_options(jobs: list[dict]) -> list[str]:
-    """One error line per config group with an option in the grid that has no yaml file."""
+def unknown_options(jobs: list[dict], extra_dirs=()) -> list[str]:
+    """One error line per config group with an option in the grid that has no yaml file (in conf/
+    or in ``extra_dirs``, the other file directories on Hydra's search path)."""
     bad: dict[str, list[str]] = {}
     for job in jobs:
         for o in job["overrides"]:
             key, _, value = o.partition("=")
-            if msg := unknown_option(key, value):
+            if msg := unknown_option(key, value, extra_dirs):
                 bad.setdefault(key.lstrip("+~"), []).append(msg)
     return [msgs[0].replace("; valid", " in the sweep; valid", 1) for _, msgs in sorted(bad.items())]
 

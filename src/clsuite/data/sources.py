@@ -1,0 +1,103 @@
+"""The data-source registry: a benchmark config's ``source`` names a reader registered here.
+
+A benchmark is one file, ``conf/benchmark/<name>.yaml`` (its source, tasks, classes per task,
+training samples per class, backbone); a new data *format* adds one reader, registered by name
+with :func:`register`, with the sizes the config check needs before any file is read. Nothing
+else changes: ``clsuite.config`` checks a benchmark against its source's sizes, the data module
+reads through :func:`read`, the run's data identity hashes the source's ``files``.
+
+A reader outside this package is found by an import path in ``source``: ``source: my_pkg.readers:npz``
+imports ``my_pkg.readers`` (which registers ``npz``) and uses ``npz`` (docs/EXTENDING.md).
+
+    @register("npz", classes=10, train_per_class="npz.train_per_class", files=lambda b: [b["npz"]["file"]])
+    def read_npz(root, benchmark, *, download, verify):
+        ...  # -> (x_train uint8 (N, C, H, W), y_train int64, x_test, y_test)
+
+``classes`` / ``train_per_class``: a whole number, or a dotted key of the benchmark config that
+holds it (synthetic data: ``synthetic.num_classes``). ``files``: the data files the reader reads,
+relative to ``data.root`` (recorded, md5 included, in the run's identity), a list or a function of
+the benchmark config; ``None`` for generated data (no data directory needed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from clsuite.data import files as F
+
+Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download: bool, verify: bool) -> 4 arrays
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    read: Reader
+    classes: int | str  # classes in the data (or the benchmark key that holds the number)
+    train_per_class: int | str  # training samples of its smallest class (or the key)
+    files: Callable[[dict], list[str]] | None  # data files under data.root; None: generated data
+
+    def file_list(self, benchmark: dict) -> list[str]:
+        return [] if self.files is None else list(self.files(benchmark))
+
+
+SOURCES: dict[str, Source] = {}
+
+
+def register(name: str, *, classes: int | str, train_per_class: int | str, files=None):
+    """Decorator: register ``reader`` under ``name`` (a second registration of a name replaces it)."""
+
+    def deco(reader: Reader) -> Reader:
+        spec = files if files is None or callable(files) else (lambda b, fs=tuple(files): list(fs))
+        SOURCES[name] = Source(name, reader, classes, train_per_class, spec)
+        return reader
+
+    return deco
+
+
+class UnknownSource(ValueError):
+    pass
+
+
+def get(source: str) -> Source:
+    """The registered source ``name`` or ``module:name`` (the module is imported first: it registers it)."""
+    module, _, name = str(source).rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UnknownSource(f"benchmark.source {source!r}: cannot import {module!r} ({e})") from None
+    if name not in SOURCES:
+        raise UnknownSource(
+            f"unknown benchmark.source {source!r}; valid choices: {', '.join(SOURCES)} "
+            "(or module:name of a reader registered with clsuite.data.sources.register)"
+        )
+    return SOURCES[name]
+
+
+def read(benchmark: dict, root, download: bool, verify: bool):
+    """(x_train, y_train, x_test, y_test) of the benchmark's source."""
+    return get(benchmark["source"]).read(Path(root), benchmark, download=download, verify=verify)
+
+
+# ----------------------------------------------------------------------------- the suite's own sources
+# Sizes (PROTOCOL section 1): classes, and training samples of the smallest class.
+
+for _name, _smallest in (("MNIST", 5421), ("FashionMNIST", 6000)):
+    register(_name, classes=10, train_per_class=_smallest, files=F.source_files(_name))(
+        lambda root, b, *, download, verify, _n=_name: F.load_mnist_like(root, _n, download=download, verify=verify)
+    )
+for _name, _classes, _smallest in (("cifar10", 10, 5000), ("cifar100", 100, 500)):
+    register(_name, classes=_classes, train_per_class=_smallest, files=F.source_files(_name))(
+        lambda root, b, *, download, verify, _n=_name: F.load_cifar(root, _n, download=download, verify=verify)
+    )
+
+
+@register("synthetic", classes="synthetic.num_classes", train_per_class="synthetic.train_per_class")
+def read_synthetic(root, benchmark, *, download, verify):
+    """Learnable Gaussian clusters (``clsuite.data.benchmarks.make_synthetic``), no files."""
+    from clsuite.data.benchmarks import make_synthetic
+
+    return make_synthetic(**(benchmark.get("synthetic") or {}))

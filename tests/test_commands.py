@@ -1,0 +1,68 @@
+"""The verbs of the ``clsuite`` command (clsuite.commands): dispatch, the default verb, the hint
+that names what exists where the process runs, and a sweep then its aggregation end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clsuite import commands
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_no_verb_is_run_and_sweep_adds_multirun(monkeypatch):
+    assert commands.split_verb(["method=mir", "memory=200"]) == ("run", ["method=mir", "memory=200"])
+    assert commands.split_verb([]) == ("run", [])
+    assert commands.split_verb(["--help"]) == ("run", ["--help"])
+    assert commands.split_verb(["aggregate", "table2"]) == ("aggregate", ["table2"])
+    got = []
+    monkeypatch.setattr("clsuite.cli.main", lambda argv: got.append(argv))
+    for argv in (["method=er"], ["run", "method=er"], ["sweep", "method=er,mir"], ["sweep", "-m", "seed=1,2"]):
+        with pytest.raises(SystemExit) as e:
+            commands.main(argv)
+        assert e.value.code == 0
+    assert got == [["method=er"], ["method=er"], ["-m", "method=er,mir"], ["-m", "seed=1,2"]]
+
+
+@pytest.mark.parametrize("verb", ["aggregate", "wandb"])
+def test_analysis_verbs_reach_their_functions(verb, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        commands.main([verb, "nope", "--multirun-dir", str(tmp_path)])
+    assert e.value.code == 2 and "error: " in capsys.readouterr().err and "nope" in str(tmp_path / "nope")
+
+
+def test_hint_names_the_command_that_exists_here(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(commands.shutil, "which", lambda name: None)  # a checkout without the console command
+    assert commands.hint("aggregate", "card") == "python scripts/aggregate.py card"
+    assert commands.hint("wandb", "card") == "python scripts/wandb_sync.py card"
+    monkeypatch.setattr(commands.shutil, "which", lambda name: "/venv/bin/clsuite")  # installed
+    assert commands.hint("aggregate", "card") == "clsuite aggregate card"
+    monkeypatch.setattr(commands.shutil, "which", lambda name: None)
+    monkeypatch.setattr(commands, "CHECKOUT", Path("/nonexistent"))  # a wheel: no scripts/ beside the package
+    assert commands.hint("aggregate", "card") == "clsuite aggregate card"
+
+
+def test_sweep_then_aggregate_through_the_verbs(tmp_path):
+    """``run.py sweep`` (a checkout; the console command runs the same main), its hint, then
+    ``run.py aggregate`` on what it made: the table names the reading the runs used."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "clsuite").exists()
+    )
+    run = [sys.executable, str(ROOT / "src" / "run.py")]
+    fast = ["benchmark=synthetic", "benchmark.n_tasks=2", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
+    p = subprocess.run([*run, "sweep", *fast, "method=er,online", "experiment=card"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"tables and figures: python {ROOT / 'scripts' / 'aggregate.py'} card" in p.stderr
+    assert "reading=mir_code" in p.stdout  # every printed run summary names its reading
+    p = subprocess.run([*run, "aggregate", "card"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    md = (tmp_path / "results" / "card" / "card.md").read_text()
+    assert "| ER | synthetic | mir_code |" in md and "| Online | synthetic | mir_code |" in md
