@@ -210,6 +210,36 @@ def test_trains_synthetic_tasks_end_to_end(tmp_path, method):
     assert all(s > 0 for s in res["steps_per_task"])
 
 
+@pytest.mark.parametrize("cosines", ["exact", "gram"])
+def test_gss_a_gradient_diverse_sample_in_a_redundant_batch_stays_out(cosines):
+    """The gate is the batch's (GSS_Greedy.py ``if (batch_sim) < self.sim_th``, Mammoth gss_buffer.py
+    l.65): a rare sample (c = 0.856 < 1) among 4 duplicates of the memory (c_B = 1.97) replaces
+    nothing, on both cosine paths; alone (c_B = c) it gets in (p = 1.5 / (1.5 + 0.856) per draw)."""
+    torch.manual_seed(0)
+    learner = ContinualLearner(MLP((8,), num_classes=6, hidden=16, depth=1), memory=Memory(10, (8,), 6))
+    g = torch.Generator().manual_seed(0)
+    base, proto = torch.rand(8, generator=g), torch.rand(8, generator=g) * 2
+    mx = base + 0.01 * torch.randn(10, 8, generator=g)
+    x = torch.cat([base + 0.01 * torch.randn(4, 8, generator=g), proto[None]])
+    y, t = torch.tensor([0, 0, 0, 0, 3]), torch.zeros(5, dtype=torch.long)
+    policy = GSSGreedy(cosines=cosines)
+
+    def after(seed, rows):
+        mem = Memory(10, (8,), 6)
+        mem.append(mx, torch.zeros(10, dtype=torch.long), torch.zeros(10, dtype=torch.long))
+        mem.score[:10] = 1.5
+        torch.manual_seed(seed)
+        c, c_B = policy.scores(learner, mem, x[rows], y[rows], t[rows])
+        torch.manual_seed(seed)
+        policy.update(mem, x[rows], y[rows], t[rows], learner)
+        return c, c_B, mem
+
+    c, c_B, _ = after(0, slice(None))
+    assert float(c[4]) == pytest.approx(0.856, abs=1e-3) and float(c_B) == pytest.approx(1.966, abs=1e-3)
+    assert all(int(after(s, slice(None))[2].y.max()) == 0 for s in range(20))  # the batch is redundant
+    assert sum(int(after(s, slice(4, 5))[2].y.max()) == 3 for s in range(20)) >= 8  # alone it enters
+
+
 def test_gss_candidates_of_one_batch_replace_distinct_slots(monkeypatch):
     """Alg. 2 line 10 draws the slots to challenge without replacement: with c = 0 for both
     candidates (cosine -1, always accepted) they take both slots even though slot 0's score C

@@ -362,6 +362,37 @@ def test_hal_step_adds_the_anchoring_gradient_and_updates_phi():
         )
 
 
+def test_hal_anchor_gradient_is_lambda_over_C_times_the_summed_squares():
+    """One anchor, a 10-way head: the gradient before_step adds is lambda / 10 times the gradient
+    of sum_k (f_theta(e) - f_theta~(e))_k^2 (Mammoth models/hal.py l.152, mean over logits); the
+    former sum over logits added 10 times more."""
+    from types import SimpleNamespace
+
+    from clsuite.models.nets import MLP
+
+    torch.manual_seed(21)
+    net = MLP((D,), 10, hidden=5, depth=1)
+    learner = SimpleNamespace(net=net, lr=0.4, memory=Memory(2, (D,), 10))
+    plugin = HAL(hal_lambda=0.1)
+    plugin.setup(learner)
+    plugin.anchors, plugin.anchor_y = torch.randn(1, D), torch.tensor([3])
+    er_grad = [torch.randn_like(p) for p in net.parameters()]  # the ER loss's gradient, already in .grad
+    for p, g in zip(net.parameters(), er_grad, strict=True):
+        p.grad = g.clone()
+    tilde = copy.deepcopy(net)
+    with torch.no_grad():
+        for p, g in zip(tilde.parameters(), er_grad, strict=True):
+            p -= 0.4 * g
+        target = tilde(plugin.anchors)
+    ref = copy.deepcopy(net)
+    summed = ((ref(plugin.anchors) - target) ** 2).sum()
+    expected = torch.autograd.grad(summed, list(ref.parameters()))
+    plugin.before_step(learner, torch.randn(2, D), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long), None)
+    for p, g, e in zip(net.parameters(), er_grad, expected, strict=True):
+        torch.testing.assert_close(p.grad - g, 0.1 / 10 * e, rtol=1e-5, atol=1e-7)
+    assert max(float(e.abs().max()) for e in expected) > 1e-2  # the anchor term is not negligible
+
+
 @pytest.mark.parametrize(
     "opts",
     [
