@@ -68,12 +68,15 @@ def test_gss_scores_unchanged_by_in_place_normalisation():
     mem = Memory(20, (1, 28, 28), 10)
     mem.append(x[:20], y[:20], torch.zeros(20, dtype=torch.long))
     torch.manual_seed(3)
-    c = GSSGreedy(n_mem_grads=10).scores(learner, mem, x[20:30], y[20:30], torch.zeros(10, dtype=torch.long))
+    c, c_B = GSSGreedy(n_mem_grads=10).scores(learner, mem, x[20:30], y[20:30], torch.zeros(10, dtype=torch.long))
     torch.manual_seed(3)
     idx = torch.randperm(mem.size)[:10]
     G = F.normalize(_vmap_grads(net.eval(), x[:20][idx], y[:20][idx], torch.ones(10, 10, dtype=torch.bool), 10), dim=1)
-    g = F.normalize(_vmap_grads(net, x[20:30], y[20:30], torch.ones(10, 10, dtype=torch.bool), 0), dim=1)
+    g = _vmap_grads(net, x[20:30], y[20:30], torch.ones(10, 10, dtype=torch.bool), 0)
+    g_B = F.normalize(g.mean(0, keepdim=True), dim=1)  # the batch's mean-loss gradient (the gate)
+    g = F.normalize(g, dim=1)
     assert torch.equal(c, (g @ G.T).max(dim=1).values + 1.0)
+    assert torch.equal(c_B, (g_B @ G.T).max() + 1.0)
 
 
 def test_per_sample_grads_declines_other_networks():
@@ -123,10 +126,12 @@ def test_gss_gram_cosines_match_exact_ones_and_draw_the_same_memory():
     scores = {}
     for cosines in ("exact", "gram"):
         torch.manual_seed(6)
-        scores[cosines] = GSSGreedy(n_mem_grads=10, cosines=cosines).scores(learner, mem, x[30:40], y[30:40], t)
+        found = GSSGreedy(n_mem_grads=10, cosines=cosines).scores(learner, mem, x[30:40], y[30:40], t)
+        scores[cosines], scores[cosines + " batch"] = found
         scores[cosines + " next draw"] = torch.rand(1)  # the same random stream consumed
     assert torch.equal(scores["exact next draw"], scores["gram next draw"])
     torch.testing.assert_close(scores["gram"], scores["exact"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(scores["gram batch"], scores["exact batch"], rtol=0, atol=1e-5)  # the gate too
     assert not torch.equal(scores["gram"], scores["exact"])  # another summation order: last bits differ
 
 

@@ -290,8 +290,9 @@ def test_nearest_mean_of_exemplars_against_a_loop():
 
 
 def test_icarl_loss_uses_the_frozen_nets_sigmoid_as_old_class_targets():
-    """BCE summed over the seen classes, mean over R + B_t; targets: one-hot for the current
-    task's classes, sigmoid(old net logits) for the old classes."""
+    """BCE averaged over all 6 outputs and over R + B_t (original iCaRL ``loss.mean()``, Mammoth
+    models/icarl.py l.155); targets: sigmoid(old net logits) for the old classes, one-hot (0 for
+    the unseen classes 4, 5) for the others. The former sum over the seen classes is 4x this."""
     net, old = toy_net(0), toy_net(9)
     mem = toy_memory([0, 0], seed=6)
     learner = toy_learner(net=net, memory=mem, plugin=ICaRL())
@@ -304,11 +305,11 @@ def test_icarl_loss_uses_the_frozen_nets_sigmoid_as_old_class_targets():
     with torch.no_grad():
         for i in range(len(ys)):
             z, q = net(xs[i : i + 1])[0], torch.sigmoid(old(xs[i : i + 1])[0])
-            for c in range(4):  # seen: classes of tasks 0 and 1
+            for c in range(6):  # every output, the unseen classes 4, 5 included
                 target = float(q[c]) if c < 2 else float(c == int(ys[i]))
                 s = torch.sigmoid(z[c])
                 total += -(target * math.log(s) + (1 - target) * math.log(1 - s))
-    assert float(loss.detach()) == pytest.approx(total / len(ys), rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(total / (len(ys) * 6), rel=1e-5)
     learner.plugin.old_net = None  # without distillation the old classes' targets are 0: a different loss
     assert abs(float(learner.plugin.loss(learner, x, y, t, torch.arange(2)).detach() - loss.detach())) > 1e-3
 
@@ -336,7 +337,8 @@ def test_hal_step_adds_the_anchoring_gradient_and_updates_phi():
         target = tilde(anchors)
         feats = tilde(x, return_features=True)[1]
     ref = copy.deepcopy(net)
-    loss = F.cross_entropy(ref(xr), yr) + 0.3 * ((ref(anchors) - target) ** 2).sum(1).mean()
+    # anchor loss: the mean over anchors and logits (Mammoth models/hal.py l.152), not the sum over logits
+    loss = F.cross_entropy(ref(xr), yr) + 0.3 * ((ref(anchors) - target) ** 2).mean()
     loss.backward()
     with torch.no_grad():
         expected = [p - 0.2 * p.grad for p in ref.parameters()]
@@ -358,6 +360,37 @@ def test_hal_step_adds_the_anchoring_gradient_and_updates_phi():
         torch.testing.assert_close(
             learner.plugin.phi[c], 0.25 * before[c] + 0.75 * f2[y2 == c].mean(0), rtol=1e-5, atol=1e-6
         )
+
+
+def test_hal_anchor_gradient_is_lambda_over_C_times_the_summed_squares():
+    """One anchor, a 10-way head: the gradient before_step adds is lambda / 10 times the gradient
+    of sum_k (f_theta(e) - f_theta~(e))_k^2 (Mammoth models/hal.py l.152, mean over logits); the
+    former sum over logits added 10 times more."""
+    from types import SimpleNamespace
+
+    from clsuite.models.nets import MLP
+
+    torch.manual_seed(21)
+    net = MLP((D,), 10, hidden=5, depth=1)
+    learner = SimpleNamespace(net=net, lr=0.4, memory=Memory(2, (D,), 10))
+    plugin = HAL(hal_lambda=0.1)
+    plugin.setup(learner)
+    plugin.anchors, plugin.anchor_y = torch.randn(1, D), torch.tensor([3])
+    er_grad = [torch.randn_like(p) for p in net.parameters()]  # the ER loss's gradient, already in .grad
+    for p, g in zip(net.parameters(), er_grad, strict=True):
+        p.grad = g.clone()
+    tilde = copy.deepcopy(net)
+    with torch.no_grad():
+        for p, g in zip(tilde.parameters(), er_grad, strict=True):
+            p -= 0.4 * g
+        target = tilde(plugin.anchors)
+    ref = copy.deepcopy(net)
+    summed = ((ref(plugin.anchors) - target) ** 2).sum()
+    expected = torch.autograd.grad(summed, list(ref.parameters()))
+    plugin.before_step(learner, torch.randn(2, D), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long), None)
+    for p, g, e in zip(net.parameters(), er_grad, expected, strict=True):
+        torch.testing.assert_close(p.grad - g, 0.1 / 10 * e, rtol=1e-5, atol=1e-7)
+    assert max(float(e.abs().max()) for e in expected) > 1e-2  # the anchor term is not negligible
 
 
 @pytest.mark.parametrize(
@@ -414,8 +447,14 @@ def test_gss_score_against_per_sample_autograd():
         max(float(F.cosine_similarity(grad_of(x[i : i + 1], y[i : i + 1]), Gj, dim=0)) for Gj in G) + 1
         for i in range(4)
     ]
-    c = GSSGreedy(n_mem_grads=10, mem_batch=1).scores(learner, mem, x, y, t)  # n >= |M|: every slot's G_j
-    torch.testing.assert_close(c, torch.tensor(ref), rtol=1e-4, atol=1e-5)
+    # the gate's batch score: the gradient of B_t's mean loss against the same G_j
+    g_B = grad_of(x, y)
+    ref_B = max(float(F.cosine_similarity(g_B, Gj, dim=0)) for Gj in G) + 1
+    for cosines in ("exact", "gram"):
+        c, c_B = GSSGreedy(n_mem_grads=10, mem_batch=1, cosines=cosines).scores(learner, mem, x, y, t)  # every G_j
+        torch.testing.assert_close(c, torch.tensor(ref), rtol=1e-4, atol=1e-5)
+        assert float(c_B) == pytest.approx(ref_B, rel=1e-4, abs=1e-5)
+        assert all(abs(float(c_B) - r) > 1e-3 for r in ref)  # c_B is no sample's own score
     # mem_batch = 3, n_mem_grads = 2: G_j = gradient of the mean loss over 3 slots (same random split)
     torch.manual_seed(0)
     idx = torch.randperm(6)
@@ -423,19 +462,20 @@ def test_gss_score_against_per_sample_autograd():
     torch.manual_seed(0)
     got = GSSGreedy(n_mem_grads=2, mem_batch=3).memory_grads(learner, mem)
     torch.testing.assert_close(got, torch.stack(Gb), rtol=1e-4, atol=1e-6)
-    assert GSSGreedy(empty_score=0.37).scores(learner, Memory(4, (D,), 6), x, y, t).tolist() == pytest.approx(
-        [1.37] * 4
-    )
+    c, c_B = GSSGreedy(empty_score=0.37).scores(learner, Memory(4, (D,), 6), x, y, t)
+    assert c.tolist() == pytest.approx([1.37] * 4) and float(c_B) == pytest.approx(1.37)
 
 
-def gss_one_update(C_mem, c_new, seed):
+def gss_one_update(C_mem, c_new, seed, c_batch=None):
+    """One incoming sample with score c_new (and batch score c_batch, default c_new) meets a full memory."""
     mem = Memory(len(C_mem), (D,), 6)
     mem.append(
         torch.zeros(len(C_mem), D), torch.zeros(len(C_mem), dtype=torch.long), torch.zeros(len(C_mem), dtype=torch.long)
     )
     mem.score[: len(C_mem)] = torch.tensor(C_mem)
     policy = GSSGreedy()
-    policy.scores = lambda learner, memory, x, y, t: torch.tensor([c_new])
+    c_B = c_new if c_batch is None else c_batch
+    policy.scores = lambda learner, memory, x, y, t: (torch.tensor([c_new]), torch.tensor(c_B))
     torch.manual_seed(seed)
     policy.update(mem, torch.ones(1, D), torch.tensor([5]), torch.tensor([1]), learner=object())
     return mem
@@ -466,9 +506,25 @@ def test_gss_picks_the_slot_with_probability_proportional_to_C():
     assert abs(picked[0] - 0.1 * n) < 5 * sd, picked
 
 
-def test_gss_never_replaces_when_the_sample_is_redundant():
-    for s in range(50):  # c >= 1: cosine >= 0 with some G_j (Alg. 2 line 9)
+def test_gss_never_replaces_when_the_batch_is_redundant():
+    for s in range(50):  # c_B >= 1: the batch gradient has cosine >= 0 with some G_j (Alg. 2 line 9)
         assert int(gss_one_update([0.2, 0.1], 1.0, s).y.sum()) == 0
+        assert int(gss_one_update([0.2, 0.1], 1e-6, s, c_batch=1.0).y.sum()) == 0  # even a sample with c ~ 0
+
+
+def test_gss_gate_is_the_batchs_not_the_samples():
+    """GSS_Greedy.py ``if (batch_sim) < self.sim_th``, Mammoth gss_buffer.py l.65 ``elif batch_c < 1``:
+    with c_B < 1 a sample whose own c >= 1 still challenges a slot (p = C_i / (C_i + c)); with a
+    per-sample gate it never would."""
+    n = 400
+    hits = 0
+    for s in range(n):
+        mem = gss_one_update([1.5], 1.5, s, c_batch=0.5)
+        if int(mem.y[0]) == 5:
+            hits += 1
+            assert float(mem.score[0]) == pytest.approx(1.5)  # C_i <- the sample's own c, not c_B
+    sd = math.sqrt(n * 0.25)
+    assert abs(hits - 0.5 * n) < 5 * sd, hits  # p = 1.5 / 3; a per-sample gate gives 0
 
 
 # -- class-balanced replay: equal shares per class, shortfall from the rest -------------------------

@@ -6,8 +6,10 @@ a random subset of the memory (Alg. 2 lines 5-7)::
 
     c = max_j cos(g, G_j) + 1                      # in [0, 2]: 2 = redundant
     memory not full:  M <- M + (x, y),  C <- C + c
-    else if c < 1:    i ~ P(i) = C_i / sum_j C_j   # only if cos < 0 with all G_j; redundant slots first
+    else if c_B < 1:  i ~ P(i) = C_i / sum_j C_j   # gate of the batch (below); redundant slots first
                       replace M_i by (x, y), C_i <- c  with probability C_i / (C_i + c)
+
+with c_B = max_j cos(g_B, G_j) + 1 for g_B = grad of the batch's mean loss.
 
 Adaptations (authors' code ``GSS_Greedy.py``, Mammoth ``utils/gss_buffer.py``,
 RaptorMai's ``gss_greedy_update.py``):
@@ -17,8 +19,21 @@ RaptorMai's ``gss_greedy_update.py``):
   class-IL that dilutes the gate below (a G_j of a mini-batch that holds one
   new-task sample is dominated by the old samples' gradients), so every new
   task floods the memory (split-MNIST seed 0: Acc 37.4 vs 67.3 with mem_batch=1).
-- The gate c < 1 (cosine < 0 with every G_j) is applied per sample, as the
-  paper; the authors' code and Mammoth apply it once per incoming batch.
+- The gate is the incoming batch's, decided once: c_B < 1 (the mean loss's
+  gradient g_B = mean_i g_i has cosine < 0 with every G_j) opens it for every
+  sample of the batch that finds the memory full; the per-sample c_i stay the
+  scores of the replacement draw and of the slots written. As both reference
+  codes: authors' ``GSS_Greedy.py`` ``observe``: ``batch_sim =
+  self.get_batch_sim(...)`` (one gradient of the batch's loss), ``if (batch_sim)
+  < self.sim_th:`` then ``get_each_batch_sample_sim()`` for the draw; Mammoth
+  ``utils/gss_buffer.py`` ``add_data`` l.112 (batch score, ``models/gss.py``
+  ``get_grads``), ``functional_reservoir`` l.65 ``elif batch_c < 1:``, l.66-71
+  per-sample ``single_c`` for the draw. The paper's Alg. 2 reads as a per-sample
+  gate; the suite followed it until issue 19 (docs/PARITY.md), which measured
+  the per-sample gate at -7.9 points (95% CI [-9.1, -6.8], 5 seeds) on
+  split-MNIST under mir_code against Mammoth's batch gate (with its fill score
+  c_B). Fill scores stay per sample (the authors'; Mammoth stores c_B: no
+  measured effect with the concat loss).
 - Gradients are taken in eval mode (as the authors' code: no dropout, BatchNorm
   running statistics untouched), all at once: per-sample gradients of B_t and
   per-mini-batch gradients of G with ``torch.func.vmap(grad(...))``, no
@@ -29,7 +44,9 @@ RaptorMai's ``gss_greedy_update.py``):
 - ``cosines: gram`` (opt-in; default ``exact``): for the MLP with ``mem_batch=1``
   the cosines come from per-layer Gram products,
   <g_i, G_j> = sum_layers (delta_i . delta_j)(a_i . a_j + 1), without forming any
-  per-sample gradient (~3 times faster on the scoring). The same cosines summed in
+  per-sample gradient (~3 times faster on the scoring); g_B from the same factors
+  (<g_B, G_j> = mean_i <g_i, G_j>, ||g_B|| from the layers' batch gradients
+  mean_i delta_i [a_i, 1]^T). The same cosines summed in
   another order: they differ from ``exact`` in their last bits, so a sample near a
   decision threshold could go the other way (none did on split-MNIST, mir_code,
   seeds 0-2: R bit-identical; docs/PERFORMANCE.md). Other networks: ``exact``.
@@ -131,20 +148,24 @@ class GSSGreedy(UpdatePolicy):
         mx, my, mt = memory.get(idx)
         return flat_grads(learner, mx, my, mt, groups=k)
 
-    def scores(self, learner, memory: Memory, x, y, t) -> torch.Tensor:
-        """c_i = max_j cos(g_i, G_j) + 1 (Alg. 2 line 7)."""
+    def scores(self, learner, memory: Memory, x, y, t) -> tuple[torch.Tensor, torch.Tensor]:
+        """(c, c_B): c_i = max_j cos(g_i, G_j) + 1 (Alg. 2 line 7) and the gate's batch score
+        c_B = max_j cos(g_B, G_j) + 1, g_B = mean_i g_i = the gradient of the batch's mean loss
+        (eval mode: the same network for every sample), both against one draw of G."""
         if memory.size == 0:
-            return torch.full((len(y),), 1.0 + self.empty_score, device=memory.device)
+            c = torch.full((len(y),), 1.0 + self.empty_score, device=memory.device)
+            return c, c[0]
         if self.cosines == "gram" and self.mem_batch == 1:
-            c = self.gram_scores(learner, memory, x, y, t)
-            if c is not None:
-                return c
+            found = self.gram_scores(learner, memory, x, y, t)
+            if found is not None:
+                return found
         G = self.memory_grads(learner, memory)
         g = flat_grads(learner, x, y, t)
+        g_B = F.normalize(g.mean(0, keepdim=True), dim=1)  # before g is normalised in place
         G, g = F.normalize(G, dim=1, out=G), F.normalize(g, dim=1, out=g)  # in place: the same bits
-        return (g @ G.T).max(dim=1).values + 1.0
+        return (g @ G.T).max(dim=1).values + 1.0, (g_B @ G.T).max() + 1.0
 
-    def gram_scores(self, learner, memory: Memory, x, y, t) -> torch.Tensor | None:
+    def gram_scores(self, learner, memory: Memory, x, y, t) -> tuple[torch.Tensor, torch.Tensor] | None:
         """``scores`` from per-layer Gram products (MLP, ``mem_batch=1``); None for other nets.
         Draws the same memory samples as ``memory_grads`` (the same random stream)."""
         k = min(self.n_mem_grads, memory.size)
@@ -156,7 +177,10 @@ class GSSGreedy(UpdatePolicy):
         dots = sum((dn @ dm.T) * (an @ am.T + 1.0) for (am, dm), (an, dn) in zip(mem, new, strict=True))
         norm_new = sum((dn * dn).sum(1) * ((an * an).sum(1) + 1.0) for an, dn in new).sqrt().clamp_min(1e-12)
         norm_mem = sum((dm * dm).sum(1) * ((am * am).sum(1) + 1.0) for am, dm in mem).sqrt().clamp_min(1e-12)
-        return (dots / norm_new[:, None] / norm_mem[None, :]).max(dim=1).values + 1.0
+        c = (dots / norm_new[:, None] / norm_mem[None, :]).max(dim=1).values + 1.0
+        n = len(y)  # g_B: per layer the weight gradient delta^T a / n and the bias gradient sum(delta) / n
+        norm_b = sum((dn.T @ an).pow(2).sum() + dn.sum(0).pow(2).sum() for an, dn in new).sqrt() / n
+        return c, (dots.mean(0) / norm_b.clamp_min(1e-12) / norm_mem).max() + 1.0
 
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
         if learner is None:
@@ -165,14 +189,15 @@ class GSSGreedy(UpdatePolicy):
         if memory.capacity == 0:
             memory.seen += n
             return
-        c = self.scores(learner, memory, x, y, t).to(memory.score.dtype)
+        c, c_B = self.scores(learner, memory, x, y, t)
+        c = c.to(memory.score.dtype)
         n_free = min(n, memory.capacity - memory.size)
         if n_free:  # Alg. 2 line 17: M <- M + (x, y), C <- C + c
             slots = memory.append(x[:n_free], y[:n_free], t[:n_free])
             memory.score[slots] = c[:n_free]
         memory.seen += n
-        cand = torch.arange(n_free, n, device=c.device)
-        cand = cand[c[cand] < 1.0]  # Alg. 2 line 9: cosine < 0 with every G_j
+        # Alg. 2 line 9, decided for the whole batch (GSS_Greedy.py, gss_buffer.py l.65): cos(g_B, G_j) < 0 for all j
+        cand = torch.arange(n_free if c_B < 1.0 else n, n, device=c.device)
         for chunk in cand.split(memory.size) if len(cand) else ():
             C = memory.score[: memory.size]
             i = torch.multinomial(C.clamp_min(1e-6), len(chunk), replacement=False)  # line 10

@@ -1,14 +1,24 @@
 """iCaRL (Rebuffi et al. 2017, "iCaRL: Incremental Classifier and Representation Learning").
 
-- Representation learning (Alg. 3): sigmoid BCE over the classes seen so far,
-  one-hot targets for the current task's classes and the previous network's
-  sigmoid outputs q_i^y as targets for the old classes (distillation)::
+- Representation learning (Alg. 3): sigmoid BCE, one-hot targets for the
+  classes of the current and future tasks and the previous network's sigmoid
+  outputs q_i^y as targets for the old classes (distillation)::
 
-      l = -sum_i [ sum_{y new} d_{y=y_i} log g_y(x_i) + d_{y!=y_i} log(1 - g_y(x_i))
+      l = -sum_i [ sum_{y not old} d_{y=y_i} log g_y(x_i) + d_{y!=y_i} log(1 - g_y(x_i))
                  + sum_{y old} q_i^y log g_y(x_i) + (1 - q_i^y) log(1 - g_y(x_i)) ]
 
-  (summed over classes, averaged over samples). The previous network is a
-  frozen copy of the net taken at the end of each task.
+  averaged over ALL C outputs of the head (not-yet-seen classes with target 0)
+  and over samples, as both reference codes: the original iCaRL
+  (``iCaRL-TheanoLasagne/main_cifar_100_theano.py``: ``binary_crossentropy(
+  prediction, target_var)`` then ``loss = loss.mean()``) and Mammoth
+  (``models/icarl.py`` ``get_loss`` l.150 and l.155:
+  ``F.binary_cross_entropy_with_logits(outputs, comb_targets)``, mean). The
+  paper's Alg. 3 writes the sum over classes; the suite summed over the seen
+  classes until issue 19 (docs/PARITY.md): against the mean that puts a C-times
+  larger gradient on every logit at the same lr, +12.3 points (95% CI
+  [+9.2, +15.4]) on split-MNIST and +5.8 on split-FMNIST under mir_code, away
+  from Mammoth. The previous network is a frozen copy of the net taken at the
+  end of each task.
 - Classification (Alg. 1): nearest mean of exemplars, y* = argmin_y ||phi(x) - mu_y||
   with phi L2-normalised and mu_y the renormalised mean of phi over the exemplars
   of class y. Classes without exemplars score -inf.
@@ -59,14 +69,13 @@ class ICaRL(Plugin):
             mx, my, _ = learner.memory.get(idx)
             x, y = torch.cat([x, mx]), torch.cat([y, my])
         k = learner.current_task
-        seen, old = learner.task_classes[: k + 1].flatten(), learner.task_classes[:k].flatten()
+        old = learner.task_classes[:k].flatten()
         out = learner.net(x)
         target = F.one_hot(y, out.shape[1]).to(out.dtype)
         if self.old_net is not None and old.numel():
             with torch.no_grad():
                 target[:, old] = torch.sigmoid(self.old_net(x))[:, old]  # q_i^y, distillation
-        bce = F.binary_cross_entropy_with_logits(out[:, seen], target[:, seen], reduction="none")
-        return bce.sum(dim=1).mean()
+        return F.binary_cross_entropy_with_logits(out, target)  # mean over samples and all C outputs
 
     def on_task_end(self, learner, task, datamodule) -> None:
         # the update policy (HerdingMemory) has herded the task's exemplars just before
