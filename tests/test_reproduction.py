@@ -102,9 +102,11 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "refused: ... and " in err and "error: " in err and "not updated: " in err
     shutil.rmtree(edited)
     shutil.rmtree(mr / "tau" / "synthetic")
-    (docs / "accepted_code.json").write_text(
-        json.dumps({"accepted": [{"code_hash": CODE_HASH, "commit": "abc1234", "why": "made-up runs of the test"}]})
-    )
+    entry = {"code_hash": CODE_HASH, "commit": "abc1234", "why": "made-up runs of the test"}
+    (docs / "accepted_code.json").write_text(json.dumps({"accepted": [{**entry, "except_methods": ["adaer"]}]}))
+    assert main_report(args) == 1 and _untouched(docs)  # a method changed since that code: its runs are refused
+    assert "made by code" in (err := capsys.readouterr().err) and "(accepted except for method adaer)" in err
+    (docs / "accepted_code.json").write_text(json.dumps({"accepted": [entry]}))
     assert main_report(args) == 0
     assert not (docs / "figures" / stale.name).exists()  # docs/ gets this report's figures only
     md = (docs / "REPRODUCTION.md").read_text()

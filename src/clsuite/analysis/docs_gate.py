@@ -8,7 +8,9 @@ only when every run the report would show
 2. was made by the **committed code** (its ``identity.code.hash`` equals the content hash of the
    code at ``git HEAD``, :func:`committed_code`) or by an **accepted earlier code**: an entry of
    ``docs/accepted_code.json`` (:data:`ACCEPTED_FILE`) naming the code hash, the commit that made
-   it and why its results stand (e.g. the later commits changed no computation of R);
+   it and why its results stand (e.g. the later commits changed no computation of R), less the
+   methods its ``except_methods`` names (methods whose code changed since: their runs of that
+   code are refused);
 3. ran on the **real data sets**: not ``benchmark.source=synthetic``, and every data file of its
    identity has an md5.
 
@@ -58,7 +60,8 @@ def accepted(docs: Path) -> dict[str, dict]:
 
 def ungated(experiments: dict, docs: Path, code: str | None) -> list[str]:
     """One line per run (or left-out file) that keeps the report out of docs/; [] when it may go in."""
-    ok = {code, *accepted(docs)} - {None}
+    acc = accepted(docs)
+    ok = {code, *acc} - {None}
     left_out, data, other_code = [], [], []
     for name, e in sorted(experiments.items()):
         left_out += [f"{name}/{r['job']}: left out ({r['reason']})" for r in e.status.get("rejected", [])]
@@ -67,9 +70,11 @@ def ungated(experiments: dict, docs: Path, code: str | None) -> list[str]:
         for _, run in e.runs.iterrows():
             if not run["real_data"]:
                 data.append(f"{name}/{run['job']}: not on the real data set (synthetic, or a data file without md5)")
-            if run["code"] not in ok:
+            excluded = run["method"] in (acc.get(run["code"]) or {}).get("except_methods", ())
+            if run["code"] not in ok or excluded:
                 other_code.append(
                     f"{name}/{run['job']}: made by code {run['code']} ({run['commit']}), neither the committed code "
                     f"({code}) nor accepted in docs/{ACCEPTED_FILE}"
+                    + (f" (accepted except for method {run['method']})" if excluded else "")
                 )
     return left_out + data + other_code  # the rarest first: a few edited files among many runs of old code
