@@ -70,3 +70,21 @@ def read_object(path: str | Path) -> dict | None:
     JSON, or valid JSON of another kind (``[]``: a bookkeeping file someone else wrote)."""
     obj = read_json(path)
     return obj if isinstance(obj, dict) else None
+
+
+def read_log(sweep_dir: str | Path, sweep_id: str | None = None) -> list[dict]:
+    """The records of ``<sweep_dir>/sweep_log.jsonl`` (of the invocation ``sweep_id`` when given);
+    unreadable lines and lines that are not JSON objects are skipped."""
+    try:
+        lines = (Path(sweep_dir) / LOG_FILE).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and (sweep_id is None or rec.get("sweep_id") == sweep_id):
+            out.append(rec)
+    return out

@@ -17,11 +17,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from pathlib import Path
 
-from clsuite.io import GRID_FILE, LOG_FILE, read_object
+from clsuite.io import GRID_FILE, read_log, read_object
 
 DONE = ("ran", "skipped", "reused")
 FAILED = ("failed", "interrupted")
@@ -76,18 +75,9 @@ def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = N
     if not sweep_id or grid is None or grid.get("sweep_id") != sweep_id:
         return None
     done = failed = 0
-    try:
-        lines = (sweep_dir / LOG_FILE).read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("sweep_id") == sweep_id:
-            done += rec.get("status") in DONE
-            failed += rec.get("status") in FAILED
+    for rec in read_log(sweep_dir, sweep_id):
+        done += rec.get("status") in DONE
+        failed += rec.get("status") in FAILED
     n = int(grid.get("n_jobs", 0))
     msg = f"sweep {grid.get('experiment')}: {done}/{n} done, {failed} failed"
     left = n - done - failed

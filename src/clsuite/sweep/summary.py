@@ -16,10 +16,9 @@ interrupted.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from clsuite.io import FAILED_FILE, LOCK_FILE, LOG_FILE, RESULTS_FILE, read_object
+from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_log, read_object
 from clsuite.locks import holder_alive
 from clsuite.results import read_run
 
@@ -45,17 +44,7 @@ def _log(sweep_dir: Path, sweep_id: str | None) -> tuple[dict, dict, list[str]]:
     counts = {"ran": 0, "skipped": 0, "reused": 0, "busy": 0, "interrupted": 0, "failed": 0}
     reasons: dict[str, int] = {}
     failed: list[str] = []
-    try:
-        lines = (sweep_dir / LOG_FILE).read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(rec, dict) or (sweep_id is not None and rec.get("sweep_id") != sweep_id):
-            continue
+    for rec in read_log(sweep_dir, sweep_id):
         status = str(rec.get("status"))
         counts[status] = counts.get(status, 0) + 1
         for r in rec.get("reasons") or ():
