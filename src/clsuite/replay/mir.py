@@ -16,8 +16,8 @@ own under every reading. C-CMR scores with the same function (``score_slots``) a
 reading key, so the E-BRS ablation (MIR replay) and AdaER (C-CMR replay) evict by one score.
 
 Departure (with ``compare_to_old_logits``): a slot that the memory update overwrites starts with
-stored logits 0 (``Memory``'s fill: loss log K, so the sample's first scoring takes its current
-loss); MIR's code writes a new sample with ``buffer.add_reservoir(data, target, None, task)``
+stored logits 0 (``Memory``'s fill: their loss is log K, so its first score is taken against
+min(current loss, log K)); MIR's code writes a new sample with ``buffer.add_reservoir(data, target, None, task)``
 (``er_main.py``), which leaves the previous occupant's stored logits in the slot. Not measured yet.
 """
 
