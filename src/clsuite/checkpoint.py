@@ -43,7 +43,6 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from clsuite.io import write_bytes_atomic
 
-MODES = ("auto", "task_end", "every_k", "off")
 # auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
 # under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
 # about 1% this way, and a killed run loses at most 5 minutes plus one task)

@@ -38,6 +38,7 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
+CHECKPOINT_MODES = ("auto", "task_end", "every_k", "off")  # clsuite.checkpoint: when a run writes one
 # Lightning precisions that run the suite end to end (tests/test_schema.py: each trains on the CPU);
 # "64-true" / "16-true" / "bf16-true" cast the network but not the data, the aliases (32, "16") are
 # second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
@@ -160,8 +161,7 @@ KEYS: dict[str, Spec] = {
     # conf/config.yaml
     "experiment": Kind("name", "groups runs: output folder multirun/<experiment>, W&B group"),
     "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
-    "checkpoint": OneOf("auto", "task_end", "every_k", "off", doc=  # = clsuite.checkpoint.MODES
-        "task-end checkpoints for resuming (auto: at most one per 5 min)"),
+    "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: at most one per 5 min)"),
     "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
