@@ -261,7 +261,7 @@ NODES: dict[str, dict] = {
         n_mem_grads=Whole(1, None, "n: memory gradient vectors G_j per incoming batch"),
         mem_batch=Whole(1, None, "memory samples per G_j"),
         empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory"),
-        cosines=OneOf("exact", "gram", doc="exact: from per-sample gradients | gram: per-layer Gram products (last bits)")),
+        cosines=OneOf("exact", "gram", doc="gram: per-layer Gram products (MLP) | exact: flattened per-sample gradients; last bits")),
     "clsuite.memory.herding.HerdingMemory": dict(slots="class"),
     "clsuite.memory.class_ring.ClassRingBuffer": dict(slots="class"),
     "clsuite.memory.task_ring.TaskRingBuffer": dict(
