@@ -14,7 +14,8 @@ seed = the round), and the table gives the medians over the rounds of:
   time vs ER well above work vs ER is overhead, not the method's work;
 - **outside s / %**: the job's time outside its training steps (composing the config, data,
   network, trainer, evaluations, identity, results file: the job's wall time less
-  ``train_time_s``) and its share of the job's wall time.
+  ``train_time_s``) and its share of the job's wall time; **of which evaluations s**: the part
+  spent in the protocol's evaluations (b and one row of R per task, on every task's test set).
 
 The first round's jobs pay the process's one-time costs (imports are done before; the first
 job reads the data files): round 0 is reported apart as **first job outside s** for ER.
@@ -121,12 +122,16 @@ def main() -> int:
     handle = torch.nn.modules.module.register_module_forward_hook(counter.hook)
     evaluate = callbacks.evaluate
 
+    eval_s = [0.0]  # this job's time in evaluations
+
     def uncounted_evaluate(*a, **kw):  # evaluations are not training work
         counter.on = False
+        t0 = time.perf_counter()
         try:
             return evaluate(*a, **kw)
         finally:
             counter.on = True
+            eval_s[0] += time.perf_counter() - t0
 
     callbacks.evaluate = uncounted_evaluate
     rows = {m: [] for m in methods}
@@ -134,6 +139,7 @@ def main() -> int:
         for r in range(args.repeats):
             for m in methods:
                 counter.fwd = counter.fwd_bwd = 0
+                eval_s[0] = 0.0
                 t0 = time.perf_counter()
                 c = compose(
                     "config",
@@ -155,6 +161,7 @@ def main() -> int:
                         "round": r,
                         "wall_s": wall,
                         "train_s": res["train_time_s"],
+                        "eval_s": eval_s[0],
                         "steps": steps,
                         "work_per_batch": counter.units() / steps,
                     }
@@ -182,8 +189,11 @@ def main() -> int:
         f"ER's first job (round 0: reads the data files): {rows['er'][0]['wall_s'] - rows['er'][0]['train_s']:.2f} s"
         f" outside training of {rows['er'][0]['wall_s']:.2f} s; medians below over rounds {sorted(later)}\n"
     )
-    print("| method | ms/batch | time vs ER | work vs ER | job wall s | outside training s | outside % |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| method | ms/batch | time vs ER | work vs ER | job wall s | outside training s | outside % "
+        "| of which evaluations s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     out = {}
     for m in methods:
         t = med(m, lambda x: x["train_s"] / x["steps"])
@@ -191,8 +201,10 @@ def main() -> int:
         wall = med(m, lambda x: x["wall_s"], later)
         outside = med(m, lambda x: x["wall_s"] - x["train_s"], later)
         share = med(m, lambda x: (x["wall_s"] - x["train_s"]) / x["wall_s"], later)
+        evals = med(m, lambda x: x["eval_s"], later)
         print(
-            f"| {m} | {1e3 * t:.2f} | {t / er_t:.2f} | {w / er_w:.2f} | {wall:.2f} | {outside:.2f} | {100 * share:.0f} |"
+            f"| {m} | {1e3 * t:.2f} | {t / er_t:.2f} | {w / er_w:.2f} | {wall:.2f} | {outside:.2f} | {100 * share:.0f} "
+            f"| {evals:.2f} |"
         )
         out[m] = {"ms_per_batch": 1e3 * t, "time_vs_er": t / er_t, "work_vs_er": w / er_w, "outside_share": share}
     if args.json:
