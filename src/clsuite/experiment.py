@@ -30,6 +30,7 @@ from clsuite.allocator import keep_freed_memory
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
 from clsuite.checkpoint import WEIGHTS_FILE, AtomicCheckpointIO, Cadence, CheckpointStore, TaskCheckpoint, restore
 from clsuite.checkpoint import run_store_dir as default_store
+from clsuite.collector import collect_and_freeze
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.identity import identity, pin_threads, seal, threads_of
@@ -168,6 +169,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     out_dir = Path(out_dir)
     pin_threads(threads_of(cfg))
     keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.allocator)
+    collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.collector)
     dm, learner, device = build(cfg)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:
