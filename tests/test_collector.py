@@ -23,7 +23,8 @@ def test_earlier_cycles_are_freed_and_the_survivors_frozen():
     kept = Node()
     kept.me = kept
     try:
-        assert collector.collect_and_freeze() == gc.get_freeze_count() > 0
+        collector.collect_and_freeze()
+        assert gc.get_freeze_count() > 0
         assert ref() is None  # collected before the freeze: frozen garbage would never be freed
         assert not any(o is kept for o in gc.get_objects())  # in the permanent generation: passes skip it
     finally:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import gc
 
 
-def collect_and_freeze() -> int:
-    """Collect the garbage so far, then freeze the survivors; the number of frozen objects."""
+def collect_and_freeze() -> None:
+    """Collect the garbage so far, then freeze the survivors (``gc.get_freeze_count()`` is not
+    asked here: it walks the whole permanent generation, 0.04 s)."""
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
