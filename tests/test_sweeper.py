@@ -92,3 +92,12 @@ def test_a_refused_grid_records_nothing():
     ):
         sweep.validate_grid(cfg, jobs)
     assert not any(grid_mod.was_validated([j["overrides"]]) for j in jobs)  # not even the good job before it
+
+
+def test_a_new_sweep_forgets_the_jobs_an_earlier_one_validated(monkeypatch):
+    for key in ("CLSUITE_SWEEP_ID", "CLSUITE_SWEEP_PID"):  # set by the callback: restored after the test
+        monkeypatch.setenv(key, "")
+    jobs = validated_grid("method=er")
+    assert grid_mod.was_validated([j["overrides"] for j in jobs])
+    sweep.SweepCallback().on_multirun_start(compose_sweep("table2", "hydra.sweeper._target_=x.Other"))
+    assert not grid_mod.was_validated([j["overrides"] for j in jobs])  # (a glob() sweep would get Hydra's check)

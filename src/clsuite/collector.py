@@ -2,10 +2,10 @@
 
 Python's cyclic collector walks every tracked object on a full pass: with torch, Lightning, Hydra
 and OmegaConf loaded that is about 430,000 objects and 0.23 s on this suite's CPU machine. A
-joblib (loky) worker without ``psutil`` runs a full ``gc.collect()`` after every job whose
-predecessor ended more than a second earlier, that is after every job of a sweep: Table II's
-280 jobs spent about 64 core-seconds in it (0.25 s between two jobs of a worker, measured
-2026-11-26), and the interpreter's own full passes add 0.22 s every few jobs.
+joblib (loky) worker without ``psutil`` runs a full ``gc.collect()`` after a task when more than
+a second has passed since its last one, that is after every job of a sweep: Table II's 280 jobs
+spent about 64 core-seconds in it (0.25 s between two jobs of a worker, measured 2026-11-26), and
+the interpreter's own full passes add 0.22 s every few jobs.
 
 :func:`collect_and_freeze`, at the start of every run: one ``gc.collect()`` (the garbage of the
 jobs before, cycles included, is freed, so nothing leaks), then ``gc.freeze()``: what is alive
@@ -22,6 +22,6 @@ import gc
 
 def collect_and_freeze() -> None:
     """Collect the garbage so far, then freeze the survivors (``gc.get_freeze_count()`` is not
-    asked here: it walks the whole permanent generation, 0.04 s)."""
+    asked here: it walks the whole permanent generation, 0.04 s under cProfile)."""
     gc.collect()
     gc.freeze()

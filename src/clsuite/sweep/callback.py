@@ -25,7 +25,7 @@ from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.paths import check_names
 from clsuite.sweep.env import env_flag
-from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
+from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, unknown_options, validate_grid
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import error_line
 from clsuite.sweep.summary import summarize
@@ -94,6 +94,7 @@ class SweepCallback(_HydraCallback):
         _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        forget_validated()  # (a process that runs several sweeps: each one's own grid only)
         _refuse(check_names, config)
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs

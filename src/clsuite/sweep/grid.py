@@ -28,6 +28,11 @@ PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id",
 _VALIDATED: set[tuple[str, ...]] = set()  # jobs (their overrides) validate_grid composed and validated in this process
 
 
+def forget_validated() -> None:
+    """A new sweep starts (``SweepCallback.on_multirun_start``): no job of an earlier one counts."""
+    _VALIDATED.clear()
+
+
 def was_validated(batch) -> bool:
     """True when :func:`validate_grid` composed and validated every job of ``batch`` (lists of overrides)."""
     return bool(batch) and all(tuple(job) in _VALIDATED for job in batch)
