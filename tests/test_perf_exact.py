@@ -139,3 +139,30 @@ def test_gss_gram_cosines_match_exact_ones_and_draw_the_same_memory():
 def test_gss_cosines_option_is_checked():
     with pytest.raises(ValueError, match="valid: exact, gram"):
         GSSGreedy(cosines="fast")
+
+
+@pytest.mark.parametrize("e_lambda", [100.0, 0.1 + 1e-9])  # (the second is not a float32: rounded as autograd does)
+def test_oewc_penalty_gradient_added_directly_equals_autograd_bit_for_bit(e_lambda):
+    net, x, y = trained_mlp(7)
+    params = list(net.parameters())
+    g = torch.Generator().manual_seed(8)
+    theta = torch.cat([p.detach().flatten() for p in params])
+    plugin = oewc.OnlineEWC(e_lambda=e_lambda)
+    plugin.fisher = torch.rand(theta.numel(), generator=g) * 1e-3
+    plugin.anchor = theta + 1e-2 * torch.randn(theta.numel(), generator=g)
+    learner = Learner(net)
+
+    def grads(loss):
+        for p in params:
+            p.grad = torch.full_like(p, 0.0)  # zeroed, not None: as the learner's zero_grad(set_to_none=False)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in params]
+
+    flat = torch.cat([p.reshape(-1) for p in params])  # the autograd penalty this replaces
+    old_loss, old = grads(F.cross_entropy(net(x), y) + e_lambda * (plugin.fisher * (flat - plugin.anchor) ** 2).sum())
+    new_loss, new = grads(F.cross_entropy(net(x), y) + plugin.penalty(learner))
+    plugin.before_step(learner, x, y, None, None)
+    new = [p.grad.clone() for p in params]
+    assert torch.equal(new_loss, old_loss)  # the logged loss too
+    assert all(torch.equal(a, b) for a, b in zip(old, new, strict=True))
+    assert "_diff" not in plugin.state_dict()  # the step's theta - theta* is not checkpointed

@@ -18,6 +18,9 @@ Adaptations (following Mammoth's ``ewc_on``, the best-known reproduction):
 - No memory: oEWC is a regularisation method (``uses_memory = False``).
 - Class-IL: one head over all classes, p(y|x) is the softmax over the whole head.
 
+- The penalty's gradient is added to the loss's in ``before_step`` (the products autograd
+  forms for it, bit for bit) instead of a backward through it.
+
 Under a reading (PROTOCOL 8) only |B_t| and lr change; oEWC has no memory.
 """
 
@@ -99,10 +102,32 @@ class OnlineEWC(Plugin):
         self.anchor: torch.Tensor | None = None  # theta*, parameters at the last task end
 
     def penalty(self, learner, x=None, y=None, t=None):
-        """e_lambda * sum_i F_i (theta_i - theta*_i)^2 (0 before the first task ends)."""
+        """e_lambda * sum_i F_i (theta_i - theta*_i)^2 (0 before the first task ends): its value, in the
+        step's loss (logged, checked for divergence); its gradient is added by :meth:`before_step`."""
         if self.fisher is None:
             return 0.0
-        return self.e_lambda * (self.fisher * (flat_params(learner.net.parameters()) - self.anchor) ** 2).sum()
+        with torch.no_grad():
+            self._diff = flat_params(learner.net.parameters()) - self.anchor  # theta - theta*, for before_step
+            return self.e_lambda * (self.fisher * self._diff**2).sum()
+
+    def before_step(self, learner, x, y, t, idx) -> None:
+        """Adds the penalty's gradient to the loss's, as the very products autograd forms for it:
+        the scalar's and the sum's backward give e_lambda (float32) times F, pow's backward times
+        2 (theta - theta*); one addition to each ``.grad`` as autograd's accumulation (bit-identical,
+        tests/test_perf_exact.py), without the graph and its backward passes."""
+        diff = vars(self).pop("_diff", None)  # (never part of the plugin's checkpointed state)
+        if diff is None:
+            return
+        e = torch.tensor(self.e_lambda, dtype=self.fisher.dtype, device=self.fisher.device)
+        grad = (e * self.fisher).mul_(diff.mul_(2.0))
+        offset = 0
+        for p in learner.net.parameters():
+            g = grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+            if p.grad is None:
+                p.grad = g.clone()
+            else:
+                p.grad.add_(g)
 
     def on_task_end(self, learner, task: int, datamodule) -> None:
         x, y, t = datamodule.split(task, "train")
