@@ -17,7 +17,6 @@ Adaptations (following Mammoth's ``ewc_on``, the best-known reproduction):
   top of the config is the imbalance degree.
 - No memory: oEWC is a regularisation method (``uses_memory = False``).
 - Class-IL: one head over all classes, p(y|x) is the softmax over the whole head.
-
 - The penalty's gradient is added to the loss's in ``before_step`` (the products autograd
   forms for it, bit for bit) instead of a backward through it.
 
