@@ -32,3 +32,13 @@ def run(tmp_path):
         return run_cfg(tmp_path, *overrides)
 
     return _run
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """Offline W&B with every folder it writes inside the test's tmp dir."""
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / ".wandb" / var.lower()))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    return tmp_path

@@ -250,15 +250,7 @@ def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
 # ----------------------------------------------------------------------------- W&B and OS errors
 
 
-@pytest.fixture
-def wandb_offline(tmp_path, monkeypatch):
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        monkeypatch.setenv(var, str(tmp_path / ".wandb" / var.lower()))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-
-def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, monkeypatch, capsys):
+def test_a_failing_wandb_costs_no_result(tmp_path, wandb_env, monkeypatch, capsys):
     """A file named ``wandb`` in the run's folder, or online without an API key (W&B cannot start):
     one warning, CSV instead, exit 0 and the results file; with logger.required=true: one error
     line before training."""
@@ -294,7 +286,7 @@ def test_a_failing_wandb_costs_no_result(tmp_path, wandb_offline, monkeypatch, c
     assert sorted(os.listdir(req)) == ["wandb"]  # nothing trained, nothing written
 
 
-def test_a_wandb_write_failure_mid_run_costs_no_result(tmp_path, wandb_offline, monkeypatch, capsys):
+def test_a_wandb_write_failure_mid_run_costs_no_result(tmp_path, wandb_env, monkeypatch, capsys):
     import wandb.sdk.wandb_run as wr
 
     from clsuite.cli import run_single

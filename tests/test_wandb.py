@@ -26,16 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TWO_TASKS = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "trainer.log_every_n_steps=5")
 
 
-@pytest.fixture
-def wandb_env(tmp_path, monkeypatch):
-    """Offline W&B with every folder it writes inside the test's tmp dir."""
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        monkeypatch.setenv(var, str(tmp_path / ".wandb" / var.lower()))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    return tmp_path
-
-
 def train_logged(out, *overrides, logger="wandb"):
     from clsuite.experiment import run_experiment
     from clsuite.loggers import make_logger
