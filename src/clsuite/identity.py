@@ -19,7 +19,13 @@ made it had the same identity as the run that would replace it (``clsuite.sweep.
    the commit: a README, docs or report commit leaves every finished result valid, while any
    edit, addition, removal or rename of a file the hash covers changes it. Where the code came
    from (the git commit, uncommitted changes under ``src/`` or ``conf/``, the package version:
-   :func:`provenance`) is recorded beside the parts as ``provenance``, outside the key;
+   :func:`provenance`) is recorded beside the parts as ``provenance``, outside the key.
+   Code from outside the package (:func:`outside_code`): a class a config names by ``_target_``
+   (a replay or update policy, a plugin) or a reader named ``module:name`` (``benchmark.source``)
+   whose top-level module is not ``clsuite`` adds ``code.outside = {module: hash}``, the same content
+   hash of that module's file (or of every ``.py`` / ``.yaml`` of its package); an installed
+   library's is its distribution and version. The yaml files of an outside config directory
+   (``--config-dir``, ``hydra.searchpath``) need no entry: what they set is in the config part;
 3. **data**: the md5 of every data file the run reads (the digests ``clsuite.data.files`` computes
    for its own check, memoised: no file is hashed twice in a process);
 4. **env**: the torch and BLAS thread counts (both pinned by :func:`pin_threads` inside every job,
@@ -188,6 +194,78 @@ def code_identity() -> dict:
     return {"hash": code_hash(PACKAGE_DIR, CONF_DIR)}
 
 
+def outside_modules(config: dict) -> list[str]:
+    """The top-level modules, other than ``clsuite``, of every ``_target_`` in ``config`` (a
+    normalised config: :func:`normalize`) and of a ``benchmark.source`` written ``module:name``."""
+    found: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "_target_" and isinstance(v, str) and "." in v:
+                    found.add(v.split(".")[0])
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(config)
+    module = str((config.get("benchmark") or {}).get("source", "")).rpartition(":")[0]
+    if module:
+        found.add(module.split(".")[0])
+    return sorted(found - {PACKAGE_DIR.name})
+
+
+def _installed(origin: Path) -> bool:
+    import sysconfig
+
+    roots = {Path(sysconfig.get_path(k)).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(origin.is_relative_to(r) for r in roots)
+
+
+@functools.cache
+def module_hash(name: str) -> str:
+    """The content hash of the top-level module ``name`` as this process would import it: its file
+    (``name.py``), or every ``.py`` / ``.yaml`` of its package (names relative to the package, as
+    :func:`code_hash`); ``<distribution> <version>`` for an installed library; ``not found``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return "not found"
+    origin = Path(spec.origin).resolve()
+    if _installed(origin):
+        from importlib.metadata import packages_distributions, version
+
+        dist = (packages_distributions().get(name) or [None])[0]
+        return f"{dist} {version(dist)}" if dist else "installed"
+    files = {f"{name}{origin.suffix}": origin}
+    if spec.submodule_search_locations:  # a package: every file under it
+        top = origin.parent
+        files = {
+            f"{name}/{p.relative_to(top).as_posix()}": p
+            for p in top.rglob("*")
+            if _counted(p.relative_to(top)) and p.is_file()
+        }
+    h = hashlib.sha256()
+    for rel, path in sorted(files.items()):
+        data = path.read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()[:16]
+
+
+def outside_code(config: dict) -> dict[str, str]:
+    """``{module: hash}`` (:func:`module_hash`) of the code outside the package a run of ``config`` loads."""
+    return {m: module_hash(m) for m in outside_modules(config)}
+
+
+def code_part(config: dict) -> dict:
+    """The identity's code part: :func:`code_identity`, plus ``outside`` when the config names code
+    from outside the package (a stock run's part is exactly ``{"hash"}``)."""
+    outside = outside_code(config)
+    return {**code_identity(), **({"outside": outside} if outside else {})}
+
+
 def _git(*args: str) -> bytes | None:
     try:
         p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=30, check=False)
@@ -305,9 +383,10 @@ def env_identity(device: str) -> dict:
 
 def identity(cfg, device: str | None = None) -> dict:
     """The identity of a run of ``cfg`` in this process (threads must be pinned already)."""
+    config = normalize(cfg)
     parts = {
-        "config": normalize(cfg),
-        "code": code_identity(),
+        "config": config,
+        "code": code_part(config),
         "data": data_identity(cfg),
         "env": env_identity(device or device_type(cfg)),
     }
@@ -341,6 +420,10 @@ def _code_change(old: dict, new: dict) -> str:
     a, b = old.get("code") or {}, new["code"]
     if "hash" not in a:  # a results file from before content hashes: its code cannot be compared
         return f"made by {made_by(old)} before content hashes; now {b.get('hash')} ({made_by(new)})"
+    if a.get("hash") == b.get("hash"):  # the package is the same: the code outside it differs
+        oa, ob = a.get("outside") or {}, b.get("outside") or {}
+        changed = sorted(m for m in set(oa) | set(ob) if oa.get(m) != ob.get(m))
+        return "code outside the package: " + ", ".join(f"{m} {oa.get(m, '-')} -> {ob.get(m, '-')}" for m in changed)
     return f"code hash {a['hash']} -> {b.get('hash')} ({made_by(old)} -> {made_by(new)})"
 
 

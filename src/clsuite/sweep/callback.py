@@ -25,7 +25,14 @@ from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.paths import check_names
 from clsuite.sweep.env import env_flag
-from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, unknown_options, validate_grid
+from clsuite.sweep.grid import (
+    check_folders,
+    expand_grid,
+    forget_validated,
+    search_dirs,
+    unknown_options,
+    validate_grid,
+)
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import error_line
 from clsuite.sweep.summary import summarize
@@ -110,8 +117,7 @@ class SweepCallback(_HydraCallback):
                 sys.exit(2)
             print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
             return
-        sources = config.hydra.runtime.get("config_sources") or []
-        errors = unknown_options(grid, [s.path for s in sources if s.get("schema") == "file"])
+        errors = unknown_options(grid, search_dirs(config))
         if errors:
             _refuse(ConfigError(errors[0]))
         _refuse(check_folders, config, grid)

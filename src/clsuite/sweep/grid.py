@@ -65,6 +65,22 @@ def expand_grid(config: DictConfig) -> list[dict]:
     return out
 
 
+def search_dirs(config: DictConfig) -> list[str]:
+    """The config directories on the sweep's search path beside ``conf/``: ``--config-dir`` and the
+    ``file://`` entries of ``hydra.searchpath`` (Hydra's ``hydra.runtime.config_sources``). An option
+    of a group (``method=er_newest``) may live in any of them, as Hydra composes it."""
+    sources = config.hydra.runtime.get("config_sources") or []
+    return [str(s.path) for s in sources if s.get("schema") == "file"]
+
+
+def searchpath_overrides(config: DictConfig) -> list[str]:
+    """The ``hydra.searchpath=...`` overrides of the command line: a job composed without them would
+    not see the folders they add (Hydra reads them from the overrides of each composition)."""
+    return [
+        o for o in (config.hydra.overrides.get("hydra") or []) if str(o).lstrip("+~").startswith("hydra.searchpath")
+    ]
+
+
 def unknown_options(jobs: list[dict], extra_dirs=()) -> list[str]:
     """One error line per config group with an option in the grid that has no yaml file (in conf/
     or in ``extra_dirs``, the other file directories on Hydra's search path)."""
@@ -96,12 +112,13 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
         raise ConfigError(f"hydra.launcher.n_jobs must be a whole number >= 1 (or -1: one per core), got {n_jobs!r}")
     name = config.hydra.job.config_name
+    extra, searchpath = search_dirs(config), searchpath_overrides(config)
     parser = OverridesParser.create()
     bases: dict[tuple, DictConfig] = {}
     missing = object()
     for job in jobs:
         where = f"job {job.get('dir') or ' '.join(job['overrides'])}"
-        check_overrides(job["overrides"])
+        check_overrides(job["overrides"], extra_dirs=extra)
         try:
             composed, plain = [], []
             for text, o in zip(job["overrides"], parser.parse_overrides(job["overrides"])):
@@ -111,7 +128,7 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
                 else:
                     plain.append((key, o.value(), o.is_add() or o.is_force_add()))
             if tuple(composed) not in bases:
-                bases[tuple(composed)] = compose(config_name=name, overrides=composed)
+                bases[tuple(composed)] = compose(config_name=name, overrides=[*searchpath, *composed])
             cfg = copy.deepcopy(bases[tuple(composed)])
             with open_dict(cfg):
                 for key, value, add in plain:
