@@ -59,9 +59,9 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 # ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
 # EXPERIMENT=name: runs in multirun/<name>/, tables in results/<name>/ (default: the target's sweep
 #   name); ARGS=experiment=name does the same.
-# Default reading, chosen by measurement (2026-11-26, Table II, 14 methods, split-MNIST and
-# split-FMNIST, 10 seeds): mean |Acc - paper| is 4.75 points under mir_code against 7.65 under
-# paper_text (docs/READINGS.md).
+# Default reading, chosen by measurement: Table II (14 methods, split-MNIST and split-FMNIST) is closer
+# to the paper's under mir_code than under paper_text; the numbers are the report's (docs/REPRODUCTION.md,
+# "Which reading is closer to the paper's Table II"; docs/READINGS.md).
 READING    ?= mir_code
 SEEDS      ?= 5
 LAUNCHER   ?= basic
