@@ -6,7 +6,7 @@ DATA_DIR ?= $(if $(wildcard ../shared/datasets),../shared/datasets,data)
 export DATA_DIR
 DOWNLOAD = $(if $(filter data,$(DATA_DIR)),data.download=true)
 
-.PHONY: setup run test test-slow lint format bench
+.PHONY: setup run test test-slow lint format bench bench-numerics golden
 
 setup: .venv/.installed
 .venv/.installed: requirements.txt
@@ -18,8 +18,16 @@ setup: .venv/.installed
 run: setup            ## the main job: AdaER on split-MNIST, M=100, seed 0 (downloads MNIST into data/ if needed)
 	$(PY) src/run.py $(DOWNLOAD)
 
-test: setup           ## the fast test suite (synthetic data, CPU)
+# The bit-exact tests (marker `exact`) again under two other CPU kernel levels, so that a test whose
+# exactness holds on this CPU only fails here, not on a user's machine (docs/NUMERICS.md).
+EXACT_LEVELS = "ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE" "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2"
+test: setup           ## the fast test suite (synthetic data, CPU), then its bit-exact tests under two other kernel levels
 	$(PY) -m pytest
+	@for level in $(EXACT_LEVELS); do echo "bit-exact tests under $$level"; \
+		env $$level $(PY) -m pytest -m "exact and not slow" || exit 1; done
+
+golden: setup         ## rewrite tests/golden/portable.json (the portable mode's golden R), after a change meant to move numbers
+	PYTHONPATH=src:. $(PY) -m tests.golden_runs --write
 
 test-slow: setup      ## slow tests too (real MNIST files, sweeps)
 	$(PY) -m pytest -m "slow or not slow"
@@ -35,6 +43,9 @@ BENCH_ARGS ?=
 bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
 	$(PY) scripts/bench_checkpoint.py
+
+bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/NUMERICS.md)
+	$(PY) scripts/bench.py --numerics native portable $(BENCH_ARGS)
 
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
 # memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;

@@ -20,6 +20,11 @@ seed = the round), and the table gives the medians over the rounds of:
 The first round's jobs pay the process's one-time costs (imports are done before; the first
 job reads the data files): round 0 is reported apart as **first job outside s** for ER.
 ``--root`` measures another checkout (its ``src/`` and ``conf/``) with this same script.
+
+``--numerics native portable`` (``make bench-numerics``) compares the kernel modes of
+``trainer.numerics`` (clsuite.numerics): a process pins its kernels once, so each round runs one
+child process per mode, the modes alternating, and the table gives each method's median ms/batch
+per mode and their ratio to the first mode.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,7 +102,12 @@ def main() -> int:
     ap.add_argument("--methods", nargs="+", default=None, help="default: every conf/method/*.yaml (ER first)")
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1], help="the checkout to measure")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw measurements here")
+    ap.add_argument("--numerics", nargs="+", default=["native"], help="trainer.numerics mode(s); several: compared")
+    ap.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one mode's process of compare_numerics
     args = ap.parse_args()
+    if len(args.numerics) > 1:
+        return compare_numerics(args)
     root = args.root.resolve()
     sys.path[:0] = [str(root / "src")]
     t_import = time.perf_counter()
@@ -106,8 +117,10 @@ def main() -> int:
     import clsuite.callbacks as callbacks
     from clsuite.experiment import cpu_model, run_experiment
     from clsuite.models.nets import MLP, ReducedResNet18
+    from clsuite.numerics import apply
 
     t_import = time.perf_counter() - t_import
+    apply(args.numerics[0])  # before the first torch computation of this process
     torch.set_num_threads(1)
     available = sorted(p.stem for p in (root / "conf" / "method").glob("*.yaml"))
     methods = args.methods or sorted(available, key=lambda m: (*METHOD_ORDER, m).index(m))
@@ -136,7 +149,7 @@ def main() -> int:
     callbacks.evaluate = uncounted_evaluate
     rows = {m: [] for m in methods}
     with tempfile.TemporaryDirectory() as tmp, initialize_config_dir(str(root / "conf"), version_base="1.3"):
-        for r in range(args.repeats):
+        for r in range(args.first_seed, args.first_seed + args.repeats):
             for m in methods:
                 counter.fwd = counter.fwd_bwd = 0
                 eval_s[0] = 0.0
@@ -149,6 +162,7 @@ def main() -> int:
                         "reading=mir_code",
                         f"seed={r}",
                         "trainer.threads=1",
+                        f"trainer.numerics={args.numerics[0]}",
                         "logger=none",
                         "trainer.progress_bar=false",
                     ],
@@ -173,6 +187,9 @@ def main() -> int:
     def med(m, f, rounds=None):
         return statistics.median(f(x) for x in rows[m] if rounds is None or x["round"] in rounds)
 
+    if args.child:  # one process of compare_numerics: the raw rows only
+        args.json.write_text(json.dumps({"runs": rows}))
+        return 0
     later = set(range(1, args.repeats)) or {0}
     er_t = med("er", lambda x: x["train_s"] / x["steps"])
     er_w = med("er", lambda x: x["work_per_batch"])
@@ -209,6 +226,39 @@ def main() -> int:
         out[m] = {"ms_per_batch": 1e3 * t, "time_vs_er": t / er_t, "work_vs_er": w / er_w, "outside_share": share}
     if args.json:
         args.json.write_text(json.dumps({"summary": out, "runs": rows, "load": load}, indent=1))
+    return 0
+
+
+def compare_numerics(args) -> int:
+    """Each round: one child process per mode (alternating), every method once; medians per mode."""
+    modes, runs = args.numerics, {m: {} for m in args.numerics}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            for mode in modes if r % 2 == 0 else modes[::-1]:  # alternate which mode goes first
+                out = Path(tmp) / f"{mode}_{r}.json"
+                cmd = [sys.executable, __file__, "--numerics", mode, "--repeats", "1", "--first-seed", str(r), "--child",
+                       "--benchmark", args.benchmark, "--root", str(args.root), "--json", str(out)]  # fmt: skip
+                if args.methods:
+                    cmd += ["--methods", *args.methods]
+                if subprocess.run(cmd, check=False).returncode != 0:
+                    return 1
+                for m, rows in json.loads(out.read_text())["runs"].items():
+                    runs[mode].setdefault(m, []).extend(rows)
+    load = os.getloadavg()
+    print(f"`make bench-numerics`: {args.benchmark}, reading=mir_code, 1 thread, {args.repeats} rounds (seeds 0-"
+          f"{args.repeats - 1}), one process per mode and round, modes alternating; load average at the end "
+          f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n")  # fmt: skip
+    print("| method | " + " | ".join(f"ms/batch {m}" for m in modes) + " | " + " | ".join(
+        f"{m} / {modes[0]}" for m in modes[1:]) + " |")  # fmt: skip
+    print("|---|" + "---:|" * (2 * len(modes) - 1))
+    summary = {}
+    for m in runs[modes[0]]:
+        ms = [1e3 * statistics.median(x["train_s"] / x["steps"] for x in runs[mode][m]) for mode in modes]
+        print(f"| {m} | " + " | ".join(f"{v:.2f}" for v in ms) + " | " + " | ".join(
+            f"{v / ms[0]:.2f}" for v in ms[1:]) + " |")  # fmt: skip
+        summary[m] = dict(zip(modes, ms, strict=True))
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "runs": runs, "load": load}, indent=1))
     return 0
 
 

@@ -1,6 +1,12 @@
-"""Shared test helpers: compose the real config with tiny synthetic overrides."""
+"""Shared test helpers: compose the real config with tiny synthetic overrides; code in a process
+with pinned kernels."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +30,20 @@ def run_cfg(tmp_path, *overrides: str) -> dict:
     from clsuite.experiment import run_experiment
 
     return run_experiment(make_cfg(*overrides), tmp_path)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def in_portable_process(code: str, timeout: int = 300) -> str:
+    """Run ``code`` in a new Python process whose kernels ``trainer.numerics=portable`` pins before
+    its first torch computation (this process's are fixed: clsuite.numerics); its stdout."""
+    prelude = "from clsuite.numerics import apply, check\napply('portable')\ncheck('portable')\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=timeout, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ def kill_and_resume(monkeypatch, tmp_path, *overrides, n_saves=1, between=None):
     return full, resumed, store
 
 
+@pytest.mark.exact
 @pytest.mark.parametrize("method", METHODS)
 def test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result(monkeypatch, tmp_path, method):
     if method == "joint":  # one pass over the union of the tasks: no task end to resume from

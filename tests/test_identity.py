@@ -625,6 +625,7 @@ def test_a_killed_joblib_worker_ends_only_its_job(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.exact
 def test_basic_and_joblib_give_identical_results(tmp_path):
     from tests.test_sweeps import run_sweep
 

@@ -240,7 +240,7 @@ EXAMPLES = [
     ),
     (
         ["trainer.max_epochs=5"],
-        "error: unknown key 'trainer.max_epochs'; valid keys of trainer: accelerator, device_index, deterministic, precision, progress_bar, log_every_n_steps, threads",
+        "error: unknown key 'trainer.max_epochs'; valid keys of trainer: accelerator, device_index, deterministic, numerics, precision, progress_bar, log_every_n_steps, threads",
     ),
     (["~method"], "error: method cannot be deleted (~method): every run needs one; valid choices: adaer, agem,"),
     (["method="], "error: unknown method ''; valid choices: adaer, agem,"),

@@ -40,6 +40,9 @@ from clsuite.loggers import RunLogger
 from clsuite.memory.buffer import Memory
 from clsuite.metrics import METRICS, all_metrics
 from clsuite.models.nets import build_model
+from clsuite.numerics import apply as apply_numerics
+from clsuite.numerics import check as check_numerics
+from clsuite.numerics import summary as numerics_summary
 from clsuite.progress import task_progress_bar
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
@@ -167,6 +170,8 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
+    apply_numerics(cfg.trainer.numerics)  # before the process's first torch computation (clsuite.numerics)
+    check_numerics(cfg.trainer.numerics)
     pin_threads(threads_of(cfg))
     keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.allocator)
     collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.collector)
@@ -262,9 +267,11 @@ def cpu_model() -> str:
 
 def format_report(results: dict) -> str:
     R = np.asarray(results["R"])
+    found = ((results.get("identity") or {}).get("env") or {}).get("numerics")
     lines = [
         f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']}, "
         f"reading={results.get('reading') or 'unlabelled'})",
+        *([f"numerics: {numerics_summary(found)}"] if found else []),
         "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):",
     ]
     lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]

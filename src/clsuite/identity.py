@@ -29,8 +29,10 @@ made it had the same identity as the run that would replace it (``clsuite.sweep.
 3. **data**: the md5 of every data file the run reads (the digests ``clsuite.data.files`` computes
    for its own check, memoised: no file is hashed twice in a process);
 4. **env**: the torch and BLAS thread counts (both pinned by :func:`pin_threads` inside every job,
-   whatever the launcher: 1 vs 2 threads moves Acc by up to 3 points), the device type and the
-   torch version.
+   whatever the launcher: 1 vs 2 threads moves Acc by up to 3 points), the device type, the
+   torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``: ATen's capability,
+   MKL's branch, oneDNN / NNPACK; ``trainer.numerics=portable`` pins them, so that a portable
+   result stands for a run on any x86-64 CPU while a native one stands for this kernel set only).
 
 ``key`` = sha256 of the canonical JSON of the four parts (not of ``provenance``). :func:`differences`
 names the parts that differ between two identities (config / code / data / threads / device /
@@ -366,15 +368,23 @@ def device_type(cfg) -> str:
     return "cuda"
 
 
-def env_identity(device: str) -> dict:
-    """What this process runs with now (call after :func:`pin_threads`)."""
+def numerics_of(cfg) -> str:
+    """``trainer.numerics`` of a config (``native`` when absent: configs from before the key)."""
+    return str((_container(cfg).get("trainer") or {}).get("numerics") or "native")
+
+
+def env_identity(device: str, numerics: str = "native") -> dict:
+    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``)."""
     import torch
+
+    from clsuite.numerics import in_effect
 
     return {
         "torch_threads": torch.get_num_threads(),
         "blas_threads": blas_threads(),
         "device_type": str(device),
         "torch": torch.__version__,
+        "numerics": in_effect(numerics),
     }
 
 
@@ -388,13 +398,17 @@ def identity(cfg, device: str | None = None) -> dict:
         "config": config,
         "code": code_part(config),
         "data": data_identity(cfg),
-        "env": env_identity(device or device_type(cfg)),
+        "env": env_identity(device or device_type(cfg), numerics_of(cfg)),
     }
     return {"key": sha256(canonical(parts)), **parts, "provenance": provenance()}
 
 
 def expected(cfg) -> dict:
-    """The identity a run of ``cfg`` started now in this process would have: pins the threads."""
+    """The identity a run of ``cfg`` started now in this process would have: pins the threads and
+    the kernels (``clsuite.numerics.apply``), as the run will."""
+    from clsuite.numerics import apply
+
+    apply(numerics_of(cfg))
     pin_threads(threads_of(cfg))
     return identity(cfg)
 
@@ -427,7 +441,8 @@ def _code_change(old: dict, new: dict) -> str:
     return f"code hash {a['hash']} -> {b.get('hash')} ({made_by(old)} -> {made_by(new)})"
 
 
-REASONS = ("config", "code", "data", "threads", "device", "torch", "no identity", "edited", "malformed")
+CHANGES = ("config", "code", "data", "threads", "device", "torch", "numerics")  # a reason that is one part changed
+REASONS = (*CHANGES, "no identity", "edited", "malformed")
 
 
 def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:
@@ -450,6 +465,7 @@ def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:
         ("threads", ("torch_threads", "blas_threads")),
         ("device", ("device_type",)),
         ("torch", ("torch",)),
+        ("numerics", ("numerics",)),
     ):
         diff = [f"{k} {ea.get(k)} -> {eb.get(k)}" for k in keys if ea.get(k) != eb.get(k)]
         if diff:

@@ -202,6 +202,7 @@ KEYS: dict[str, Spec] = {
     "benchmark.synthetic.train_per_class": Whole(1, None, "synthetic: training samples per class", req=False),
     "benchmark.synthetic.test_per_class": Whole(1, None, "synthetic: test samples per class", req=False),
     "benchmark.synthetic.seed": Whole(0, SEED_MAX, "synthetic: seed of the clusters", req=False),
+    "benchmark.synthetic.noise": Real(0, None, "synthetic: std of the Gaussian noise around each cluster's prototype", req=False),
     # conf/model/
     "model.arch": OneOf("auto", "mlp", "resnet18", doc="auto: benchmark.backbone | mlp | resnet18 (reduced, nf)"),
     "model.hidden": Whole(1, None, "MLP: units per hidden layer", req=False),
@@ -211,6 +212,9 @@ KEYS: dict[str, Spec] = {
     "trainer.accelerator": OneOf("auto", "cpu", "gpu", doc="auto: the GPU when there is one | cpu | gpu"),
     "trainer.device_index": Whole(0, None, "GPU index; null: $CLSUITE_GPU or 0", null=True),
     "trainer.deterministic": Flag("Lightning's deterministic algorithms"),
+    "trainer.numerics": OneOf(
+        "native", "portable", doc="native: this CPU's kernels | portable: pinned, a seed's R the same on any x86-64 CPU"
+    ),
     "trainer.precision": OneOf(*PRECISIONS, doc="Lightning precision (16-mixed: CUDA only)"),
     "trainer.progress_bar": OneOf("auto", True, False, doc="auto: when stderr is a terminal | true | false"),
     "trainer.log_every_n_steps": Whole(1, None, "loss logged every n incoming batches"),

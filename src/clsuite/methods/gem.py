@@ -39,14 +39,18 @@ from clsuite.methods.grads import flat_grad, grad_vector, write_grad
 
 
 def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: float = 1e-3) -> torch.Tensor:
-    """Eq. 13: g~ = G' v* + g, v* the solution of the dual QP above (float64)."""
-    Gn, gn = G.detach().double().cpu().numpy(), g.detach().double().cpu().numpy()
-    k = Gn.shape[0]
-    P = Gn @ Gn.T
-    P = 0.5 * (P + P.T) + eps * np.eye(k)
+    """Eq. 13: g~ = G' v* + g, v* the solution of the dual QP above (float64).
+
+    The products are torch's (its BLAS, which ``trainer.numerics`` pins), not numpy's: numpy's
+    OpenBLAS picks its kernels by CPU when it loads, before a run can choose (clsuite.numerics).
+    """
+    Gd, gd = G.detach().double().cpu(), g.detach().double().cpu()
+    k = Gd.shape[0]
+    P = Gd @ Gd.T
+    P = 0.5 * (P + P.T) + eps * torch.eye(k, dtype=torch.float64)
     # quadprog.solve_qp(P, a, C, b) minimises 1/2 v'Pv - a'v subject to C'v >= b
-    v = quadprog.solve_qp(P, -(Gn @ gn), np.eye(k), np.full(k, float(margin)))[0]
-    return torch.from_numpy(Gn.T @ v + gn).to(g)
+    v = quadprog.solve_qp(P.numpy(), -(Gd @ gd).numpy(), np.eye(k), np.full(k, float(margin)))[0]
+    return (Gd.T @ torch.from_numpy(v) + gd).to(g)
 
 
 class GEM(Plugin):

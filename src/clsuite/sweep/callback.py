@@ -163,7 +163,7 @@ class SweepCallback(_HydraCallback):
         print(msg, file=sys.stderr)
         if s["reruns"]:
             why = ", ".join(
-                f"{r} changed: {n}" if r in ident.REASONS[:6] else f"{r}: {n}" for r, n in sorted(s["reruns"].items())
+                f"{r} changed: {n}" if r in ident.CHANGES else f"{r}: {n}" for r, n in sorted(s["reruns"].items())
             )
             print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:

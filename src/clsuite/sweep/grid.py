@@ -94,7 +94,8 @@ def unknown_options(jobs: list[dict], extra_dirs=()) -> list[str]:
 
 
 def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
-    """Compose and validate every job of the sweep (``ConfigError`` names the first bad job).
+    """Compose and validate every job of the sweep (``ConfigError`` names the first bad job); every job
+    has the same ``trainer.numerics`` (a process chooses its CPU kernels once: ``clsuite.numerics``).
 
     Hydra composes once per distinct set of group choices (``benchmark=``, ``method=``, Hydra
     keys, deletions); each job's plain values (seed, memory, tau, ...) are then set on a copy,
@@ -116,6 +117,7 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     parser = OverridesParser.create()
     bases: dict[tuple, DictConfig] = {}
     missing = object()
+    numerics: dict[str, str] = {}  # trainer.numerics -> the first job asking for it
     for job in jobs:
         where = f"job {job.get('dir') or ' '.join(job['overrides'])}"
         check_overrides(job["overrides"], extra_dirs=extra)
@@ -145,6 +147,13 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
             validate(cfg)
         except ConfigError as e:
             raise ConfigError(f"{e} ({where})") from None
+        numerics.setdefault(str(cfg.trainer.numerics), where)
+    if len(numerics) > 1:  # clsuite.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
+        (a, wa), (b, wb) = list(numerics.items())[:2]
+        raise ConfigError(
+            f"trainer.numerics takes one value per sweep (each process pins its CPU kernels once), got {a} ({wa}) "
+            f"and {b} ({wb}); run one sweep per value"
+        )
     _VALIDATED.update(tuple(job["overrides"]) for job in jobs)  # only once every job passed
 
 

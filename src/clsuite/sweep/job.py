@@ -137,7 +137,7 @@ class Job:
         self.rerun_reasons = sorted({r for r, _ in why})
         stale = self._stale_name()
         os.replace(self.results_path, stale)
-        detail = "; ".join(f"{r} changed ({d})" if r in ident.REASONS[:6] else d for r, d in why)
+        detail = "; ".join(f"{r} changed ({d})" if r in ident.CHANGES else d for r, d in why)
         print(f"rerun {self.name}: {detail}; old results kept as {stale.name}", file=sys.stderr)
 
     def _reuse(self) -> tuple[dict, str] | None:

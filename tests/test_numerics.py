@@ -1,0 +1,83 @@
+"""trainer.numerics (clsuite.numerics): portable pins the kernels whatever the machine would pick,
+says so in the identity and the summary, and is refused where it cannot hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from clsuite import identity as ident
+from clsuite import numerics
+from clsuite.config import ConfigError
+from tests.conftest import ROOT, in_portable_process
+
+
+def test_portable_pins_every_library_even_against_the_environment(monkeypatch):
+    """The machine's own choices (here forced to others through the variables a user may set) are
+    overridden: ATen, MKL, oneDNN and NNPACK all report the pinned kernels."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    found = json.loads(
+        in_portable_process("import json\nfrom clsuite.numerics import in_effect\nprint(json.dumps(in_effect()))")
+    )
+    assert {k: found[k] for k in numerics.PORTABLE} == numerics.PORTABLE
+    assert found["mode"] == "portable"
+
+
+def test_native_leaves_the_machine_its_choice():
+    code = "from clsuite.numerics import apply, in_effect\napply('native')\nimport json\nprint(json.dumps(in_effect()))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    found = json.loads(p.stdout)
+    # the user's own variables are honoured and recorded; nothing is switched off
+    assert (found["mode"], found["aten"], found["mkl"], found["mkldnn"]) == ("native", "DEFAULT", "COMPATIBLE", True)
+
+
+def test_portable_is_refused_in_a_process_whose_kernels_are_chosen(monkeypatch):
+    """This test process has computed with its own kernels: portable cannot hold here."""
+    monkeypatch.setattr(numerics, "_MODE", ["native"])
+    with pytest.raises(ConfigError, match=r"trainer.numerics=portable in a process that already ran with"):
+        numerics.apply("portable")
+    found = dict(numerics.in_effect(), mkl="auto AVX2", aten="AVX2")  # what a process with chosen kernels reports
+    with pytest.raises(ConfigError, match=r"^trainer.numerics=portable is not in effect in this process: aten AVX2"):
+        numerics.check("portable", found)
+    assert numerics.check("native", found) is found
+    with pytest.raises(ConfigError, match=r"unknown trainer\.numerics 'fast'; valid choices: native, portable"):
+        numerics.apply("fast")
+
+
+def test_the_kernels_are_part_of_the_identity_and_named_when_they_differ():
+    base = {"config": {}, "code": {"hash": "c"}, "data": {"files": {}}}
+    env = {"torch_threads": 1, "blas_threads": 1, "device_type": "cpu", "torch": "2.13.0+cpu"}
+    amd = dict(env, numerics={"mode": "native", "aten": "AVX2", "mkl": "auto AUTO", "mkldnn": True, "nnpack": True})
+    intel = dict(
+        env, numerics={"mode": "native", "aten": "AVX512", "mkl": "auto AVX512_E1", "mkldnn": True, "nnpack": True}
+    )
+    a, b = ({**base, "env": e} for e in (amd, intel))
+    a["key"], b["key"] = (ident.sha256(ident.canonical(x)) for x in (a, b))
+    assert a["key"] != b["key"]
+    assert [r for r, _ in ident.differences(a, b)] == ["numerics"]
+    portable = dict(numerics.PORTABLE, mode="portable")
+    assert numerics.summary(portable) == "portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)"
+
+
+def test_a_run_records_and_prints_its_numerics(run):
+    res = run("seed=0")
+    found = res["identity"]["env"]["numerics"]
+    assert found["mode"] == "native" and found["aten"] and found["mkldnn"] is True
+    from clsuite.experiment import format_report
+
+    assert f"numerics: {numerics.summary(found)}" in format_report(res).splitlines()[1]
+
+
+def test_a_sweep_takes_one_numerics(tmp_path):
+    from tests.test_sweeps import run_sweep
+
+    p = run_sweep(tmp_path, "trainer.numerics=native,portable", "seed=0")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith("error: trainer.numerics takes one value per sweep")
+    assert not list(tmp_path.rglob("grid.json"))
