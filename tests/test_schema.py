@@ -29,6 +29,8 @@ def context(key: str) -> list[str]:
     """Overrides that put a key of KEYS into the composed config."""
     if key.startswith("benchmark.synthetic."):
         return ["benchmark=synthetic"]
+    if key.startswith("benchmark.image_folder."):
+        return ["benchmark=split_cifar10_jpeg", "data.root=."]  # any existing folder: the check reads no file
     if key.startswith("logger.") and key != "logger.name":
         return ["logger=wandb"]
     return {

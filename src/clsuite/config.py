@@ -151,5 +151,5 @@ def validate(cfg: DictConfig) -> None:
     from clsuite.data.files import unreadable
 
     rels = source.file_list(OmegaConf.to_container(cfg.benchmark, resolve=True))
-    if problem := unreadable(root, rels):
+    if problem := unreadable(root, rels, folders=source.folders):
         raise ConfigError(problem)

@@ -73,6 +73,7 @@ IGNORED_KEYS = (
     "data.root",
     "data.download",
     "data.verify_md5",
+    "data.cache_dir",  # where decoded arrays are kept: keyed by the archive's checksum and the decoder
 )
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (src/clsuite/ -> ..), when run from a checkout
@@ -304,17 +305,21 @@ def provenance() -> dict:
 
 
 def data_identity(cfg) -> dict:
-    """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data)."""
+    """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data); a
+    folder of a source that reads folders: the md5 of its files' (path, md5) lines
+    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one."""
     from clsuite.data import sources
     from clsuite.data.files import file_md5
+    from clsuite.data.imagefolder import checksum
 
     c = _container(cfg)
     root = Path(str(c["data"]["root"]))
+    src = sources.get(c["benchmark"]["source"])
     files = {}
-    for rel in sources.get(c["benchmark"]["source"]).file_list(c["benchmark"]):
+    for rel in src.file_list(c["benchmark"]):
         path = root / rel
-        files[rel] = file_md5(path) if path.is_file() else None
-    return {"files": files}
+        files[rel] = file_md5(path) if path.is_file() else checksum(path) if src.folders and path.is_dir() else None
+    return {"files": files, **({"decoder": src.decoder()} if src.decoder else {})}
 
 
 # ----------------------------------------------------------------------------- 4. env

@@ -189,6 +189,7 @@ KEYS: dict[str, Spec] = {
     "data.val_fraction": Real(0, 1, "held out of each task's training samples", hi_open=True),
     "data.imbalance_semantics": OneOf("keep", "ratio", doc="keep: minority keeps (1 - lambda) n | ratio: lambda n"),
     "data.normalize": Flag("standardise inputs with the training set's mean and std"),
+    "data.cache_dir": Kind("path", "decoded image-folder archives; null: $CLSUITE_CACHE_DIR, else ~/.cache/clsuite", null=True),
     # conf/benchmark/
     "benchmark.name": Kind("name", "the benchmark's name (results, tables)"),
     "benchmark.source": Kind("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
@@ -203,6 +204,11 @@ KEYS: dict[str, Spec] = {
     "benchmark.synthetic.test_per_class": Whole(1, None, "synthetic: test samples per class", req=False),
     "benchmark.synthetic.seed": Whole(0, SEED_MAX, "synthetic: seed of the clusters", req=False),
     "benchmark.synthetic.noise": Real(0, None, "synthetic: std of the Gaussian noise around each cluster's prototype", req=False),
+    "benchmark.image_folder.path": Kind("text", "image_folder: folder, .tar or .tar.gz of train/<class>/*, test/<class>/* (under data.root)", req=False),
+    "benchmark.image_folder.md5": Kind("text", "image_folder: the archive's md5 (checked with data.verify_md5); null: not checked", null=True, req=False),
+    "benchmark.image_folder.classes": Whole(1, None, "image_folder: number of class folders", req=False),
+    "benchmark.image_folder.train_per_class": Whole(1, None, "image_folder: training images of the smallest class", req=False),
+    "benchmark.image_folder.channels": OneOf(1, 3, doc="image_folder: 1 (grey, L) | 3 (RGB)", req=False),
     # conf/model/
     "model.arch": OneOf("auto", "mlp", "resnet18", doc="auto: benchmark.backbone | mlp | resnet18 (reduced, nf)"),
     "model.hidden": Whole(1, None, "MLP: units per hidden layer", req=False),

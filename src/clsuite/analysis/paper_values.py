@@ -54,6 +54,7 @@ METHOD_LABELS = {
 METHOD_GROUPS = (("online", "joint"), ("oewc", "si"), ("er", "gem", "agem", "icarl", "hal", "gss", "mir", "ccmr", "ebrs", "adaer"))
 BENCHMARK_LABELS = {
     "split_mnist": "split-MNIST", "split_fmnist": "split-FMNIST", "split_cifar10": "split-CIFAR10",
+    "split_cifar10_jpeg": "CIFAR-10 (JPEG copy)",  # split-CIFAR10 on the JPEG copy, never the official data
     "split_cifar100": "split-CIFAR100", "synthetic": "synthetic",
 }
 # fmt: on

@@ -26,10 +26,13 @@ class TaskData:
     test: tuple[torch.Tensor, torch.Tensor]
 
 
-def load_source(source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None):
+def load_source(
+    source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None, cache_dir: str | None = None
+):
     """The (x_train, y_train, x_test, y_test) arrays of ``source``, read by its registered reader
-    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options."""
-    return sources.read({**(benchmark or {}), "source": source}, root, download, verify)
+    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options;
+    ``cache_dir``: where a reader that caches decoded arrays keeps them (``data.cache_dir``)."""
+    return sources.read({**(benchmark or {}), "source": source}, root, download, verify, cache_dir)
 
 
 def make_synthetic(num_classes=10, shape=(1, 8, 8), train_per_class=60, test_per_class=20, seed=0, noise=0.35):

@@ -66,6 +66,7 @@ class ContinualDataModule(L.LightningDataModule):
                 bool(d.get("download", False)),
                 bool(d.get("verify_md5", True)),
                 benchmark=self.bench,
+                cache_dir=d.get("cache_dir"),
             )
             self.tasks = split_tasks(
                 arrays,

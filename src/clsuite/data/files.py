@@ -109,14 +109,15 @@ def source_files(source: str) -> list[str]:
     return []
 
 
-def unreadable(root: str | Path, rels) -> str | None:
-    """A one-line problem with a source's files (``rels``, relative to ``root``) that needs no hashing, else None."""
+def unreadable(root: str | Path, rels, folders: bool = False) -> str | None:
+    """A one-line problem with a source's files (``rels``, relative to ``root``) that needs no hashing,
+    else None; ``folders``: an entry may be a folder (an image-folder archive)."""
     root = Path(root)
     for rel in rels:
         p = root / rel
         if p.exists() and not os.access(p, os.R_OK):
             return f"unreadable data file {p}: permission denied"
-        if p.is_dir():
+        if p.is_dir() and not folders:
             return f"data file {p} is a directory"
     return None
 

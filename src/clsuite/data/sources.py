@@ -16,7 +16,12 @@ imports ``my_pkg.readers`` (which registers ``npz``) and uses ``npz`` (docs/EXTE
 ``classes`` / ``train_per_class``: a whole number, or a dotted key of the benchmark config that
 holds it (synthetic data: ``synthetic.num_classes``). ``files``: the data files the reader reads,
 relative to ``data.root`` (recorded, md5 included, in the run's identity), a list or a function of
-the benchmark config; ``None`` for generated data (no data directory needed).
+the benchmark config; ``None`` for generated data (no data directory needed). Optional:
+``folders=True``: an entry of ``files`` may be a folder (its identity: the md5 of its files' sorted
+(path, md5) lines); ``cached=True``: the reader also receives ``cache_dir=`` (``data.cache_dir``,
+where it may keep decoded arrays); ``decoder``: a function naming what decodes the files (recorded
+in the run's data identity: another decoder may give other pixels). The image-folder reader
+(``clsuite.data.imagefolder``) uses all three.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clsuite.data import files as F
+from clsuite.data import imagefolder as IF
 
 Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download: bool, verify: bool) -> 4 arrays
 
@@ -38,6 +44,9 @@ class Source:
     classes: int | str  # classes in the data (or the benchmark key that holds the number)
     train_per_class: int | str  # training samples of its smallest class (or the key)
     files: Callable[[dict], list[str]] | None  # data files under data.root; None: generated data
+    folders: bool = False  # an entry of files may be a folder
+    cached: bool = False  # the reader takes cache_dir= (data.cache_dir)
+    decoder: Callable[[], str] | None = None  # what decodes the files (the data identity records it)
 
     def file_list(self, benchmark: dict) -> list[str]:
         return [] if self.files is None else list(self.files(benchmark))
@@ -46,12 +55,14 @@ class Source:
 SOURCES: dict[str, Source] = {}
 
 
-def register(name: str, *, classes: int | str, train_per_class: int | str, files=None):
+def register(
+    name: str, *, classes: int | str, train_per_class: int | str, files=None, folders=False, cached=False, decoder=None
+):
     """Decorator: register ``reader`` under ``name`` (a second registration of a name replaces it)."""
 
     def deco(reader: Reader) -> Reader:
         spec = files if files is None or callable(files) else (lambda b, fs=tuple(files): list(fs))
-        SOURCES[name] = Source(name, reader, classes, train_per_class, spec)
+        SOURCES[name] = Source(name, reader, classes, train_per_class, spec, folders, cached, decoder)
         return reader
 
     return deco
@@ -77,9 +88,11 @@ def get(source: str) -> Source:
     return SOURCES[name]
 
 
-def read(benchmark: dict, root, download: bool, verify: bool):
+def read(benchmark: dict, root, download: bool, verify: bool, cache_dir: str | None = None):
     """(x_train, y_train, x_test, y_test) of the benchmark's source."""
-    return get(benchmark["source"]).read(Path(root), benchmark, download=download, verify=verify)
+    src = get(benchmark["source"])
+    extra = {"cache_dir": cache_dir} if src.cached else {}
+    return src.read(Path(root), benchmark, download=download, verify=verify, **extra)
 
 
 # ----------------------------------------------------------------------------- the suite's own sources
@@ -93,6 +106,19 @@ for _name, _classes, _smallest in (("cifar10", 10, 5000), ("cifar100", 100, 500)
     register(_name, classes=_classes, train_per_class=_smallest, files=F.source_files(_name))(
         lambda root, b, *, download, verify, _n=_name: F.load_cifar(root, _n, download=download, verify=verify)
     )
+
+
+# Image-folder archives (train/<class>/*, test/<class>/*; a folder, .tar or .tar.gz), decoded with
+# Pillow, cached on disk by checksum: a user's own image data set, and CIFAR-10's JPEG copy.
+register(
+    "image_folder",
+    classes="image_folder.classes",
+    train_per_class="image_folder.train_per_class",
+    files=IF.archive_files,
+    folders=True,
+    cached=True,
+    decoder=IF.decoder,
+)(IF.read_image_folder)
 
 
 @register("synthetic", classes="synthetic.num_classes", train_per_class="synthetic.train_per_class")
