@@ -25,6 +25,11 @@ job reads the data files): round 0 is reported apart as **first job outside s** 
 ``trainer.numerics`` (clsuite.numerics): a process pins its kernels once, so each round runs one
 child process per mode, the modes alternating, and the table gives each method's median ms/batch
 per mode and their ratio to the first mode.
+
+``--benchmark`` picks another benchmark and ``--set KEY=VALUE`` adds overrides to every job, e.g.
+the CIFAR-10 JPEG copy on a tenth of its stream (docs/PERFORMANCE.md, "split-CIFAR10 on the CPU"):
+
+    python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ def main() -> int:
     ap.add_argument("--numerics", nargs="+", default=["native"], help="trainer.numerics mode(s); several: compared")
     ap.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one mode's process of compare_numerics
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="more overrides for every job")
     args = ap.parse_args()
     if len(args.numerics) > 1:
         return compare_numerics(args)
@@ -165,6 +171,7 @@ def main() -> int:
                         f"trainer.numerics={args.numerics[0]}",
                         "logger=none",
                         "trainer.progress_bar=false",
+                        *args.set,
                     ],
                 )
                 res = run_experiment(c, Path(tmp) / f"{m}_{r}")
@@ -177,6 +184,7 @@ def main() -> int:
                         "train_s": res["train_time_s"],
                         "eval_s": eval_s[0],
                         "steps": steps,
+                        "acc": res["metrics"]["acc"],
                         "work_per_batch": counter.units() / steps,
                     }
                 )
@@ -197,6 +205,7 @@ def main() -> int:
     print(
         f"`make bench`: {args.benchmark}, reading=mir_code, 1 thread, {args.repeats} rounds (seeds 0-{args.repeats - 1}),"
         f" {len(methods)} methods in one process; checkout {root}"
+        + (f"; overrides {' '.join(args.set)}" if args.set else "")
     )
     print(
         f"CPU: {cpu_model()} ({os.cpu_count()} cores), torch {torch.__version__}, python {platform.python_version()};"
@@ -240,6 +249,8 @@ def compare_numerics(args) -> int:
                        "--benchmark", args.benchmark, "--root", str(args.root), "--json", str(out)]  # fmt: skip
                 if args.methods:
                     cmd += ["--methods", *args.methods]
+                if args.set:
+                    cmd += ["--set", *args.set]
                 if subprocess.run(cmd, check=False).returncode != 0:
                     return 1
                 for m, rows in json.loads(out.read_text())["runs"].items():
