@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from clsuite.analysis import figures as fg
-from clsuite.analysis.report import main_report
+from clsuite.analysis.report import SECTIONS, main_report
 from clsuite.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 
@@ -122,8 +122,9 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "AdaER τ=0.5 vs τ=0.1, Acc" in md and "p (sign-flip, exact)" in md
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
-    assert "## 11. The paper's open choices" in md and "Not run: `make fig-choices" in md
-    assert "## 12. Other experiments (ad-hoc sweeps)" in md
+    n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
+    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `make fig-choices" in md
+    assert f"## {n + 4}. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow
@@ -153,3 +154,51 @@ def test_cifar_shaped_resnet18_learns(run):
     over = [o for o in CIFAR_SHAPED if "train_per_class" not in o]
     res = run("method=er", "benchmark.synthetic.train_per_class=200", "benchmark.train_per_class=200", *over)
     assert res["metrics"]["acc"] > 50.0  # chance over 10 classes is 10%
+
+
+def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_only, capsys):
+    """The CIFAR-10 (JPEG copy) section (issue 32): named with its command when it has no runs; with
+    runs, its Table II (the paper's CIFAR-10 values beside, labelled as the official data's), n and time
+    per cell, the AdaER claims judged on these runs alone; never in the verdicts of the paper's claims."""
+    from clsuite.analysis.report import CIFAR10_JPEG
+
+    mr, res_dir = tmp_path / "multirun", tmp_path / "results"
+    args = ["--multirun-dir", str(mr), "--results-dir", str(res_dir)]
+    for s in (0, 1, 2):
+        for m in ("er", "adaer"):
+            write_run(mr / "table2", method=m, seed=s, R=fake_R(5, 70.0 + s + 5 * (m == "adaer")), reading="mir_code")
+    assert main_report(args) == 0
+    err = capsys.readouterr().err
+    assert "note: section 'Table II's CIFAR-10 row on CIFAR-10 (JPEG copy)" in err and CIFAR10_JPEG in err
+    md = (res_dir / "report" / "REPRODUCTION.md").read_text()
+    assert (
+        f"Not run: `nice -n 10 make table2 BENCHMARKS=split_cifar10_jpeg METHODS=er,mir,adaer,ccmr,ebrs SEEDS=3 "
+        f"EXPERIMENT={CIFAR10_JPEG}` (needs the CIFAR-10 JPEG copy" in md
+    )
+    # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
+    for s in (0, 1, 2):
+        for m, acc in (("er", 30.0), ("mir", 35.0), ("adaer", 40.0)):
+            write_run(mr / CIFAR10_JPEG, "split_cifar10_jpeg", m, s, R=fake_R(5, acc + s), reading="mir_code")
+        write_run(mr / "table2", "split_cifar10_jpeg", "adaer", s, R=fake_R(5, 99.0), reading="mir_code")
+    assert main_report(args) == 0
+    md = (res_dir / "report" / "REPRODUCTION.md").read_text()
+    i = md.index("Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data")
+    sec = md[i : md.index("\n## ", i)]
+    assert "### Table II (i32_cifar10_jpeg): CIFAR-10 (JPEG copy)" in sec
+    assert "Acc mir_code | Acc paper, official data |" in sec
+    assert "| ER | 31.0 ± 1.0 | 34.0 |" in sec and "| AdaER | 41.0 ± 1.0 | 46.2 |" in sec  # the paper's CIFAR-10 row
+    assert "*paper, official data*: the paper's split-CIFAR10 values, measured on the official data set" in sec
+    assert "| ER | mir_code | 3 | 0, 1, 2 |" in sec  # n per cell
+    assert (
+        "| AdaER has the best Acc of all methods (Joint excluded), M = 100 | Sec. V-B, Table II | mir_code | **reproduced** |"
+        in sec
+    )
+    assert "AdaER vs MIR, Acc | 3 | +5.00 [+5.00, +5.00]" in sec
+    assert "quoted for split-CIFAR10 (official data), beside ours on CIFAR-10 (JPEG copy)" in sec
+    assert "](figures/i32_cifar10_jpeg_accuracy_matrix_split_cifar10_jpeg_mir_code.png)" in sec
+    claims = json.loads((res_dir / "report" / "claims.json").read_text())
+    assert {c["benchmark"] for j in claims for c in j["comparisons"]} == {"split_mnist"}  # JPEG runs judged apart
+    assert "JPEG" not in md[: md.index("## 1. ")]  # nor in the summary of the claims
+    # the table of the table2 folder labels the JPEG runs too, with the official values marked as such
+    t2 = (res_dir / "table2" / "table2.md").read_text()
+    assert "### Table II (table2): CIFAR-10 (JPEG copy)" in t2 and "paper, official data" in t2

@@ -382,9 +382,10 @@ CLAIMS: tuple[Claim, ...] = tuple(
 )  # fmt: skip
 
 
-def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True) -> list[Judged]:
-    """The claim judged on each reading's runs (rule 3); ``family_wise=False``: the former rule (no rule 4)."""
-    base = runs[(runs["variant"] == "") & runs["benchmark"].isin(pv.BENCHMARKS)] if not runs.empty else runs
+def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True, benchmarks=pv.BENCHMARKS) -> list[Judged]:
+    """The claim judged on each reading's runs (rule 3); ``family_wise=False``: the former rule (no rule 4);
+    ``benchmarks``: those whose runs it reads (the paper's; a benchmark on other data is judged apart)."""
+    base = runs[(runs["variant"] == "") & runs["benchmark"].isin(benchmarks)] if not runs.empty else runs
     out = []
     for r in order_readings(base["reading"]):
         sel = select(base[base["reading"] == r], **claim.at)
