@@ -140,6 +140,27 @@ EXP ?= table2
 aggregate: setup       ## tables and figures from the runs on disk (any multirun/ folder): make aggregate EXP="memory tau"
 	$(PY) scripts/aggregate.py $(EXP)
 
+# Numerics (docs/NUMERICS.md): Table II of this code on this machine, under the CPU kernels of
+# NUMERICS=native|portable -> multirun/machines_<NUMERICS>/ (compare machines: copy another machine's
+# results/machines_*/runs.csv into docs/crossmachine/); and the numerical noise: ER, MIR, C-CMR, E-BRS and
+# AdaER, seeds 0..SEEDS-1 (10 unless given), under each CPU kernel level of NOISE_LEVELS (one sweep per
+# level: a process chooses its kernels once) -> multirun/noise_<level>/. Both read by `make report`.
+NUMERICS ?= native
+NOISE_LEVELS = native: aten_avx2:ATEN_CPU_CAPABILITY=avx2 aten_default:ATEN_CPU_CAPABILITY=default \
+	mkl_avx2:MKL_CBWR=AVX2 aten_avx2_mkl_avx2:ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2 \
+	aten_default_mkl_avx2:ATEN_CPU_CAPABILITY=default,MKL_CBWR=AVX2 portable:
+NUMERICS_SWEEP = --config-dir sweeps --config-name table2 reading=mir_code benchmark=split_mnist,split_fmnist \
+	'seed=range(0,$(CHOICE_SEEDS))' $(if $(JOBS),launcher=joblib hydra.launcher.n_jobs=$(JOBS)) $(ARGS)
+.PHONY: machines noise
+machines: SEEDS = $(CHOICE_SEEDS)
+machines: setup          ## Table II (mir_code, split-MNIST/FMNIST) under NUMERICS=native|portable -> multirun/machines_<NUMERICS>/
+	$(PY) src/run.py -m $(NUMERICS_SWEEP) experiment=machines_$(NUMERICS) trainer.numerics=$(NUMERICS)
+noise: setup             ## ER, MIR, C-CMR, E-BRS, AdaER under every CPU kernel level of NOISE_LEVELS -> multirun/noise_*/
+	for level in $(NOISE_LEVELS); do name=$${level%%:*}; vars=$${level#*:}; \
+		mode=$$([ $$name = portable ] && echo portable || echo native); \
+		env $$(echo $$vars | tr , " ") $(PY) src/run.py -m $(NUMERICS_SWEEP) method=er,mir,ccmr,ebrs,adaer \
+			experiment=noise_$$name trainer.numerics=$$mode || exit $$?; done
+
 # ---------------------------------------------------------------------------------------------
 # The reproduction report, built only from the results files on disk (multirun/<experiment>/);
 # trains nothing. Writes results/report/REPRODUCTION.md + figures/; DOCS=1 also docs/REPRODUCTION.md

@@ -127,7 +127,20 @@ def test_mixed_environments_are_flagged(tmp_path):
     write_run(root, seed=0)
     edit_run(write_run(root, seed=1), lambda res: res["identity"]["env"].update(torch_threads=2))
     md = tb.status_markdown(load_experiment(root).status, "x")
-    assert "**mixed environments**" in md and "cpu / 2 / 2.13.0 (1 runs)" in md
+    assert "**mixed environments**" in md and "cpu / 2 / 2.13.0 / unrecorded (1 runs)" in md
+
+
+def test_mixed_cpu_kernels_are_flagged(tmp_path):
+    """Runs of one cell made with other CPU kernels (clsuite.numerics) are another environment."""
+    root = tmp_path / "table2"
+    portable = {"mode": "portable", "aten": "DEFAULT", "mkl": "COMPATIBLE", "mkldnn": False, "nnpack": False}
+    edit_run(write_run(root, seed=0), lambda res: res["identity"]["env"].update(numerics=portable))
+    native = dict(portable, mode="native", aten="AVX2", mkl="auto AVX2", mkldnn=True, nnpack=True)
+    edit_run(write_run(root, seed=1), lambda res: res["identity"]["env"].update(numerics=native))
+    e = load_experiment(root)
+    assert sorted(e.runs["numerics"]) == ["native (ATen AVX2, MKL auto AVX2)", "portable"]
+    md = tb.status_markdown(e.status, "x")
+    assert "**mixed environments**" in md and "/ portable (1 runs)" in md
 
 
 def _set_identity(d, **code_and_provenance):

@@ -81,3 +81,15 @@ def test_a_sweep_takes_one_numerics(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1].startswith("error: trainer.numerics takes one value per sweep")
     assert not list(tmp_path.rglob("grid.json"))
+
+
+def test_joblib_workers_run_portable_kernels(tmp_path):
+    """Each job pins its own process's kernels: loky workers too (and submitit's, by the same code)."""
+    from tests.test_sweeps import run_sweep
+
+    p = run_sweep(
+        tmp_path, "launcher=joblib", "hydra.launcher.n_jobs=2", "method=er,adaer", "seed=0", "trainer.numerics=portable"
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    found = [json.loads(f.read_text())["identity"]["env"]["numerics"] for f in tmp_path.rglob("results.json")]
+    assert len(found) == 2 and all({k: f[k] for k in numerics.PORTABLE} == numerics.PORTABLE for f in found)

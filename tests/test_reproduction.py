@@ -83,7 +83,8 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     docs = _docs(tmp_path)
     mr = paper_suite(tmp_path / "multirun", seeds=range(3), benches=("split_mnist",))
     write_run(mr / "table2", method="my_method", seed=0, R=fake_R(5, 50.0))  # a method the paper does not have
-    args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results"), "--docs", str(docs)]
+    args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results"), "--docs", str(docs),
+            "--crossmachine", str(tmp_path / "no-other-machines")]  # fmt: skip
     stale = tmp_path / "results" / "report" / "figures" / "gone_experiment_fig.png"  # left by an earlier build
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"png")
@@ -124,7 +125,8 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
     n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
     assert f"## {n + 3}. The paper's open choices" in md and "Not run: `make fig-choices" in md
-    assert f"## {n + 4}. Other experiments (ad-hoc sweeps)" in md
+    assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
+    assert f"## {n + 5}. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow

@@ -110,6 +110,16 @@ def check(mode: str, found: dict | None = None) -> dict:
     return found
 
 
+def label(found: dict | None) -> str:
+    """A kernel set as a table names it: ``portable``, ``native (ATen AVX2, MKL auto AVX2)``, or
+    ``unrecorded`` for a run made before the suite recorded its kernels."""
+    if not found:
+        return "unrecorded"
+    if found.get("mode") == "portable":
+        return "portable"
+    return f"native (ATen {found.get('aten')}, MKL {found.get('mkl')})"
+
+
 def summary(found: dict) -> str:
     """One phrase for the run summary: ``portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)``."""
     dnn = "oneDNN on" if found.get("mkldnn") else "oneDNN off"

@@ -42,6 +42,7 @@ from clsuite.config import dotted_get
 from clsuite.identity import code_identity, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
+from clsuite.numerics import label as numerics_label
 from clsuite.results import read_run
 
 CONDITIONS = ("memory", "tau", "lambda")
@@ -181,6 +182,7 @@ def run_row(res: dict, job: str) -> dict:
         "torch_threads": "unknown" if threads is None else str(threads),
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
+        "numerics": numerics_label(env.get("numerics")),  # the CPU kernels in effect (clsuite.numerics)
         "commit": _commit(res),
         "code": _code(res),
         "real_data": real_data(res),
@@ -195,7 +197,7 @@ def run_row(res: dict, job: str) -> dict:
 
 COLUMNS = [
     "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "seed", *QUANTITIES, "wall_time_s", "train_time_s",
-    "device", "torch_threads", "torch", "cpu", "commit", "code", "real_data", "key", "reused_from", "R", "b", "flat", "versions",
+    "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from", "R", "b", "flat", "versions",
 ]  # fmt: skip
 
 
@@ -350,7 +352,9 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], lef
         "outside_grid": [],
         "commits": runs["commit"].value_counts().to_dict() if not runs.empty else {},
         "code_versions": code_versions(runs),
-        "environments": runs.groupby(["device", "torch_threads", "torch"]).size().to_dict() if not runs.empty else {},
+        "environments": (
+            runs.groupby(["device", "torch_threads", "torch", "numerics"]).size().to_dict() if not runs.empty else {}
+        ),
     }
     grid = read_object(exp_dir / GRID_FILE)
     if (

@@ -343,13 +343,25 @@ def rule_change(before: list[Judged], after: list[Judged]) -> Table:
     return t
 
 
-def verdicts(judged: list[Judged]) -> Table:
-    """One row per claim, one column per reading: the verdicts at a glance."""
+def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
+    """One row per claim, one column per reading: the verdicts at a glance; a claim of ``fragile``
+    (its mir_code verdict moves with the machine: ``clsuite.analysis.machines``) is marked, with
+    its deciding comparison."""
     readings = order_readings(j.reading for j in judged if j.reading != "–")
-    got = {(j.claim.key, j.reading): j.verdict for j in judged}
-    t = Table("Verdicts", ["claim", "source", *readings], note="–: no runs of that reading for this claim.")
+    got = {(j.claim.key, j.reading): j for j in judged}
+    note = "–: no runs of that reading for this claim."
+    if fragile:
+        note += f" *fragile*: the verdict moves with the machine that runs it (mir_code; {where})."
+    t = Table("Verdicts", ["claim", "source", *readings], note=note)
     for k, c in {j.claim.key: j.claim for j in judged}.items():
-        t.add([c.text, c.source, *(got.get((k, r), got.get((k, "–"), "–")) for r in readings)])
+        cells = []
+        for r in readings:
+            j = got.get((k, r), got.get((k, "–")))
+            cell = "–" if j is None else j.verdict
+            if j is not None and k in fragile and r == "mir_code" and (w := j.deciding) is not None:
+                cell += f" (*fragile*: decided by {w.label}, {pv.bench_label(w.benchmark)}, {w.result.interval()})"
+            cells.append(cell)
+        t.add([c.text, c.source, *cells])
     return t
 
 
@@ -471,7 +483,7 @@ def status_markdown(st: dict, where: str) -> str:
         )
     if len(st["environments"]) > 1:
         lines.append(
-            "- **mixed environments** (device / torch threads / torch; thread counts move results): "
+            "- **mixed environments** (device / torch threads / torch / CPU kernels; threads and kernels move results): "
             + ", ".join(f"{e} ({n} runs)" for e, n in st["environments"].items())
         )
     return "\n".join(lines) + "\n"  # fmt: skip

@@ -1,0 +1,149 @@
+"""Numerical noise: how far one seed's result moves with the CPU's kernels, beside the seeds' spread.
+
+The runs: one code, one config and one seed, made under several kernel sets (the ``numerics``
+column of the runs, read from each results file's identity: ATen level x MKL branch, or
+``portable``; ``make noise``: ER, MIR, C-CMR, E-BRS and AdaER, split-MNIST and split-FMNIST,
+``mir_code``, seeds 0-9, experiments ``noise_*`` and ``machines_*``). Steps:
+
+1. keep one code (the most common content hash) and, per method and benchmark, the seeds that
+   every kernel set ran;
+2. :func:`noise_table`, per method and benchmark: the **numerical noise** ``sd_num``, the sample
+   sd of Acc over the kernel sets of one seed, pooled over seeds (root mean square); the **seed
+   spread** ``sd_seed``, the sample sd of Acc over seeds under one kernel set, pooled over kernel
+   sets; their ratio; the largest move of one seed (max - min over kernel sets); the seeds whose
+   Acc is the same under every kernel set;
+3. :func:`comparisons_table`, per pair of methods: the per-seed difference ``d_s`` under each
+   kernel set, its sd over seeds pooled over kernel sets (``sd_d``, seeds and noise together: what
+   a paired comparison on one machine sees), the share of seeds whose sign of ``d_s`` depends on
+   the kernel set, and the seeds a claim needs: the smallest n whose paired 95% t interval
+   excludes 0 with 80% probability for a true difference of 1, 2 or 5 points
+   (:func:`seeds_needed`: the noncentral t power of a two-sided one-sample t test, scipy).
+
+A kernel set is a machine's arithmetic: a seed's run on another CPU is another draw of the
+noise, so per-seed results agree between machines only as far as ``sd_num`` allows; ``portable``
+removes the draw (docs/NUMERICS.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from clsuite.analysis.tables import Table
+
+PAIRS = (("adaer", "mir"), ("adaer", "ccmr"), ("adaer", "ebrs"), ("adaer", "er"), ("mir", "er"))
+DELTAS = (1.0, 2.0, 5.0)  # points of Acc
+POWER = 0.8
+NAMES = {"er": "ER", "mir": "MIR", "ccmr": "C-CMR", "ebrs": "E-BRS", "adaer": "AdaER"}
+
+
+def noise_runs(experiments: dict) -> pd.DataFrame:
+    """The runs of ``noise_*`` and ``machines_*`` experiments, one code (step 1), with a kernel-set column."""
+    frames = [e.runs for n, e in experiments.items() if n.startswith(("noise_", "machines_")) and not e.empty]
+    if not frames:
+        return pd.DataFrame()
+    runs = pd.concat(frames, ignore_index=True).drop_duplicates("key")
+    runs = runs[runs["numerics"] != "unrecorded"]
+    if runs.empty:
+        return runs
+    code = runs["code"].value_counts().index[0]
+    return runs[runs["code"] == code]
+
+
+def _complete(runs: pd.DataFrame) -> pd.DataFrame:
+    """Acc as a seeds x kernel sets table per (benchmark, method), seeds that every set ran."""
+    wide = runs.pivot_table(index=["benchmark", "method", "seed"], columns="numerics", values="acc", aggfunc="first")
+    return wide.dropna()
+
+
+def noise_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Step 2, one row per (benchmark, method)."""
+    rows = []
+    wide = _complete(runs)
+    for (bench, method), acc in wide.groupby(level=["benchmark", "method"], sort=False):
+        a = acc.to_numpy()  # seeds x kernel sets
+        if a.shape[0] < 2 or a.shape[1] < 2:
+            continue
+        sd_num = math.sqrt(np.mean(np.var(a, axis=1, ddof=1)))
+        sd_seed = math.sqrt(np.mean(np.var(a, axis=0, ddof=1)))
+        rows.append({
+            "benchmark": bench, "method": method, "kernel_sets": a.shape[1], "seeds": a.shape[0],
+            "acc_mean": float(a.mean()), "sd_seed": sd_seed, "sd_num": sd_num,
+            "ratio": sd_num / sd_seed if sd_seed else float("nan"),
+            "max_move": float((a.max(axis=1) - a.min(axis=1)).max()),
+            "identical_seeds": int((a.max(axis=1) == a.min(axis=1)).sum()),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def seeds_needed(delta: float, sd_d: float, power: float = POWER, level: float = 0.95, n_max: int = 1000) -> int:
+    """The smallest n (>= 2) whose paired two-sided t test at ``level`` rejects d = 0 with probability
+    ``power`` when the true mean difference is ``delta`` and its per-seed sd is ``sd_d``."""
+    if sd_d <= 0:
+        return 2
+    for n in range(2, n_max + 1):
+        crit = stats.t.ppf(0.5 + level / 2, n - 1)
+        nc = delta * math.sqrt(n) / sd_d
+        if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
+            return n
+    return n_max
+
+
+def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
+    """Step 3, one row per (benchmark, pair of methods)."""
+    wide = _complete(runs)
+    rows = []
+    for bench in wide.index.get_level_values("benchmark").unique():
+        for a, b in pairs:
+            try:
+                x, y = wide.loc[(bench, a)], wide.loc[(bench, b)]
+            except KeyError:
+                continue
+            seeds = x.index.intersection(y.index)
+            if len(seeds) < 2:
+                continue
+            d = (x.loc[seeds] - y.loc[seeds]).to_numpy()  # seeds x kernel sets
+            sd_d = math.sqrt(np.mean(np.var(d, axis=0, ddof=1)))
+            flips = int(((d > 0).any(axis=1) & (d < 0).any(axis=1)).sum())
+            rows.append({
+                "benchmark": bench, "pair": f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", "seeds": len(seeds),
+                "kernel_sets": d.shape[1], "d_mean": float(d.mean()), "sd_d": sd_d,
+                "sd_d_num": math.sqrt(np.mean(np.var(d, axis=1, ddof=1))), "sign_flips": flips,
+                **{f"n_{delta:g}": seeds_needed(delta, sd_d) for delta in DELTAS},
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def markdown(experiments: dict) -> list[str]:
+    """The report's numerical-noise subsection (empty without noise runs)."""
+    runs = noise_runs(experiments)
+    noise = noise_table(runs) if not runs.empty else pd.DataFrame()
+    if noise.empty:
+        return []
+    sets = sorted(runs["numerics"].unique())
+    t = Table(
+        "Numerical noise: Acc of one seed across CPU kernel sets, beside the spread across seeds",
+        ["benchmark", "method", "kernel sets", "seeds", "Acc mean", "sd over seeds", "sd over kernel sets (noise)",
+         "noise / seeds", "largest move of one seed", "seeds unmoved"],
+        note="sd over seeds: per kernel set, pooled (rms); sd over kernel sets: per seed, pooled (rms). Kernel sets: "
+        + "; ".join(sets) + f". Code {runs['code'].iloc[0]}, {runs['cpu'].iloc[0]}.",
+    )  # fmt: skip
+    for r in noise.itertuples():
+        t.add([r.benchmark, NAMES.get(r.method, r.method), r.kernel_sets, r.seeds, f"{r.acc_mean:.1f}",
+               f"{r.sd_seed:.2f}", f"{r.sd_num:.2f}", f"{r.ratio:.2f}", f"{r.max_move:.1f}", r.identical_seeds])  # fmt: skip
+    comp = comparisons_table(runs)
+    c = Table(
+        "Paired comparisons on one machine: the per-seed difference's spread and the seeds a claim needs",
+        ["benchmark", "comparison", "seeds", "mean d", "sd of d over seeds", "of which kernel noise (sd)",
+         "seeds whose sign of d moves with the kernels", *[f"seeds for Δ = {d:g}" for d in DELTAS]],
+        note=f"Seeds for Δ: the smallest n whose paired 95% t interval excludes 0 with probability {POWER:g} when "
+        "the true difference is Δ points of Acc and the per-seed sd is the one measured here (seeds and kernel noise "
+        "together, as one machine sees them).",
+    )  # fmt: skip
+    for r in comp.itertuples():
+        c.add([r.benchmark, r.pair, r.seeds, f"{r.d_mean:+.2f}", f"{r.sd_d:.2f}", f"{r.sd_d_num:.2f}",
+               f"{r.sign_flips} of {r.seeds}", *[getattr(r, f"n_{d:g}") for d in DELTAS]])  # fmt: skip
+    return [t.markdown(), c.markdown()]
