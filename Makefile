@@ -132,6 +132,24 @@ fig-choices: setup       ## the paper's open choices, each alone vs the reading'
 	$(PY) scripts/aggregate.py $(addprefix choices_,$(CHOICES)) || s=$$?; \
 	$(PY) scripts/choices.py || s=$$?; exit $$s
 
+# Table II cells checked by measurement (issue 33): each cell's sweeps (sweeps/cells_*.yaml, the
+# stored-logit rule's is the open choice sweeps/choices_logits_on_overwrite.yaml) -> one multirun/
+# folder per sweep, 10 seeds unless SEEDS is given; then their tables. The report's Table II notes read
+# them (clsuite.analysis.cells: each variant against the default, paired by seed). A sweep whose jobs
+# failed does not stop the next one; a bad config (2) or an interrupt does.
+CELL_SWEEPS_joint  = cells_joint
+CELL_TARGETS = $(addprefix cell-,joint)
+.PHONY: cells $(CELL_TARGETS)
+cells: $(CELL_TARGETS)   ## every Table II cell check below (10 seeds)
+cell-joint:              ## Joint for 1, 2, 5, 10 passes -> multirun/cells_joint/
+$(CELL_TARGETS): SEEDS = $(CHOICE_SEEDS)
+$(CELL_TARGETS): setup
+	s=0; for c in $(CELL_SWEEPS_$(patsubst cell-%,%,$@)); do \
+		$(PY) src/run.py --config-dir sweeps --config-name $$c $(filter-out experiment=%,$(SWEEP_ARGS)) \
+			|| { s=$$?; [ $$s -eq 1 ] || exit $$s; }; \
+		$(PY) scripts/aggregate.py $$c || s=$$?; \
+	done; exit $$s
+
 help:                    ## this list: every target with its `##` note
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \
 		awk -F'\t' '{ printf "  %-24s %s\n", $$1, $$2 }'

@@ -33,3 +33,13 @@ def test_a_target_aggregates_the_folder_its_sweep_wrote(args, sweep_exp, folder)
     layout = args[0].removeprefix("fig-").replace("-", "_")
     assert agg[1:] == [folder, "--layout", layout]
     assert (f"experiment={sweep_exp}" in sweep) == (sweep_exp is not None)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_a_cell_target_runs_each_of_its_sweeps_in_its_own_folder_at_10_seeds():
+    out = dry_run("cell-joint", "EXPERIMENT=mine")
+    sweep = next(line for line in out.splitlines() if "src/run.py --config-dir sweeps" in line)
+    assert "--config-name $c" in sweep and "for c in cells_joint;" in out
+    assert "experiment=" not in sweep  # each sweep writes multirun/<its name>/, which the report reads
+    assert "'seed=range(0,10)'" in sweep and "scripts/aggregate.py $c" in out
+    assert "'seed=range(0,3)'" in dry_run("cell-joint", "SEEDS=3")

@@ -570,3 +570,32 @@ def test_learner_steps_on_the_plugins_loss_when_it_has_one():
     learner.training_step((x, y, t), 0)
     torch.testing.assert_close(learner.last_loss, expected_loss)
     assert_params(learner.net, expected)
+
+
+# -- Joint's method.epochs: passes over the shuffled union -----------------------------------------
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_joint_epochs_are_passes_over_the_union_each_reshuffled(tmp_path, monkeypatch, epochs):
+    """``method.epochs=k``: k passes, each over every training sample of every task exactly once, in
+    a new order; one row of R, measured after the last pass."""
+    seen = []
+    step = ContinualLearner.training_step
+
+    def recording(self, batch, batch_idx):
+        seen.append(batch[0].flatten(1).sum(1))  # one number per sample: which samples, in which order
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(ContinualLearner, "training_step", recording)
+    slow = "lr=0.001"  # short of 100% after one pass on the synthetic clusters, so more passes show in R
+    res = run_cfg(tmp_path, "method=joint", f"method.epochs={epochs}", slow)
+    cfg = make_cfg()
+    n = cfg.benchmark.train_per_class * cfg.benchmark.classes_per_task * cfg.benchmark.n_tasks
+    assert res["steps_per_task"] == [epochs * -(-n // cfg.batch_size)]
+    assert len(res["R"]) == 1
+    order = torch.cat(seen)
+    passes = order.view(epochs, n)
+    for p in passes:  # each pass: the union, every sample once
+        torch.testing.assert_close(p.sort().values, passes[0].sort().values)
+    if epochs > 1:
+        assert not torch.equal(passes[0], passes[1])  # reshuffled between passes
+        one = run_cfg(tmp_path / "one", "method=joint", "method.epochs=1", slow)
+        assert one["metrics"]["acc"] < res["metrics"]["acc"]  # the key changes the result

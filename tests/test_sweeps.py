@@ -22,7 +22,7 @@ from tests.conftest import CONF_DIR, FAST, make_cfg
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS_DIR = ROOT / "sweeps"
 SWEEPS = sorted(p.stem for p in SWEEPS_DIR.glob("*.yaml") if not p.stem.startswith("_"))
-# jobs per sweep at its own seeds (5; the open choices 10): benchmarks x methods x swept values x seeds
+# jobs per sweep at its own seeds (5; the open choices and the cell checks 10): benchmarks x methods x swept values x seeds
 GRID_SIZES = {
     "table2": 3 * 14 * 5,
     "memory": 3 * 8 * 3 * 5,
@@ -39,6 +39,8 @@ GRID_SIZES = {
     "choices_candidates": 2 * 2 * 2 * 10,
     "choices_replay_loss": 2 * 1 * 2 * 10,
     "choices_stored_logits": 2 * 2 * 2 * 10,
+    # Table II cells checked by measurement (make cells): 10 seeds, split-MNIST and -FMNIST
+    "cells_joint": 2 * 1 * 4 * 10,
 }
 
 
@@ -69,7 +71,7 @@ def test_sweep_composes_with_its_grid(name):
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"] == "multirun/${experiment}"
     params = cfg.hydra.sweeper.params
-    assert params.seed == ("range(0,10)" if name.startswith("choices_") else "range(0,5)")
+    assert params.seed == ("range(0,10)" if name.startswith(("choices_", "cells_")) else "range(0,5)")
     jobs = sweep.expand_grid(cfg)
     assert len(jobs) == GRID_SIZES[name]
     assert len({j["dir"] for j in jobs}) == len(jobs)  # one folder per run

@@ -3,7 +3,9 @@
 The runner builds the data module, the network, the memory and the method from
 the composed config, then for each task: ``set_task(k)``, raise the fit loop's
 epoch budget by one (a reused Trainer would otherwise train zero steps on every
-task after the first), ``trainer.fit``. Callbacks update the memory and fill R.
+task after the first), ``trainer.fit``. Joint is one "task", the union of all
+tasks, trained for ``method.epochs`` passes (1 by default, as every method; each
+pass reshuffles the union) and measured once after the last. Callbacks update the memory and fill R.
 Before the first task a valid checkpoint of the run's identity, if any, is restored
 and the stream continues after it; after a task a checkpoint is written when the
 ``checkpoint`` key asks (``clsuite.checkpoint``, docs/CHECKPOINTS.md).
@@ -190,6 +192,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     callbacks = [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
     trainer = make_trainer(cfg, device, callbacks, logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
+    passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
     store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
     cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device):
@@ -200,7 +203,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
             continue
         dm.set_task(task)
         learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
-        trainer.fit_loop.max_epochs = epoch + 1  # one more pass: the next task
+        trainer.fit_loop.max_epochs = (epoch + 1) * passes  # the next task's passes (one per task; Joint: epochs)
         try:
             trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
         except Exception:

@@ -237,7 +237,8 @@ KEYS: dict[str, Spec] = {
     # conf/method/
     "method.name": Kind("name", "the method's name (results, tables)"),
     "method.lr": Real(0, None, "the method's own learning rate; null = the run's lr", lo_open=True, null=True),
-    "method.joint": Flag("one i.i.d. pass over all tasks (joint upper bound)", req=False),
+    "method.joint": Flag("train on the i.i.d. union of all tasks, method.epochs passes (joint upper bound)", req=False),
+    "method.epochs": Whole(1, None, "Joint: passes over the shuffled union of all tasks (1: the protocol's)", req=False),
     "method.replay_loss": OneOf("concat", "split", doc="the method's own replay_loss, under every reading", req=False),
     "method.replay_size": Whole(1, None, "the method's own |R| (A-GEM's g_ref batch); null = the reading's", null=True, req=False),
 }
