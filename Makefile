@@ -138,10 +138,12 @@ fig-choices: setup       ## the paper's open choices, each alone vs the reading'
 # them (clsuite.analysis.cells: each variant against the default, paired by seed). A sweep whose jobs
 # failed does not stop the next one; a bad config (2) or an interrupt does.
 CELL_SWEEPS_joint  = cells_joint
-CELL_TARGETS = $(addprefix cell-,joint)
+CELL_SWEEPS_agem   = cells_agem_batch cells_agem_draw cells_agem_pool cells_agem_layout cells_agem_per_task
+CELL_TARGETS = $(addprefix cell-,joint agem)
 .PHONY: cells $(CELL_TARGETS)
 cells: $(CELL_TARGETS)   ## every Table II cell check below (10 seeds)
 cell-joint:              ## Joint for 1, 2, 5, 10 passes -> multirun/cells_joint/
+cell-agem:               ## A-GEM's reference batch, its draw and pool, the memory layout -> multirun/cells_agem_*/
 $(CELL_TARGETS): SEEDS = $(CHOICE_SEEDS)
 $(CELL_TARGETS): setup
 	s=0; for c in $(CELL_SWEEPS_$(patsubst cell-%,%,$@)); do \

@@ -49,3 +49,24 @@ def test_a_short_class_is_filled_from_the_rest_and_past_tasks_only_is_respected(
 def test_the_config_group_option_reaches_the_learner():
     _, learner, _ = build(make_cfg("method=er", "replay@method.replay=balanced", "reading=mir_code"))
     assert type(learner.replay) is BalancedReplay and learner.replay.exclude_current_task is True
+
+
+def test_by_task_gives_equal_shares_per_task_where_by_class_balances_classes():
+    """Avalanche's A-GEM reference batch (conf/replay/task_balanced.yaml): equal shares per task.
+    Task 0 holds classes 0-1 (60 + 30 slots), task 1 class 2 (10): per class 4 + 4 + 4, per task
+    6 + 6 (fails when ``by`` is ignored)."""
+    torch.manual_seed(0)
+    mem = skewed_memory([60, 30, 10], tasks=[0, 0, 1])
+    learner = SimpleNamespace(memory=mem, current_task=2)
+    for _ in range(10):
+        by_task = BalancedReplay(by="task").select(learner, None, None, None, 12)
+        assert len(by_task.unique()) == 12 and torch.bincount(mem.t[by_task], minlength=2).tolist() == [6, 6]
+        by_class = BalancedReplay(by="class").select(learner, None, None, None, 12)
+        assert torch.bincount(mem.y[by_class], minlength=3).tolist() == [4, 4, 4]
+
+
+def test_task_balanced_option_reaches_agem_with_its_past_tasks_only():
+    _, learner, _ = build(make_cfg("method=agem", "replay@method.replay=task_balanced", "reading=paper_text"))
+    r = learner.replay
+    assert type(r) is BalancedReplay and r.by == "task" and r.exclude_current_task is True  # A-GEM's own
+    assert learner.replay_size == 256

@@ -84,3 +84,52 @@ def test_zero_memory_stays_empty():
     x, y, t = stream(20)
     policy.update(mem, x, y, t)
     assert len(mem) == 0 and mem.seen == 20
+
+
+# -- TaskReservoir: a uniform random subset of each task (A-GEM's task-end memory of Avalanche) ----
+def two_task_stream(n_per_task=60):
+    x, y, _ = stream(2 * n_per_task)
+    return x, y, (torch.arange(2 * n_per_task) >= n_per_task).long()
+
+
+def test_task_reservoir_keeps_each_sample_of_a_task_with_probability_n_over_its_count():
+    """M = 20, T = 2: task k owns 10 slots, in which each of its 60 samples sits with probability
+    10 / 60, whatever the other task does; the regions never mix (chi-square per task, as above)."""
+    from clsuite.memory.task_reservoir import TaskReservoir
+
+    torch.manual_seed(0)
+    reps, bs = 2_000, 20
+    x, y, t = two_task_stream()
+    hits = np.zeros(120)
+    for _ in range(reps):
+        mem, policy = Memory(20, (3,), 10), TaskReservoir(n_tasks=2)
+        for i in range(0, 120, bs):
+            policy.update(mem, x[i : i + bs], y[i : i + bs], t[i : i + bs])
+        ids = mem.x[:, 0].long()
+        assert mem.size == 20 and mem.seen == 120 and len(set(ids.tolist())) == 20
+        assert (ids[:10] < 60).all() and (ids[10:] >= 60).all()  # task 0's slots, then task 1's
+        assert torch.equal(mem.t[:20], (ids >= 60).long())
+        hits[ids.numpy()] += 1
+    expected = reps * 10 / 60
+    for part in (hits[:60], hits[60:]):
+        chi2 = ((part - expected) ** 2 / (expected * (1 - 10 / 60))).sum()
+        assert chi2 < 100, chi2  # chi-square with 59 dof: the 99.9% quantile is about 98.3 (+ margin)
+
+
+def test_task_reservoir_per_task_is_the_size_of_each_tasks_share():
+    """per_task = 5 (Mammoth's one batch per task): 5 + 5 slots filled of M = 20; per_task = null:
+    M // T = 10 each (fails when per_task is ignored)."""
+    from clsuite.memory.task_reservoir import TaskReservoir
+
+    torch.manual_seed(0)
+    x, y, t = two_task_stream()
+    for per_task, size in ((5, 10), (None, 20)):
+        mem, policy = Memory(20, (3,), 10), TaskReservoir(per_task=per_task, n_tasks=2)
+        for i in range(0, 120, 20):
+            policy.update(mem, x[i : i + 20], y[i : i + 20], t[i : i + 20])
+        share = size // 2
+        assert mem.size == size and mem.t[:size].tolist() == [0] * share + [1] * share
+    with pytest.raises(ValueError, match="tasks in turn"):  # task 0 (3 of 5 filled) back after task 1 began
+        mem, policy = Memory(20, (3,), 10), TaskReservoir(per_task=5, n_tasks=2)
+        for k in (0, 1, 0):
+            policy.update(mem, x[:3], y[:3], torch.full((3,), k))

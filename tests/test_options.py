@@ -484,6 +484,17 @@ PLUMBING = [
     (["method=adaer", "method.replay.R_t_from=memory"], lambda dm, ln: ln.replay.R_t_from, "memory"),
     (["method=ccmr", "method.replay.compare_to_old_logits=true"], lambda dm, ln: ln.replay.compare_to_old_logits, True),
     (["method=agem", "method.replay_size=9"], lambda dm, ln: ln.replay_size, 9),
+    (["method=agem", "method.replay.exclude_current_task=false"], lambda dm, ln: ln.replay.exclude_current_task, False),
+    (
+        ["method=agem", "update@method.update=task_reservoir", "method.update.per_task=4"],
+        lambda dm, ln: (type(ln.update_policy).__name__, ln.update_policy.per_task),
+        ("TaskReservoir", 4),
+    ),
+    (
+        ["method=agem", "update@method.update=class_ring"],
+        lambda dm, ln: type(ln.update_policy).__name__,
+        "ClassRingBuffer",
+    ),
     # the top-level keys a reading sets (PROTOCOL 8) reach the replay policies that read them
     (["method=mir", "exclude_current_task=true"], lambda dm, ln: ln.replay.exclude_current_task, True),
     (["method=mir", "exclude_current_task=false"], lambda dm, ln: ln.replay.exclude_current_task, False),

@@ -41,6 +41,11 @@ GRID_SIZES = {
     "choices_stored_logits": 2 * 2 * 2 * 10,
     # Table II cells checked by measurement (make cells): 10 seeds, split-MNIST and -FMNIST
     "cells_joint": 2 * 1 * 4 * 10,
+    "cells_agem_batch": 2 * 1 * 3 * 10,
+    "cells_agem_draw": 2 * 1 * 2 * 10,
+    "cells_agem_pool": 2 * 1 * 2 * 10,
+    "cells_agem_layout": 2 * 1 * 3 * 10,
+    "cells_agem_per_task": 2 * 1 * 2 * 10,
 }
 
 

@@ -251,7 +251,8 @@ NODES: dict[str, dict] = {
     "clsuite.replay.random.RandomReplay": dict(
         exclude_current_task=Flag("replay only from past tasks' slots")),
     "clsuite.replay.balanced.BalancedReplay": dict(
-        exclude_current_task=Flag("replay only from past tasks' slots")),
+        exclude_current_task=Flag("replay only from past tasks' slots"),
+        by=OneOf("class", "task", doc="equal shares of |R| per class | per task")),
     "clsuite.replay.ccmr.CCMRReplay": dict(
         tau=Real(0, 1, "p = round(tau |R|) interfered (R_e), q = |R| - p task-associated (R_t)"),
         candidates=Whole(1, None, "null = score all of M | C random candidates", null=True),
@@ -278,6 +279,10 @@ NODES: dict[str, dict] = {
     "clsuite.memory.task_ring.TaskRingBuffer": dict(
         slots="task",
         n_tasks=Whole(1, None, "T of the ring layout; null = benchmark.n_tasks (at least that)", null=True)),
+    "clsuite.memory.task_reservoir.TaskReservoir": dict(
+        slots="task",
+        per_task=Whole(1, None, "slots per task, a reservoir over the task; null = M // T", null=True),
+        n_tasks=Whole(1, None, "T of M // T; null = benchmark.n_tasks (at least that)", null=True)),
     # conf/method/ plugins
     "clsuite.methods.base.NoMemory": dict(),
     "clsuite.methods.agem.AGEM": dict(),
@@ -428,6 +433,8 @@ def _rule_memory(cfg) -> str | None:
                 f"method.update.n_tasks must be null or a whole number >= {bench.n_tasks} (benchmark.n_tasks), got {t}"
             )
         lo, why = -(-t // unit), f"one ring slot per task, T={t}"
+        if per := update.get("per_task"):
+            lo, why = -(-(t * per) // unit), f"method.update.per_task={per} slots per task, T={t}"
     elif slots == "class":
         heads = bench.classes_per_task if cfg.scenario == "domain_il" else classes
         lo, why = -(-heads // unit), f"one slot per class, {heads} classes"

@@ -25,6 +25,24 @@ Adaptations to the online class-IL protocol (each one a config choice):
   seq-mnist agem ``minibatch_size``). ``method.replay_size=null`` gives the reading's |R|.
 - One head over all classes (class-IL): both losses are plain CE over the head.
 
+What the paper and the reference codes leave open, each an option (``make cell-agem`` measures
+each alone against the default above, paired by seed; the report's Table II notes):
+- the reference batch size: 256 (A-GEM's code, default) | 128 (Mammoth's best_args,
+  ``method.replay_size=128``) | the reading's |R| (``method.replay_size=null``);
+- how R is drawn: uniformly over past tasks' slots (A-GEM's code ``np.random.choice`` over the
+  filled episodic memory, Mammoth ``buffer.get_data``; default) | equal shares per past task
+  (Avalanche ``AGEMPlugin``'s ``GroupBalancedInfiniteDataLoader``:
+  ``replay@method.replay=task_balanced``) | uniformly over the whole memory, the current task's
+  slots included (Mammoth ``models/agem_r.py``, A-GEM over a reservoir buffer:
+  ``method.replay.exclude_current_task=false``);
+- the memory layout per task: reservoir over the stream (default; Mammoth ``agem_r``) | a ring
+  buffer per class of the last M // classes samples, filled during the task (A-GEM's code,
+  ``fc_permute_mnist.py`` l.307-316 ``count_cls``: ``update@method.update=class_ring``) | a
+  random M // T of each task (Avalanche ``patterns_per_experience`` at the experience's end:
+  ``update@method.update=task_reservoir``) | one batch of |B_t| per task (Mammoth
+  ``models/agem.py`` ``end_task``, which computes ``buffer_size // N_TASKS`` and stores
+  ``next(iter(loader))``: ``update@method.update=task_reservoir method.update.per_task=10``).
+
 Under a reading (PROTOCOL 8): |B_t| and the memory budget follow it; |R| (256) and R from
 past tasks only are A-GEM's own under every reading; ``replay_loss`` does not
 apply (the loss is B_t's alone, R enters through g_ref).

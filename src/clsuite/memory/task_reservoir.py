@@ -1,0 +1,57 @@
+"""A per-task memory of random samples: each task keeps a uniform random subset of its stream.
+
+Each task k, when its first sample arrives, is given the next n free slots (n = ``per_task``, or
+M // T when null: the run's budget M shared out by task, T from ``n_tasks`` or the benchmark; tasks
+come one after another, as in the online stream) and fills them by reservoir sampling over its own
+samples only (Vitter 1985): the first n are written,
+the i-th (i > n, counted from 1 within the task) replaces a uniform slot of its task with
+probability n / i. At the task's end its n slots hold a uniform random n-subset of the task,
+which is what a task-end draw gives; a method that reads only past tasks' slots
+(``exclude_current_task``, as A-GEM) therefore sees the memory of a task-end fill, while the
+memory update stays online (after every batch, as PROTOCOL section 2 asks).
+
+The layouts it gives A-GEM (``clsuite.methods.agem``), each from a reference:
+- ``per_task: null`` (M // T per task): Avalanche's ``AGEMPlugin.update_memory`` (a random
+  ``patterns_per_experience`` subset of each experience, after it) and what Mammoth's
+  ``models/agem.py`` ``end_task`` computes (``samples_per_task = buffer_size // N_TASKS``);
+- ``per_task: |B_t|`` (10 under ``mir_code``): what Mammoth's ``end_task`` stores, one batch of the
+  task's shuffled training loader (``next(iter(loader))``; ``samples_per_task`` is left unused).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from clsuite.memory.base import UpdatePolicy
+from clsuite.memory.buffer import Memory
+from clsuite.memory.reservoir import reservoir_slots
+
+
+class TaskReservoir(UpdatePolicy):
+    """Memory update: ``per_task`` slots per task (null: M // T), a reservoir over each task's samples."""
+
+    def __init__(self, per_task: int | None = None, n_tasks: int | None = None):
+        self.per_task, self.n_tasks = per_task, n_tasks
+        self.start: dict[int, int] = {}  # task -> its first slot
+        self.count: dict[int, int] = {}  # task -> samples of the task seen so far
+
+    def update(self, memory: Memory, x, y, t, learner=None) -> None:
+        memory.seen += len(y)
+        n = self.per_task or memory.capacity // (self.n_tasks or len(learner.task_classes))
+        for k in torch.unique(t).tolist():
+            if k not in self.start:
+                if memory.size + n > memory.capacity:
+                    raise ValueError(f"task {k} needs {n} more memory slots; M = {memory.capacity} holds {memory.size}")
+                self.start[k] = memory.size
+            sel = (t == k).nonzero().squeeze(1)
+            c, start = self.count.get(k, 0), self.start[k]
+            if c < n and start != max(self.start.values()):  # its free slots now belong to a later task
+                raise ValueError(f"task {k} came back after a later task started: TaskReservoir needs tasks in turn")
+            free = max(0, min(len(sel), n - c))  # samples that take the task's still-empty slots
+            slots = torch.full((len(sel),), -1, dtype=torch.long, device=memory.device)
+            slots[:free] = c + torch.arange(free, device=memory.device)
+            if len(sel) > free:  # the rest: j ~ U[0, i) over the task's count i, kept when j < n
+                slots[free:] = reservoir_slots(c + free, len(sel) - free, n, memory.device)
+            self.count[k] = c + len(sel)
+            memory.place(torch.where(slots >= 0, start + slots, slots), x[sel], y[sel], t[sel])
+            memory.size = max(memory.size, start + min(self.count[k], n))
