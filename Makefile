@@ -120,7 +120,7 @@ $(PAPER_TARGETS): setup
 # every sweep: trained once, copied by the others (`reused_from`). Then the per-choice tables
 # (results/choices_*/) and the paired ledger (results/choices/choices.md; also in `make report`).
 # A sweep whose jobs failed does not stop the next one; a bad config (2) or an interrupt does.
-CHOICES = unscored victim R_t_from candidates replay_loss stored_logits
+CHOICES = unscored victim R_t_from candidates replay_loss stored_logits logits_on_overwrite
 CHOICE_SEEDS := $(if $(filter file,$(origin SEEDS)),10,$(SEEDS))
 .PHONY: fig-choices
 fig-choices: SEEDS = $(CHOICE_SEEDS)
@@ -139,11 +139,13 @@ fig-choices: setup       ## the paper's open choices, each alone vs the reading'
 # failed does not stop the next one; a bad config (2) or an interrupt does.
 CELL_SWEEPS_joint  = cells_joint
 CELL_SWEEPS_agem   = cells_agem_batch cells_agem_draw cells_agem_pool cells_agem_layout cells_agem_per_task
-CELL_TARGETS = $(addprefix cell-,joint agem)
+CELL_SWEEPS_logits = choices_logits_on_overwrite
+CELL_TARGETS = $(addprefix cell-,joint agem logits)
 .PHONY: cells $(CELL_TARGETS)
 cells: $(CELL_TARGETS)   ## every Table II cell check below (10 seeds)
 cell-joint:              ## Joint for 1, 2, 5, 10 passes -> multirun/cells_joint/
 cell-agem:               ## A-GEM's reference batch, its draw and pool, the memory layout -> multirun/cells_agem_*/
+cell-logits:             ## stored logits of an overwritten slot, MIR/C-CMR/E-BRS/AdaER -> multirun/choices_logits_on_overwrite/
 $(CELL_TARGETS): SEEDS = $(CHOICE_SEEDS)
 $(CELL_TARGETS): setup
 	s=0; for c in $(CELL_SWEEPS_$(patsubst cell-%,%,$@)); do \

@@ -39,6 +39,7 @@ KEYS_WITH_TESTS = {
     "exclude_current_task",
     "candidates",
     "compare_to_old_logits",
+    "logits_on_overwrite",
     "tau",
     "lr",
     "lambda",

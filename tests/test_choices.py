@@ -118,6 +118,7 @@ def test_defaults_come_from_the_configs():
         "candidates": {"paper_text": "null", "mir_code": "50"},
         "replay_loss": {"paper_text": "concat", "mir_code": "split"},
         "stored_logits": {"paper_text": "false", "mir_code": "true"},
+        "logits_on_overwrite": {"paper_text": "reset", "mir_code": "reset"},
     }
     assert ch.BY_EXPERIMENT["choices_stored_logits"].default("unlabelled") is ch.NO_DEFAULT
 
@@ -168,7 +169,7 @@ def test_make_fig_choices_dry_run(args, seeds, reading):
     sweep = next(line for line in text.splitlines() if "src/run.py --config-dir sweeps" in line)
     assert "--config-name choices_$c" in sweep and f"'seed=range(0,{seeds})'" in sweep
     assert f"reading={reading}" in sweep and "experiment=" not in sweep  # each choice keeps its folder
-    assert "for c in unscored victim R_t_from candidates replay_loss stored_logits" in text
+    assert "for c in unscored victim R_t_from candidates replay_loss stored_logits logits_on_overwrite" in text
     agg = text[text.index("scripts/aggregate.py") :].split("||")[0].split()
     assert agg[1:] == [c.experiment for c in ch.CHOICES]
     assert "scripts/choices.py" in text

@@ -6,6 +6,7 @@ the key is ignored: exact values on small tensors, expected values from hand for
 - E-BRS ``victim``: lowest_score (Alg. 2) | random slot of the most frequent class;
 - E-BRS ``unscored``: the stored s(m) of a sample never scored: 0 | inf | insertion;
 - A-GEM's own reference-batch size ``method.replay_size``;
+- ``logits_on_overwrite``: the stored logits of an overwritten slot, reset to 0 | kept (MIR's code);
 - a bad value of each new key: one ``error:`` line, exit 2.
 """
 
@@ -259,6 +260,67 @@ def test_agem_reference_batch_size(reading, override, size):
     assert len(idx) == len(set(idx.tolist())) == size and (mem.t[idx] == 0).all()
 
 
+# -- logits_on_overwrite: the stored logits of an overwritten slot, reset (0) | keep (MIR's code) ------
+@pytest.mark.parametrize("rule", ["reset", "keep"])
+@pytest.mark.parametrize("write", ["replace", "place"])
+def test_an_overwritten_slot_resets_or_keeps_its_stored_logits(rule, write):
+    """Slots 0-2 store logits; a new sample overwrites slot 1 (reservoir: ``place``; E-BRS, rings:
+    ``replace``): reset -> 0, keep -> the previous occupant's. The other slots and a slot filled
+    for the first time (``append``: 0 under both, as MIR's zeros at creation) are untouched."""
+    mem = Memory(4, (1,), 3, logits_on_overwrite=rule)
+    mem.append(torch.zeros(3, 1), torch.tensor([0, 1, 2]), torch.zeros(3, dtype=torch.long))
+    old = torch.tensor([[5.0, 0.0, 0.0], [0.0, 5.0, 0.0], [0.0, 0.0, 5.0]])
+    mem.logits[:3] = old
+    x, y, t = torch.ones(1, 1), torch.tensor([2]), torch.ones(1, dtype=torch.long)
+    if write == "replace":
+        mem.replace(torch.tensor([1]), x, y, t)
+    else:
+        mem.place(torch.tensor([1]), x, y, t)
+    expected = old.clone()
+    if rule == "reset":
+        expected[1] = 0.0
+    assert torch.equal(mem.logits[:3], expected) and mem.y[1] == 2 and mem.score[1] == 0.0  # the score resets
+    mem.logits[3] = 7.0  # (never written by a sample: what a slot emptied and refilled might hold)
+    mem.append(x, y, t)
+    assert torch.equal(mem.logits[3], torch.zeros(3))
+
+
+@pytest.mark.parametrize("rule", ["reset", "keep"])
+def test_mir_scores_an_overwritten_slot_against_the_previous_occupants_logits_under_keep(rule):
+    """Slot 0's occupant stored logits confident in class c; a new sample of class c overwrites it.
+    Its first scoring: keep -> against the occupant's logits (loss ~0 for c, below the current loss:
+    s = l(theta') - ~0, and they stay stored), as MIR's code computes it; reset -> against 0 logits
+    (log K, above the current loss here: s = l(theta') - l(theta), the current logits stored)."""
+    mem = toy_memory([0, 0, 0, 1, 1, 1])
+    mem.kept = {"logits"} if rule == "keep" else set()
+    new_y = mem.y[0] ^ 1  # the other class of task 0
+    prev = torch.zeros(6)
+    prev[new_y] = 20.0
+    mem.logits[0] = prev
+    mem.replace(torch.tensor([0]), mem.x[:1] + 0.5, new_y[None], mem.t[:1].clone())
+    learner = toy_learner(memory=mem, lr=LR)
+    x, y, t = toy_batch(task=2, n=3)
+    MIRReplay(candidates=50, compare_to_old_logits=True).select(learner, x, y, t, 2)
+    net2 = stepped(learner.net, x, y)
+    with torch.no_grad():
+        mx, my = mem.x[:1], mem.y[:1]
+        pre, post = ce_per_sample(learner.net, mx, my)[0], ce_per_sample(net2, mx, my)[0]
+        current = learner.net(mx)[0]
+    old = -torch.log_softmax(prev if rule == "keep" else torch.zeros(6), 0)[new_y]
+    assert (old < pre) == (rule == "keep")  # the two rules take different branches here
+    torch.testing.assert_close(mem.score[0], post - torch.minimum(pre, old), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(mem.logits[0], prev if rule == "keep" else current, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reading, rule", [("paper_text", "reset"), ("mir_code", "reset")])
+def test_logits_on_overwrite_reaches_the_memory(reading, rule):
+    _, learner, _ = build(make_cfg(f"reading={reading}", "method=mir"))
+    assert learner.memory.kept == ({"logits"} if rule == "keep" else set())
+    other = "keep" if rule == "reset" else "reset"
+    _, learner, _ = build(make_cfg(f"reading={reading}", "method=mir", f"logits_on_overwrite={other}"))
+    assert learner.memory.kept == ({"logits"} if other == "keep" else set())
+
+
 # -- every new key: one error line, exit 2 ------------------------------------------------------------
 BAD = [
     (
@@ -274,6 +336,7 @@ BAD = [
         "unknown method.update.unscored 2; valid choices: 0, inf, insertion",
     ),
     (["method=agem", "method.replay_size=0"], "method.replay_size must be a whole number >= 1 or null, got 0"),
+    (["method=mir", "logits_on_overwrite=zero"], "unknown logits_on_overwrite 'zero'; valid choices: reset, keep"),
 ]
 
 

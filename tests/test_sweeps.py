@@ -39,6 +39,7 @@ GRID_SIZES = {
     "choices_candidates": 2 * 2 * 2 * 10,
     "choices_replay_loss": 2 * 1 * 2 * 10,
     "choices_stored_logits": 2 * 2 * 2 * 10,
+    "choices_logits_on_overwrite": 2 * 4 * 2 * 10,
     # Table II cells checked by measurement (make cells): 10 seeds, split-MNIST and -FMNIST
     "cells_joint": 2 * 1 * 4 * 10,
     "cells_agem_batch": 2 * 1 * 3 * 10,

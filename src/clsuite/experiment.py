@@ -117,7 +117,9 @@ def build(cfg: DictConfig):
     plugin = _build(m, "plugin")
     uses_memory = plugin.uses_memory if plugin is not None else True
     capacity = memory_capacity(cfg, dm.n_tasks * dm.classes_per_task) if uses_memory else 0
-    memory = Memory(capacity, dm.input_shape, dm.num_classes, device=device)
+    memory = Memory(
+        capacity, dm.input_shape, dm.num_classes, device=device, logits_on_overwrite=cfg.logits_on_overwrite
+    )
     learner = ContinualLearner(
         net,
         memory=memory,

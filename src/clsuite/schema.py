@@ -174,6 +174,7 @@ KEYS: dict[str, Spec] = {
     "exclude_current_task": Flag("reading: replay (and MIR/C-CMR candidates) only from past tasks' slots"),
     "candidates": Whole(1, None, "reading: C-CMR candidates; null = all of M (paper) | C random ones", null=True),
     "compare_to_old_logits": Flag("reading: MIR scores against the logits stored with the sample"),
+    "logits_on_overwrite": OneOf("reset", "keep", doc="reading: stored logits of an overwritten slot: 0 | the previous occupant's (MIR's code)"),
     "tau": Real(0, 1, "C-CMR: p = round(tau |R|) interfered samples (R_e), q = |R| - p task-associated (R_t)"),
     "lambda": Real(0, 1, "imbalance (PROTOCOL 6): one class per task keeps round((1 - lambda) n)", hi_open=True),
     "lr": Real(0, None, "reading: SGD learning rate (a method's method.lr overrides it)", lo_open=True),

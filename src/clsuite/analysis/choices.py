@@ -87,6 +87,9 @@ CHOICES = (
            "Alg. 1 line 10: \"θ = θ − α∇_θ l(f_θ; (R + B_t))\": one loss over R and B_t together"),
     Choice("stored_logits", "Scores against stored logits (MIR's code)", "compare_to_old_logits",
            "reading/{reading}.yaml", "false", "Eq. 4: \"s(m) = l(f_θ'(x_m), y_m) − l(f_θ(x_m), y_m)\": no stored logits"),
+    Choice("logits_on_overwrite", "Stored logits of an overwritten slot: reset or the previous occupant's (MIR's code)",
+           "logits_on_overwrite", "reading/{reading}.yaml", None,
+           "silent: Eq. 4 has no stored logits (MIR's code keeps the previous occupant's: buffer.py add_reservoir)"),
 )  # fmt: skip
 BY_EXPERIMENT = {c.experiment: c for c in CHOICES}
 

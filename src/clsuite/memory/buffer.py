@@ -11,15 +11,31 @@ then ``memory.<name>`` ([capacity, *shape]), every write of a new sample
 (``append`` / ``replace`` / ``place``) resets the slot to ``fill``, and
 ``state_dict`` (the run's checkpoint) carries it. ``score`` (the interference
 scores E-BRS reads) and ``logits`` (MIR's stored logits) are declared here.
+
+Stored logits of an overwritten slot (``logits_on_overwrite``, the top-level key a reading sets):
+``reset`` writes the fill (0) with the new sample, as every field; ``keep`` leaves the previous
+occupant's logits in the slot when a sample overwrites it (``replace`` / ``place`` of a filled
+slot), as MIR's code does (commit 35eda78): ``buffer.add_reservoir(data, target, None, task)``
+(``er_main.py`` l.182) skips the logits when it overwrites (``buffer.py`` l.146-147, ``if
+save_logits``), and a slot filled for the first time keeps the zeros it was created with (l.39,
+l.108-109). A slot filled for the first time starts at 0 under both.
 """
 
 from __future__ import annotations
 
 import torch
 
+LOGITS_ON_OVERWRITE = ("reset", "keep")  # the stored logits of an overwritten slot: 0 | the previous occupant's
+
 
 class Memory:
-    def __init__(self, capacity: int, x_shape, num_classes: int, device="cpu", dtype=torch.float32):
+    def __init__(
+        self, capacity: int, x_shape, num_classes: int, device="cpu", dtype=torch.float32, logits_on_overwrite="reset"
+    ):
+        if logits_on_overwrite not in LOGITS_ON_OVERWRITE:
+            raise ValueError(
+                f"unknown logits_on_overwrite {logits_on_overwrite!r}; valid: {', '.join(LOGITS_ON_OVERWRITE)}"
+            )
         if capacity < 0:
             raise ValueError(f"memory size must be >= 0, got {capacity}")
         self.capacity = int(capacity)
@@ -31,6 +47,7 @@ class Memory:
         self.fills: dict[str, float | int | bool] = {}  # name -> the value a newly written sample starts at
         self.declare("score", ())  # interference scores s(m) (C-CMR / MIR write them, E-BRS reads them)
         self.declare("logits", (num_classes,))  # MIR's stored logits (compare_to_old_logits)
+        self.kept = {"logits"} if logits_on_overwrite == "keep" else set()  # fields an overwrite leaves as they were
         self.size = 0
         self.seen = 0
 
@@ -112,16 +129,20 @@ class Memory:
         n = min(len(y), self.capacity - self.size)
         idx = torch.arange(self.size, self.size + n, device=self.device)
         self.replace(idx, x[:n], y[:n], t[:n])
+        for name in self.kept:  # a slot filled anew starts at the fill (its content, if any, is no occupant's)
+            self.fields[name].index_fill_(0, idx, self.fills[name])
         self.size += n
         return idx
 
     def replace(self, idx, x, y, t) -> None:
-        """Write samples into slots ``idx`` (a new sample's declared fields start at their fill)."""
+        """Write samples into slots ``idx`` (a new sample's declared fields start at their fill, but for
+        the fields ``kept`` from the previous occupant)."""
         self.x[idx] = x.to(self.x.dtype)
         self.y[idx] = y
         self.t[idx] = t
         for name, field in self.fields.items():  # not field[idx] = fill: that copies the fill to the GPU (a sync)
-            field.index_fill_(0, idx, self.fills[name])
+            if name not in self.kept:
+                field.index_fill_(0, idx, self.fills[name])
 
     def place(self, slots, x, y, t) -> None:
         """``replace`` sample i into slot ``slots[i]`` where ``slots[i] >= 0`` (-1: not kept); of
@@ -140,6 +161,8 @@ class Memory:
         self.y[target] = torch.where(new, y[src], self.y[target])
         self.t[target] = torch.where(new, t[src], self.t[target])
         for name, field in self.fields.items():
+            if name in self.kept:
+                continue
             keep = new.view(-1, *[1] * (field.dim() - 1))
             field[target] = torch.where(keep, self.fills[name], field[target])
 

@@ -15,10 +15,13 @@ MIR's code); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
 own under every reading. C-CMR scores with the same function (``score_slots``) and the same
 reading key, so the E-BRS ablation (MIR replay) and AdaER (C-CMR replay) evict by one score.
 
-Departure (with ``compare_to_old_logits``): a slot that the memory update overwrites starts with
-stored logits 0 (``Memory``'s fill: their loss is log K, so its first score is taken against
-min(current loss, log K)); MIR's code writes a new sample with ``buffer.add_reservoir(data, target, None, task)``
-(``er_main.py``), which leaves the previous occupant's stored logits in the slot. Not measured yet.
+The stored logits of a slot that the memory update overwrites (with ``compare_to_old_logits``) are
+the reading's ``logits_on_overwrite`` (``clsuite.memory.buffer``): ``reset`` starts them at 0 (their
+loss is log K, so the new sample's first score is taken against min(current loss, log K));
+``keep`` leaves the previous occupant's, as MIR's code (``buffer.add_reservoir(data, target, None,
+task)``, ``er_main.py`` l.182, writes no logits when it overwrites): the first score of the new
+sample is then taken against the loss of another sample's logits for its label. ``make
+cell-logits`` measures the two for MIR, C-CMR, E-BRS and AdaER.
 """
 
 from __future__ import annotations

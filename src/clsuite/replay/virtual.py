@@ -87,7 +87,9 @@ def insertion_scores(learner, x, y, t, compare_to_old_logits: bool = False) -> t
     one virtual step on B_t (Eq. 3), s = Eq. 4 on each sample of B_t. Under
     ``compare_to_old_logits`` the logits a new slot stores are 0 (loss log K over the K classes),
     so its score is l(theta') - min(l(theta), log K), as :func:`interference_scores` would give at
-    its first scoring; nothing is stored here."""
+    its first scoring; nothing is stored here. Under ``logits_on_overwrite=keep`` the slot a sample
+    overwrites keeps its previous occupant's logits, which are not known here (E-BRS chooses the
+    victim after this score): this score still takes log K."""
     buffers = _buffers(learner.net)
     with torch.enable_grad():  # the memory update may run under no_grad
         theta_prime = virtual_params(learner, x, y, t, buffers=buffers)
