@@ -143,6 +143,58 @@ def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path,
     assert resumed["resumed_at_task"] is None and all(resumed[k] == full[k] for k in SAME)
 
 
+@pytest.mark.parametrize("store", ["a file", "/proc"])
+def test_a_checkpoint_that_cannot_be_written_costs_no_result(monkeypatch, tmp_path, capsys, store):
+    """Issue 30: a store that is a file (or under /proc) ended the run with `error: ...task-0001.ckpt;
+    no results written`, exit 1. Now: one warning, the run goes on, its results are written."""
+    from clsuite.cli import run_single
+
+    where = tmp_path / "afile" if store == "a file" else Path("/proc/clsuite-test")
+    if store == "a file":
+        where.write_text("x")
+    monkeypatch.setenv("CLSUITE_CHECKPOINTS", str(where))
+    out = tmp_path / "run"
+    acc = run_single(make_cfg("method=er", "checkpoint=task_end"), str(out))  # no SystemExit
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("warning:", "error:"))]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: cannot write checkpoints ("), warnings
+    assert warnings[0].endswith("the run goes on without checkpoints and writes its results")
+    res = json.loads((out / "results.json").read_text())
+    assert res["metrics"]["acc"] == acc and res["resumed_at_task"] is None
+
+
+def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
+    """Issue 30: with checkpoint=off and a store whose files cannot be deleted, the run wrote its
+    sealed results and then exited 1 saying "no results written". Now: a warning, the results stand."""
+    from clsuite.cli import run_single
+    from clsuite.results import read_run
+
+    monkeypatch.setenv("CLSUITE_CHECKPOINTS", str(tmp_path / "store"))
+    cfg = make_cfg("method=er", "checkpoint=task_end")
+    folder = ck.run_store_dir(identity.identity(cfg, "cpu")["key"])
+    orig = killed_after(monkeypatch, 1)
+    with pytest.raises(Killed):
+        run_experiment(cfg, tmp_path / "killed", checkpoint_dir=folder)
+    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    unlink = Path.unlink
+
+    def refuse(self, missing_ok=False):
+        if folder in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    capsys.readouterr()
+    run_single(make_cfg("method=er", "checkpoint=off"), str(tmp_path / "run"))  # no SystemExit
+    err = capsys.readouterr().err
+    assert "resuming at task 2 of 3" in err
+    warnings = [line for line in err.splitlines() if line.startswith(("warning:", "error:"))]
+    assert warnings == [
+        f"warning: cannot delete the finished run's checkpoints in {folder} (Permission denied: "
+        f"{folder / 'task-0001.ckpt'}); its results are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)"
+    ]
+    assert read_run(tmp_path / "run" / "results.json").ok and (folder / "task-0001.ckpt").is_file()
+
+
 def test_cadence_and_the_store(monkeypatch, tmp_path):
     def due(cfg, times):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
         now = [0.0]

@@ -20,6 +20,9 @@ Steps (driven by ``clsuite.experiment.run_experiment``):
    ``checkpoints/`` (sweeps) or in ``outputs/.checkpoints/<identity key>/`` (single runs,
    :func:`run_store_dir`); the two newest are kept, all are deleted once the results file is
    written;
+   a checkpoint is a side file: one that cannot be written, pruned or cleared (a folder that is a
+   file, read-only, full, ``/proc``) is one ``warning:`` line, once; the run goes on without
+   checkpoints and writes its results (it never costs the run);
 5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest matches and
    whose identity key is the run's (a corrupt, partial or foreign one: a warning, never
    loaded), :func:`restore` puts every piece back (generators last) and the run continues with
@@ -41,7 +44,7 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from clsuite.io import write_bytes_atomic
+from clsuite.io import os_error_line, write_bytes_atomic
 
 # auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
 # under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
@@ -150,12 +153,14 @@ def set_rng_states(state: dict) -> None:
 
 
 class CheckpointStore:
-    """The checkpoints of one run identity in one folder."""
+    """The checkpoints of one run identity in one folder. An OS error on the folder is a warning,
+    once (:meth:`_lost`): from then on the store writes nothing, and the run goes on."""
 
     def __init__(self, folder, key: str, checkpoint_io: AtomicCheckpointIO | None = None):
         self.folder, self.key = Path(folder), key
         self.io = checkpoint_io or AtomicCheckpointIO()
         self.written: list[Path] = []
+        self.broken: str | None = None  # why the store stopped writing (an OS error), once it did
 
     def path(self, next_task: int) -> Path:
         return self.folder / f"task-{next_task:04d}{SUFFIX}"
@@ -164,10 +169,21 @@ class CheckpointStore:
         """Checkpoint files, newest (highest next task) first."""
         return sorted(self.folder.glob(f"task-*{SUFFIX}"), reverse=True) if self.folder.is_dir() else []
 
+    def _lost(self, what: str, e: OSError) -> None:
+        """One warning for the first OS error of this store; later ones are silent (the same cause)."""
+        if self.broken is None:
+            self.broken = os_error_line(e)
+            warn(f"{what} ({self.broken}); the run goes on without checkpoints and writes its results")
+
     def latest(self, map_location=None) -> tuple[Path, dict] | None:
         """(path, checkpoint) of the newest valid one of this identity, else None (each one passed
         over: a warning)."""
-        for path in self.files():
+        try:
+            found = self.files()
+        except OSError as e:  # a name too long, a folder that cannot be listed
+            self._lost("cannot read the checkpoint folder", e)
+            return None
+        for path in found:
             try:
                 ckpt = self.io.load_checkpoint(path, map_location=map_location)
             except CorruptCheckpoint as e:
@@ -180,27 +196,39 @@ class CheckpointStore:
             return path, ckpt
         return None
 
-    def save(self, trainer: L.Trainer, next_task: int) -> Path:
-        """Write the checkpoint after ``next_task`` finished tasks; keep the :data:`KEEP` newest."""
+    def save(self, trainer: L.Trainer, next_task: int) -> Path | None:
+        """Write the checkpoint after ``next_task`` finished tasks; keep the :data:`KEEP` newest.
+        None when it could not be written (a warning, once; the store then stays silent)."""
+        if self.broken is not None:
+            return None
         path = self.path(next_task)
-        trainer.save_checkpoint(path)
-        self.written = [p for p in self.written if p != path] + [path]
-        keep = set(self.written[-KEEP:])
-        for old in self.files():  # older ones, and any left by another identity or a partial write
-            if old not in keep:
-                old.unlink(missing_ok=True)
-                digest_path(old).unlink(missing_ok=True)
+        try:
+            trainer.save_checkpoint(path)
+            self.written = [p for p in self.written if p != path] + [path]
+            keep = set(self.written[-KEEP:])
+            for old in self.files():  # older ones, and any left by another identity or a partial write
+                if old not in keep:
+                    old.unlink(missing_ok=True)
+                    digest_path(old).unlink(missing_ok=True)
+        except OSError as e:
+            self._lost("cannot write checkpoints", e)
+            return None
         return path
 
     def clear(self) -> None:
-        """Delete every checkpoint of the folder (the run is finished), and the folder when empty."""
-        for path in self.files():
-            path.unlink(missing_ok=True)
-            digest_path(path).unlink(missing_ok=True)
-        for tmp in self.folder.glob(".task-*.tmp") if self.folder.is_dir() else ():  # a killed write's
-            tmp.unlink(missing_ok=True)
-        if self.folder.is_dir() and not any(self.folder.iterdir()):
-            self.folder.rmdir()
+        """Delete every checkpoint of the folder (the run is finished), and the folder when empty.
+        An OS error is a warning: the results are written, the files stay (docs/CHECKPOINTS.md)."""
+        try:
+            for path in self.files():
+                path.unlink(missing_ok=True)
+                digest_path(path).unlink(missing_ok=True)
+            for tmp in self.folder.glob(".task-*.tmp") if self.folder.is_dir() else ():  # a killed write's
+                tmp.unlink(missing_ok=True)
+            if self.folder.is_dir() and not any(self.folder.iterdir()):
+                self.folder.rmdir()
+        except OSError as e:
+            warn(f"cannot delete the finished run's checkpoints in {self.folder} ({os_error_line(e)}); its results "
+                 "are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- save and restore

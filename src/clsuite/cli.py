@@ -22,7 +22,9 @@ Steps of one invocation:
 3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training: a bad value, a
    name that cannot be a folder name, W&B required but unavailable, a run folder holding another
    run's results); 1 a run failed (a non-finite loss, a broken file, an OS error on an output
-   path: one ``error:`` line naming it) or a sweep job failed; 128 + n when stopped by signal n
+   path: one ``error:`` line naming it; a side file, a checkpoint or ``model.ckpt`` that cannot be
+   written or deleted, is one ``warning:`` line and the run still ends 0 with its results) or a
+   sweep job failed; 128 + n when stopped by signal n
    (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
    either during start-up), no results file for the interrupted run, and the interrupted sweep
    jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides

@@ -36,7 +36,7 @@ from clsuite.collector import collect_and_freeze
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.identity import identity, pin_threads, seal, threads_of
-from clsuite.io import RESULTS_FILE, write_json_atomic
+from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.learner import ContinualLearner
 from clsuite.loggers import RunLogger
 from clsuite.memory.buffer import Memory
@@ -170,7 +170,8 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     identity (``clsuite.identity``) and are sealed against hand edits. A valid checkpoint of the
     same identity in ``checkpoint_dir`` (default: ``clsuite.checkpoint.run_store_dir``) is
     resumed from; checkpoints are written there at task ends (``checkpoint``) and deleted once
-    the results file is written (``clsuite.checkpoint``).
+    the results file is written (``clsuite.checkpoint``). Side files (checkpoints, ``model.ckpt``)
+    that cannot be written or deleted are a warning: they never cost the results.
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
@@ -212,11 +213,13 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
             guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
             raise
         saver.next_task = epoch + 1
-        if cadence.due(epoch + 1):
-            store.save(trainer, epoch + 1)
+        if cadence.due(epoch + 1) and store.save(trainer, epoch + 1):  # (a failed write: a warning, once)
             cadence.saved()
-    if cfg.get("keep_weights"):
-        trainer.save_checkpoint(out_dir / WEIGHTS_FILE)  # the final model (and memory), beside the results
+    if cfg.get("keep_weights"):  # the final model (and memory), beside the results (written last)
+        try:
+            trainer.save_checkpoint(out_dir / WEIGHTS_FILE)
+        except OSError as e:  # a side file: it never costs the results
+            print(f"warning: cannot write {WEIGHTS_FILE} ({os_error_line(e)}); the results follow", file=sys.stderr)
     R, b = acc_cb.R, np.asarray(acc_cb.b)
     results = {
         "status": "finished",
@@ -241,7 +244,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
         "versions": versions(),
     }
     write_json_atomic(out_dir / RESULTS_FILE, seal(results))
-    store.clear()  # the run is finished: its checkpoints are no longer needed
+    store.clear()  # the run is finished: its checkpoints are no longer needed (an OS error: a warning)
     return results
 
 
