@@ -3,6 +3,7 @@ before any training, and no results file."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,7 +68,7 @@ def test_validate_rejects_with_one_line(overrides, needle):
 
 def test_defaults_are_valid():
     validate(make_cfg())
-    validate(make_cfg("benchmark=split_mnist", "data.root=/"))  # the real benchmark's sizes are in range
+    validate(make_cfg("benchmark=split_mnist", "data.root=/", "data.download=true"))  # the real sizes are in range
     validate(make_cfg("trainer.threads=null", "seed=4294967295", "memory=0"))
 
 
@@ -161,3 +162,44 @@ def test_cli_corrupted_data_file(tmp_path):
 def test_resolved_config_roundtrips():
     cfg = make_cfg("method=adaer", "tau=0.3")
     assert OmegaConf.to_container(cfg, resolve=True)["method"]["replay"]["tau"] == 0.3
+
+
+def test_refusals_that_need_the_data_or_the_environment_come_before_any_folder(tmp_path):
+    """Issue 30: a run without its data, or with W&B required and no API key, exited 2 after Hydra had
+    made outputs/.../.hydra and run.log; a sweep with one such point wrote grid.json, trained the others,
+    then failed; `logger=csv +logger.required=true` was accepted. Now: one line, exit 2, nothing written."""
+    (tmp_path / "empty").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+    env.update(HOME=str(tmp_path / "home"), WANDB_MODE="online", PYTHONPATH=str(ROOT / "src"))
+    fast = ["logger=none", "trainer=cpu", "trainer.progress_bar=false"]
+    cases = [
+        (["benchmark=split_cifar10", "data.root=empty", *fast], "error: missing CIFAR data in "),
+        (["benchmark=split_mnist", "data.root=empty", *fast], "error: missing data file empty/MNIST/raw/"),
+        (["benchmark=synthetic", *fast, "logger=wandb", "logger.required=true"],
+         "error: W&B is required (logger.required=true) but cannot start: online (mode, $WANDB_MODE) without an API key"),
+        (["benchmark=synthetic", *fast, "logger=csv", "+logger.required=true"],
+         "error: logger.required=true needs logger=wandb (the one logger that can fail to start), got logger=csv"),
+        (["-m", "benchmark=synthetic,split_mnist", "data.root=empty", *fast], "error: missing data file "),
+    ]  # fmt: skip
+    for args, needle in cases:
+        p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith(needle), (args, p.stderr[-2000:])
+        assert sorted(q.name for q in tmp_path.iterdir() if q.name != "home") == ["empty"], args  # no folder
+
+
+def test_a_relative_data_root_holds_under_hydra_job_chdir(tmp_path):
+    """Issue 30: hydra.job.chdir=true with a relative data.root (DATA_DIR=../shared/datasets) passed the
+    checks, then failed in the run's own folder (exit 2, its folder left). The root is the launch folder's."""
+    from tests.test_data import fake_mnist
+
+    fake_mnist(tmp_path / "d", "MNIST", per_class_train=30, per_class_test=5)
+    args = ["benchmark=split_mnist", "data.root=d", "data.verify_md5=false", "hydra.job.chdir=true",
+            "benchmark.n_tasks=2", "benchmark.train_per_class=20", "logger=none", "trainer=cpu",
+            "trainer.progress_bar=false", "trainer.threads=1", "hydra.run.dir=run"]  # fmt: skip
+    p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *args], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["config"]["data"]["root"] == str(tmp_path / "d") and len(res["R"]) == 2

@@ -335,6 +335,34 @@ def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, mo
     assert io.os_error_line(exc.value) == f"Not a directory: {tmp_path / 'afile' / 'sub' / io.RESULTS_FILE}"
 
 
+# Loaded into the process through PYTHONPATH: a full disk, where every write fails (Hydra's own
+# writes of .hydra/*.yaml too).
+_FULL_DISK = """
+import errno, os
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+os.fsync = full
+import hydra.core.utils
+hydra.core.utils._save_config = full
+"""
+
+
+def test_a_full_disk_under_the_run_folder_is_one_line(tmp_path):
+    """Issue 30: a full disk under hydra.run.dir gave Hydra's OSError traceback. Now: one line, exit 1,
+    no folder left."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_FULL_DISK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")])}
+    run_dir = tmp_path / "out" / "run"
+    p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *FAST, *TINY, f"hydra.run.dir={run_dir}"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 1 and p.stderr.strip().splitlines() == [
+        f"error: No space left on device: {run_dir}; nothing run"
+    ], p.stderr[-2000:]
+    assert not run_dir.exists()
+
+
 @pytest.mark.parametrize(
     "name", ["table2", "memory", "first_task", "tau", "imbalance", "ablation", "cifar100", "ablation_cifar100"]
 )

@@ -10,8 +10,11 @@ Steps of one invocation:
 1. before ``hydra.main``: ``--help`` prints the keys of the schema (``clsuite.confighelp``); the
    overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown key,
    a deleted group) and the config is composed as Hydra will compose it (``clsuite.compose``:
-   any Hydra error becomes one line); a single run is validated against the schema
-   (``clsuite.config.validate``) here, so a refused run leaves no folder;
+   any Hydra error becomes one line); a single run is validated (``clsuite.config.validate``:
+   the schema, its data files, W&B when required) here, so a refused run leaves no folder; Hydra's
+   run folder is made and written to once (``clsuite.sweep.SweepCallback.on_run_start``: a full
+   disk is one line); with ``hydra.job.chdir=true`` a relative ``data.root`` stays the launch
+   folder's;
 2. a single run is trained (``run_experiment``) into its own folder
    ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
    first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
@@ -222,9 +225,19 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 # ----------------------------------------------------------------------------- entry point
 
 
+def _launch_relative(cfg: DictConfig, hc) -> None:
+    """``hydra.job.chdir=true`` runs a job inside its own folder: a relative ``data.root``
+    (``DATA_DIR=../shared/datasets``) still names the launch folder's data, where the checks before
+    Hydra found it (Hydra's ``to_absolute_path``; ``data.root`` is not part of a run's identity)."""
+    root = str(cfg.data.root)
+    if hc.job.chdir and not Path(root).is_absolute():
+        cfg.data.root = str(Path(hc.runtime.cwd) / root)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
+    _launch_relative(cfg, hc)
     if hc.mode != RunMode.MULTIRUN:
         return run_single(cfg, hc.runtime.output_dir)
     return run_job(cfg, hc)

@@ -130,11 +130,12 @@ def validate(cfg: DictConfig) -> None:
     """Every check a composed config must pass before a run; raises ``ConfigError`` (one line).
 
     The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules),
-    then the data files the run will read."""
+    W&B when it is required, then the data files the run will read (there, readable)."""
     from clsuite.paths import check_names  # names that become folder names (clsuite.paths)
 
     check_names(cfg)
     check(cfg)
+    _check_logger(cfg)
     from clsuite.data import sources  # the reader registry: the files a source reads (none: generated)
 
     source = sources.get(cfg.benchmark.source)  # (a known source: checked by the schema)
@@ -148,8 +149,22 @@ def validate(cfg: DictConfig) -> None:
             f"{cfg.benchmark.source}'s files (e.g. DATA_DIR=../shared/datasets), or pass data.download=true on a "
             "machine with network"
         )
-    from clsuite.data.files import unreadable
+    from clsuite.data.files import absent, unreadable
 
     rels = source.file_list(OmegaConf.to_container(cfg.benchmark, resolve=True))
     if problem := unreadable(root, rels, folders=source.folders):
         raise ConfigError(problem)
+    if not d.download and (problem := absent(root, rels)):  # (data.download=true: fetched by the run)
+        raise ConfigError(problem)
+
+
+def _check_logger(cfg: DictConfig) -> None:
+    """``logger.required=true``: W&B must be able to start. What is known before a run (online mode
+    without an API key, wandb not importable) is refused here, before Hydra makes a folder."""
+    logger = cfg.get("logger")
+    if logger is None or logger.get("name") != "wandb" or not logger.get("required"):
+        return
+    from clsuite.wandb_sync import cannot_start
+
+    if why := cannot_start(logger):
+        raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")

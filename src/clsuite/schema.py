@@ -12,7 +12,8 @@ or ``unknown <key> <value>; valid choices: ...``):
    either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) has a
    declaration in :data:`NODES`; each of its keys is checked against that declaration;
 3. the cross-key :data:`RULES`, in order: benchmark sizes, memory vs the method's memory
-   layout, scenario vs the method, precision vs the device, eval split vs the validation split.
+   layout, scenario vs the method, precision vs the device, eval split vs the validation split,
+   logger.required vs the logger.
 
 Adding a key is one line: in :data:`KEYS` for a key of ``conf/config.yaml`` or of a group
 (``"data.foo": Flag("what it does")``), in :data:`NODES` under its class for a parameter of a
@@ -492,7 +493,24 @@ def _rule_eval_split(cfg) -> str | None:
     return None
 
 
-RULES: tuple[Callable, ...] = (_rule_benchmark, _rule_memory, _rule_scenario, _rule_device, _rule_eval_split)
+def _rule_logger(cfg) -> str | None:
+    """logger.required: only W&B can fail to start (csv and none always do), so only it can be required."""
+    logger = cfg.get("logger")
+    if logger is not None and logger.get("required") and logger.get("name") != "wandb":
+        return (
+            f"logger.required=true needs logger=wandb (the one logger that can fail to start), got logger={logger.name}"
+        )
+    return None
+
+
+RULES: tuple[Callable, ...] = (
+    _rule_benchmark,
+    _rule_memory,
+    _rule_scenario,
+    _rule_device,
+    _rule_eval_split,
+    _rule_logger,
+)
 
 
 # ----------------------------------------------------------------------------- the check

@@ -210,6 +210,29 @@ def wandb_settings(logger_cfg) -> dict:
     }
 
 
+def cannot_start(logger_cfg) -> str | None:
+    """Why W&B cannot start here, when that is known before a run: wandb not importable, or online
+    (``mode``, ``$WANDB_MODE``) without an API key (``WANDB_API_KEY``, ``.netrc``, its settings),
+    where ``wandb.init`` refuses. None otherwise (what only a start can tell is left to it)."""
+    try:
+        import wandb  # noqa: F401
+    except Exception as e:
+        return f"wandb cannot be imported ({type(e).__name__}: {e})"
+    if wandb_settings(logger_cfg)["mode"] != "online":
+        return None
+    try:
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib.wbauth import authenticate
+
+        host = wandb_setup.singleton().settings.base_url
+        auth = authenticate.authenticate_session(host=host, source="clsuite", prompt=False, update_session=False)
+    except Exception:  # (another wandb version: its own start decides)
+        return None
+    if auth is None:
+        return "online (mode, $WANDB_MODE) without an API key: set WANDB_API_KEY or run `wandb login`, or log offline"
+    return None
+
+
 def init_run(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None):
     """A W&B run for the job in ``out_dir`` with its name, group, tags and axes; the folder's
     earlier W&B runs are superseded."""

@@ -233,3 +233,28 @@ def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool
         return xtr, ytr, xte, yte
 
     return _decoded([folder / f for f in (*spec["train"], *spec["test"])], decode)
+
+
+def absent(root: str | Path, rels) -> str | None:
+    """The first file of ``rels`` (a source's files, relative to ``root``) that is not there, as one
+    line naming it and how to get it; None when all are. A CIFAR folder's files count as there when
+    the archive beside it is (the loader reads either). Checked before any run
+    (``clsuite.config.validate``), so a run without its data leaves no folder."""
+    root = Path(root)
+    for rel in rels:
+        if (root / rel).exists():
+            continue
+        cifar = next((c for c in CIFAR.values() if str(rel).startswith(c["folder"] + "/")), None)
+        if cifar is not None and (root / cifar["archive"][0]).is_file():
+            continue
+        if cifar is not None:
+            return (
+                f"missing CIFAR data in {root} (expected {cifar['folder']}/ or {cifar['archive'][0]}; download "
+                f"{cifar['url']} there, or run once with data.download=true)"
+            )
+        where = str(rel).split("/raw/")[0] + "/raw/" if "/raw/" in str(rel) else "the data set's files"
+        return (
+            f"missing data file {root / rel}; set DATA_DIR or data.root to the folder holding {where}, or run "
+            "once with data.download=true on a machine with network"
+        )
+    return None

@@ -10,6 +10,7 @@ index (``clsuite.sweep.index.reindex``). At the end: the summary, counted from t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -21,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite import identity as ident
 from clsuite.config import ConfigError
-from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_json_atomic
+from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_bytes_atomic, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.paths import check_names
 from clsuite.sweep.env import env_flag
@@ -54,8 +55,8 @@ def _refuse(check, *args) -> None:
 
 
 def _check_run_dir(run_dir: Path) -> None:
-    """A single run's folder: refused when it holds another run's results; made now (an OS error here
-    is one line, not Hydra's traceback)."""
+    """A single run's folder: refused when it holds another run's results; made now and written to
+    once (an OS error here, a full disk included, is one line, not Hydra's traceback)."""
     try:
         taken = (run_dir / RESULTS_FILE).exists()
     except OSError as e:  # a name too long, a parent that is a file
@@ -65,7 +66,20 @@ def _check_run_dir(run_dir: Path) -> None:
             f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
             "choose a new folder (the default makes one per run)"
         )
+    made = not run_dir.exists()
     _make_folder(run_dir)
+    try:  # a full disk: one line here, not Hydra's traceback when it writes .hydra/ next
+        probe = run_dir / PROBE_FILE
+        write_bytes_atomic(probe, bytes(PROBE_BYTES))
+        probe.unlink()
+    except OSError as e:
+        if made:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
+        raise OSError(e.errno, e.strerror, str(run_dir)) from e
+
+
+PROBE_FILE, PROBE_BYTES = ".clsuite-write-probe", 1 << 16  # more than Hydra's .hydra/*.yaml of a run
 
 
 def _make_folder(path: Path) -> None:
