@@ -126,6 +126,25 @@ def test_a_damaged_newest_checkpoint_is_ignored_with_a_warning(monkeypatch, tmp_
     assert all(resumed[k] == full[k] for k in SAME)
 
 
+def test_a_fifo_in_the_store_is_passed_over_without_blocking(tmp_path, capsys):
+    """Issue 30: every reader opens only regular files; a FIFO named like a checkpoint blocked the run."""
+    import threading
+
+    os.mkfifo(tmp_path / "task-0002.ckpt")
+    (tmp_path / "task-0002.ckpt.sha256").write_text("0" * 64)
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(ck.CheckpointStore(tmp_path, "k").latest()), daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive():  # (the old code: release the blocked open before failing)
+        os.close(os.open(tmp_path / "task-0002.ckpt", os.O_WRONLY | os.O_NONBLOCK))
+    assert got == [None]
+    assert capsys.readouterr().err.strip() == (
+        f"warning: ignoring checkpoint {tmp_path / 'task-0002.ckpt'}: unreadable or without its digest "
+        "(not a regular file (a FIFO))"
+    )
+
+
 def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path, capsys):
     def swap(store):  # the store now holds a checkpoint of seed 1 only
         for p in store.iterdir():

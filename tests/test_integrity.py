@@ -7,11 +7,13 @@ the DOCS gate) is in tests/test_aggregate.py and tests/test_reproduction.py.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,103 @@ def test_json_that_is_not_an_object_never_crashes_a_job(tmp_path, one_run):
     assert job.finished() is None and job.rerun_reasons == ["malformed"]
     job.failed(RuntimeError("boom"))
     assert json.loads(job.failed_path.read_text())["attempt"] == 1
+
+
+# ----------------------------------------------------------------------------- hostile files
+
+
+def _finished_within(fn, seconds: float = 30.0) -> list:
+    """``[fn()]`` when it returns within ``seconds``, else ``[]`` (a read that hangs)."""
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return out
+
+
+def _hostile(exp: Path) -> dict[str, str]:
+    """Job folders of ``exp`` whose results.json is a FIFO, a link to /dev/zero, a folder, too large,
+    or nested too deeply; -> the reason each must be left out with."""
+    for job in ("fifo", "zero", "folder", "huge", "brackets", "deep"):
+        (exp / job).mkdir(parents=True)
+    os.mkfifo(exp / "fifo" / io.RESULTS_FILE)
+    (exp / "zero" / io.RESULTS_FILE).symlink_to("/dev/zero")
+    (exp / "folder" / io.RESULTS_FILE).mkdir()
+    with open(exp / "huge" / io.RESULTS_FILE, "wb") as f:
+        f.truncate(io.MAX_BYTES + 1)  # sparse: no disk used
+    (exp / "brackets" / io.RESULTS_FILE).write_text("[" * 100_000)  # RecursionError in json.loads
+    deep: dict = {}
+    for _ in range(300):  # valid JSON that parses, nested beyond any file of the suite
+        deep = {"x": deep}
+    (exp / "deep" / io.RESULTS_FILE).write_text(json.dumps({"status": "finished", "digest": "0", "config": deep}))
+    return {
+        "fifo": "not a regular file (a FIFO)",
+        "zero": "not a regular file (a character device)",
+        "folder": "not a regular file (a folder)",
+        "huge": f"too large ({io.MAX_BYTES + 1} bytes; the suite reads at most {io.MAX_BYTES})",
+        "brackets": f"nested deeper than {io.MAX_DEPTH} levels (not a file of the suite)",
+        "deep": f"nested deeper than {io.MAX_DEPTH} levels (not a file of the suite)",
+    }
+
+
+@pytest.fixture
+def hostile_experiment(tmp_path, one_run):
+    exp = tmp_path / "multirun" / "e"
+    _sealed_copy(one_run, exp / "good")
+    reasons = _hostile(exp)
+    yield exp, reasons
+    with contextlib.suppress(OSError):  # a reader still blocked on the FIFO (the old code): let it go
+        os.close(os.open(exp / "fifo" / io.RESULTS_FILE, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_every_reader_leaves_out_hostile_files_without_hanging_or_crashing(hostile_experiment, tmp_path, capsys):
+    """Issue 30: a FIFO named results.json hung `aggregate` and the start-up index of every sweep; a
+    link to /dev/zero gave a MemoryError traceback; a deeply nested file a RecursionError."""
+    from clsuite.analysis.report import main_aggregate
+
+    exp, reasons = hostile_experiment
+    for job, reason in reasons.items():
+        got = _finished_within(lambda job=job: read_run(exp / job / io.RESULTS_FILE))
+        assert got and not got[0].ok and got[0].reason == reason, (job, got)
+        assert _finished_within(lambda job=job: sweep.job_state(exp / job)) == [
+            ("failed", "left no results and no failure record (its files could not be written?)")
+        ]
+    assert _finished_within(lambda: sweep.reindex(tmp_path / "multirun")) == [1]  # the good one, once
+    args = ["e", "--multirun-dir", str(tmp_path / "multirun"), "--out", str(tmp_path / "results")]
+    assert _finished_within(lambda: main_aggregate(args)) == [0]
+    left = sorted(line for line in capsys.readouterr().err.splitlines() if line.startswith("  left out: "))
+    assert left == sorted(f"  left out: {job}: {reason}" for job, reason in reasons.items())
+    assert _finished_within(lambda: main_aggregate([*args, "--strict"])) == [1]
+    # the other files read back: a lock, a failure record, a grid, the sweep log, the index
+    for name in (io.LOCK_FILE, io.FAILED_FILE, io.GRID_FILE, io.LOG_FILE):
+        os.mkfifo(exp / "fifo" / name)
+    assert _finished_within(lambda: io.read_object(exp / "fifo" / io.FAILED_FILE)) == [None]
+    assert _finished_within(lambda: io.read_log(exp / "fifo")) == [[]]
+    assert _finished_within(lambda: sweep.summarize(exp / "fifo", None, None))[0]["failed"] == 0
+
+
+_SUMMARY_FAILS = """
+import clsuite.sweep.callback as cb
+def summarize(*args, **kwargs):
+    raise RecursionError("maximum recursion depth exceeded")
+cb.summarize = summarize
+"""
+
+
+def test_a_failing_sweep_callback_fails_the_sweep(tmp_path):
+    """Issue 30: Hydra only warns when a callback raises, so a sweep whose summary crashed exited 0."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_SUMMARY_FAILS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]), "CLSUITE_REUSE": "0"}
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", *FAST, *TINY, "method=online", "trainer.threads=1",
+           f"hydra.sweep.dir={tmp_path / 's'}"]  # fmt: skip
+    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert p.returncode == 1 and errors == [
+        "error: the sweep's summary failed (RecursionError: maximum recursion depth exceeded); the sweep exits 1"
+    ], p.stderr[-2000:]
+    assert read_run(next((tmp_path / "s").glob(f"*/{io.RESULTS_FILE}"))).ok  # the job itself finished
 
 
 # ----------------------------------------------------------------------------- names

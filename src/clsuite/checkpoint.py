@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from clsuite.io import os_error_line, write_bytes_atomic
+from clsuite.io import Unreadable, os_error_line, read_regular, write_bytes_atomic
 
 # auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
 # under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
@@ -112,10 +112,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=True) -> dict:
         path = Path(path)
-        try:
-            data, digest = path.read_bytes(), digest_path(path).read_text().strip()
-        except OSError as e:
-            raise CorruptCheckpoint(f"unreadable or without its digest ({e.strerror})") from None
+        try:  # regular files only: a FIFO named task-0001.ckpt never blocks the run
+            data, digest = read_regular(path, limit=None), read_regular(digest_path(path), 1024).decode().strip()
+        except (OSError, Unreadable, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) else str(e)
+            raise CorruptCheckpoint(f"unreadable or without its digest ({why})") from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise CorruptCheckpoint("its content does not match its sha256 (partial or corrupt)")
         try:  # weights_only: tensors and plain containers only, never pickled code

@@ -26,8 +26,9 @@ Steps of one invocation:
    name that cannot be a folder name, W&B required but unavailable, a run folder holding another
    run's results); 1 a run failed (a non-finite loss, a broken file, an OS error on an output
    path: one ``error:`` line naming it; a side file, a checkpoint or ``model.ckpt`` that cannot be
-   written or deleted, is one ``warning:`` line and the run still ends 0 with its results) or a
-   sweep job failed; 128 + n when stopped by signal n
+   written or deleted, is one ``warning:`` line and the run still ends 0 with its results), a
+   sweep job failed, or the sweep's callback failed (its start or summary: one ``error:`` line);
+   128 + n when stopped by signal n
    (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
    either during start-up), no results file for the interrupted run, and the interrupted sweep
    jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
         _stopped(e, f"{where} stopped during start-up, before any training; no results written")
     s = sweep.last_summary()
-    if s and (s.get("failed") or s.get("interrupted")):
+    if sweep.callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
         sys.exit(1)
 
 

@@ -4,6 +4,12 @@ Every module that reads or writes a run's files imports these names: the results
 run, the failure record of a sweep job, the sweep's expected grid, and atomic JSON writing
 (temporary file in the same folder, fsync, rename: a reader never sees half a file, and a
 failed write leaves no temporary file behind).
+
+Reading: every file the suite reads back (results, failure records, grids, locks, the sweep log,
+the reuse index, checkpoints) goes through :func:`read_regular`, which opens only a regular file
+(a FIFO never blocks the open: it is refused, like a device such as ``/dev/zero``, a socket or a
+folder) and reads at most a bound of bytes; :func:`load_json` adds a bound on nesting. Any failure
+is :class:`Unreadable` with one line of reason, which the callers turn into "left out: <reason>".
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -57,11 +64,86 @@ def os_error_line(e: OSError) -> str:
     return f"{e.strerror or e}: {e.filename}" if e.filename is not None else f"{e.strerror or e}"
 
 
-def read_json(path: str | Path) -> dict | None:
-    """The parsed file, or None when it is missing, unreadable or not valid JSON."""
+MAX_BYTES = 64 << 20  # a bookkeeping file of the suite (results, grid, log) is far smaller
+MAX_DEPTH = 64  # JSON nesting: the suite's files nest under 10 levels; Python's parser fails near 1000
+
+
+class Unreadable(Exception):
+    """A file that is not read back: not a regular file, too large, nested too deeply, not valid
+    JSON, or an OS error. Its message is the one-line reason."""
+
+
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+          stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}  # fmt: skip
+
+
+def read_regular(path: str | Path, limit: int | None = MAX_BYTES) -> bytes:
+    """The bytes of the regular file at ``path`` (a symlink is followed), at most ``limit`` of them.
+
+    ``FileNotFoundError`` when it is missing; :class:`Unreadable` otherwise: not a regular file
+    (opened non-blocking, so a FIFO is refused at once instead of waiting for a writer), larger
+    than ``limit``, or an OS error."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise Unreadable(f"unreadable ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(f"not a regular file (a {_KINDS.get(stat.S_IFMT(st.st_mode), 'special file')})")
+        if limit is not None and st.st_size > limit:
+            raise Unreadable(f"too large ({st.st_size} bytes; the suite reads at most {limit})")
+        chunks, n = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            n += len(chunk)
+            if limit is not None and n > limit:
+                raise Unreadable(f"too large (more than {limit} bytes)")
+        return b"".join(chunks)
+    except OSError as e:
+        raise Unreadable(f"unreadable ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def too_deep(obj, limit: int = MAX_DEPTH) -> bool:
+    """Whether parsed JSON nests deeper than ``limit`` levels (walked without recursion)."""
+    stack = [(obj, 1)] if isinstance(obj, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def parse_json(data: bytes | str):
+    """Parsed JSON, bounded in nesting; :class:`Unreadable` when it is not valid or too deep."""
+    try:
+        obj = json.loads(data)
+    except RecursionError:
+        raise Unreadable(f"nested deeper than {MAX_DEPTH} levels (not a file of the suite)") from None
+    except ValueError:  # (UnicodeDecodeError included)
+        raise Unreadable("not valid JSON (a torn or hand-written file)") from None
+    if too_deep(obj):
+        raise Unreadable(f"nested deeper than {MAX_DEPTH} levels (not a file of the suite)")
+    return obj
+
+
+def load_json(path: str | Path, limit: int | None = MAX_BYTES):
+    """The parsed JSON file at ``path`` (:func:`read_regular`, :func:`parse_json`): ``FileNotFoundError``
+    when it is missing, :class:`Unreadable` with the reason otherwise."""
+    return parse_json(read_regular(path, limit))
+
+
+def read_json(path: str | Path) -> dict | None:
+    """The parsed file, or None when it is missing, unreadable (:func:`load_json`) or not valid JSON."""
+    try:
+        return load_json(path)
+    except (OSError, Unreadable):
         return None
 
 
@@ -76,14 +158,14 @@ def read_log(sweep_dir: str | Path, sweep_id: str | None = None) -> list[dict]:
     """The records of ``<sweep_dir>/sweep_log.jsonl`` (of the invocation ``sweep_id`` when given);
     unreadable lines and lines that are not JSON objects are skipped."""
     try:
-        lines = (Path(sweep_dir) / LOG_FILE).read_text().splitlines()
-    except OSError:
+        lines = read_regular(Path(sweep_dir) / LOG_FILE).splitlines()
+    except (OSError, Unreadable):
         return []
     out = []
     for line in lines:
         try:
-            rec = json.loads(line)
-        except ValueError:
+            rec = parse_json(line)
+        except Unreadable:
             continue
         if isinstance(rec, dict) and (sweep_id is None or rec.get("sweep_id") == sweep_id):
             out.append(rec)

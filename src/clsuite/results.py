@@ -4,7 +4,9 @@ Every layer that reads a results file (sweep resume and reuse, the reuse index, 
 the report, W&B sync) goes through :func:`read_run`, so a file counts everywhere or nowhere.
 Checks, in order (the first that fails is the reason):
 
-1. the file is readable, valid JSON and a JSON *object* (``[]`` or ``3`` is malformed);
+1. the file is a regular file (not a FIFO, a device, a folder) of at most ``clsuite.io.MAX_BYTES``,
+   readable, valid JSON nested at most ``clsuite.io.MAX_DEPTH`` levels, and a JSON *object*
+   (``[]`` or ``3`` is malformed); a check that raises on a hostile file is a reason too;
 2. ``status`` is ``finished``;
 3. the **seal**: a ``digest`` is present and equals the sha256 of the rest of the file
    (``clsuite.identity.seal_ok``): a file without one is *unsealed*, a file whose digest does not
@@ -25,13 +27,13 @@ run's own file, not a forger who recomputes it. Files written by the code since 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from clsuite import identity as ident
+from clsuite.io import Unreadable, load_json
 from clsuite.metrics import METRICS, all_metrics
 
 TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
@@ -63,16 +65,15 @@ def read_run(path) -> SealedRun | Rejected:
     """The results file at ``path`` as a :class:`SealedRun`, else :class:`Rejected` with the reason."""
     path = Path(path)
     try:
-        text = path.read_text()
+        res = load_json(path)  # a regular file, bounded in size and nesting (clsuite.io)
     except FileNotFoundError:
         return Rejected(path, "missing")
-    except (OSError, UnicodeDecodeError) as e:
-        return Rejected(path, f"unreadable ({type(e).__name__}: {e})")
+    except Unreadable as e:
+        return Rejected(path, str(e))
     try:
-        res = json.loads(text)
-    except ValueError:
-        return Rejected(path, "not valid JSON (a torn or hand-written file)")
-    reason = problem(res)
+        reason = problem(res)
+    except Exception as e:  # whatever a hostile file does to a check: a reason, never a crash
+        reason = f"could not be checked ({type(e).__name__}: {str(e)[:200]})"
     if reason:
         return Rejected(path, reason, res if isinstance(res, dict) else None)
     return SealedRun(path, res)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import struct
@@ -63,7 +64,16 @@ from pathlib import Path
 import numpy as np
 
 from clsuite.config import ConfigError, dotted_get
-from clsuite.io import GRID_FILE, OVERRIDES_FILE, RESULTS_FILE, read_json, read_object, write_json_atomic
+from clsuite.io import (
+    GRID_FILE,
+    OVERRIDES_FILE,
+    RESULTS_FILE,
+    Unreadable,
+    read_json,
+    read_object,
+    read_regular,
+    write_json_atomic,
+)
 from clsuite.metrics import METRICS
 from clsuite.paths import safe_name
 from clsuite.results import read_run
@@ -163,8 +173,8 @@ def _sha(data: str | bytes) -> str:
 def results_sha(out_dir) -> str | None:
     """SHA-256 of the folder's results file (None when it has none)."""
     try:
-        return _sha((Path(out_dir) / RESULTS_FILE).read_bytes())
-    except OSError:
+        return _sha(read_regular(Path(out_dir) / RESULTS_FILE))
+    except (OSError, Unreadable):
         return None
 
 
@@ -306,9 +316,9 @@ def csv_history(out_dir, res: dict) -> list[dict]:
     import csv
 
     try:
-        with open(Path(out_dir) / CSV_FILE, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, csv.Error, UnicodeDecodeError):
+        text = read_regular(Path(out_dir) / CSV_FILE).decode()
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except (OSError, Unreadable, csv.Error, UnicodeDecodeError):
         return []
     R, total = res.get("R") or [], sum(res.get("steps_per_task") or [])
     square = bool(R) and len(R) == len(R[0])

@@ -5,13 +5,15 @@ At the start (:meth:`SweepCallback.on_multirun_start`): expand and check the gri
 empty sweep (``seed=range(0,0)``) writes nothing and exits 0; then ``grid.json`` and the reuse
 index (``clsuite.sweep.index.reindex``). At the end: the summary, counted from the jobs' own files
 (``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status
-(:func:`last_summary`).
+(:func:`last_summary`). A callback that raises is one ``error:`` line and counts as a failure
+(:func:`callback_failed`; Hydra itself would only warn).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import sys
 import uuid
@@ -97,6 +99,35 @@ def last_summary() -> dict | None:
     return _LAST.get("summary")
 
 
+def callback_failed() -> str | None:
+    """The error of the last sweep's callback, when one raised (``clsuite.cli.main``: exit 1)."""
+    return _LAST.get("error")
+
+
+def _counted(stage: str):
+    """A callback method whose failure counts. Hydra only warns when a callback raises: the sweep
+    would run jobs whose grid was never checked, or exit 0 without its summary. Here the failure is
+    one ``error:`` line; at the start nothing runs (exit 1), at the end the sweep exits 1."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapped(self, config: DictConfig, **kwargs: Any) -> None:
+            if stage == "start":
+                _LAST.clear()
+            try:
+                fn(self, config, **kwargs)
+            except Exception as e:
+                _LAST["error"] = error_line(e)
+                if stage == "start":
+                    print(f"error: the sweep could not start ({error_line(e)}); nothing run", file=sys.stderr)
+                    sys.exit(1)
+                print(f"error: the sweep's summary failed ({error_line(e)}); the sweep exits 1", file=sys.stderr)
+
+        return wrapped
+
+    return deco
+
+
 try:
     from hydra.experimental.callback import Callback as _HydraCallback
 except ImportError:  # pragma: no cover
@@ -114,6 +145,7 @@ class SweepCallback(_HydraCallback):
         _refuse(check_names, config)
         _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
+    @_counted("start")
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         forget_validated()  # (a process that runs several sweeps: each one's own grid only)
         _refuse(check_names, config)
@@ -159,10 +191,15 @@ class SweepCallback(_HydraCallback):
         )
         print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
         if env_flag("CLSUITE_REUSE"):
-            n = reindex(sweep_dir.parent)
+            try:
+                n = reindex(sweep_dir.parent)
+            except Exception as e:  # the index only saves training: without it, jobs train
+                n = 0
+                print(f"warning: could not index earlier results for reuse ({error_line(e)})", file=sys.stderr)
             if n:
                 print(f"sweep {config.get('experiment')}: indexed {n} earlier results for reuse", file=sys.stderr)
 
+    @_counted("end")
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         s = summarize(str(config.hydra.sweep.dir), os.environ.get("CLSUITE_SWEEP_ID"), self.grid)
         _LAST["summary"] = s
