@@ -214,6 +214,57 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     assert read_run(tmp_path / "run" / "results.json").ok and (folder / "task-0001.ckpt").is_file()
 
 
+def relabel(path: Path, key: str) -> None:
+    """Change a checkpoint's recorded identity to ``key`` and recompute its sha256 (a forger's edit)."""
+    import hashlib
+    import io as bio
+
+    c = torch.load(path, weights_only=True)
+    c["clsuite"]["identity"] = key
+    buf = bio.BytesIO()
+    torch.save(c, buf)
+    path.write_bytes(buf.getvalue())
+    ck.digest_path(path).write_text(hashlib.sha256(buf.getvalue()).hexdigest())
+
+
+def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, tmp_path, capsys):
+    """Issue 30: an ER checkpoint whose identity was changed to AdaER's, its checksum recomputed,
+    resumed as AdaER (Acc 89.87 against 90.15 uninterrupted) and was sealed as AdaER. Its state
+    (C-CMR's and E-BRS's keys) does not fit AdaER: a warning, and AdaER starts from task 1."""
+    store = tmp_path / "ck"
+    orig = killed_after(monkeypatch, 1)
+    with pytest.raises(Killed) as e:
+        run_experiment(make_cfg("method=er", "checkpoint=task_end"), tmp_path / "er", checkpoint_dir=store)
+    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    adaer = make_cfg("method=adaer", "checkpoint=task_end")
+    relabel(e.value.args[0], identity.identity(adaer, "cpu")["key"])
+    capsys.readouterr()
+    resumed = run_experiment(adaer, tmp_path / "adaer", checkpoint_dir=store)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: ignoring checkpoint {store / 'task-0001.ckpt'}: its state does not fit this run (its replay "
+        "state is clsuite.replay.random.RandomReplay's, this run's replay is clsuite.replay.ccmr.CCMRReplay)"
+    ]
+    full = run_experiment(make_cfg("method=adaer"), tmp_path / "full", checkpoint_dir=tmp_path / "ck-full")
+    assert resumed["resumed_at_task"] is None and all(resumed[k] == full[k] for k in SAME)
+    # the check itself: each part of the state that another build would not have
+    _dm, learner, _ = ex.build(make_cfg("method=er"))
+    c = {"state_dict": learner.state_dict(), "clsuite": {"state_of": ck.state_classes(learner)}}
+    learner.on_save_checkpoint(c)
+    assert ck.structure_problem(c, learner) is None
+    for edit, why in [
+        (lambda c: c["state_dict"].popitem(), "its network's parameters are not this run's"),
+        (lambda c: c["clsuite"].pop("state_of"), "it does not say whose method state it holds"),
+        (lambda c: c["continual"]["memory"].update(x=torch.zeros(7, 3)), "memory x is (7, 3), this run's"),
+        (lambda c: c["continual"].update(update=None), "no update state, where this run's update has one"),
+        (lambda c: c["continual"].update(replay={}), "its replay state lacks exclude_current_task"),
+    ]:
+        bad = {**c, "state_dict": dict(c["state_dict"]), "clsuite": dict(c["clsuite"]), "continual": {**c["continual"]}}
+        bad["continual"]["memory"] = dict(c["continual"]["memory"])
+        edit(bad)
+        assert ck.structure_problem(bad, learner).startswith(why)
+
+
 def test_cadence_and_the_store(monkeypatch, tmp_path):
     def due(cfg, times):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
         now = [0.0]

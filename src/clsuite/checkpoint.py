@@ -12,7 +12,8 @@ Steps (driven by ``clsuite.experiment.run_experiment``):
    (``continual``: the memory with every declared per-slot field, the replay and update
    policies' and the plugin's state, the task counters) and :class:`TaskCheckpoint`'s
    ``on_save_checkpoint`` (``clsuite``: the run's identity key, the next task, the wall time
-   so far, and every random generator the run draws from: torch CPU and CUDA, numpy, python);
+   so far, every random generator the run draws from: torch CPU and CUDA, numpy, python, and the
+   classes whose state ``continual`` holds);
 3. **how**: :class:`AtomicCheckpointIO` (Lightning's ``CheckpointIO`` plugin) writes the file
    to a temporary name, fsyncs it and renames it, then its sha256 beside it (``.sha256``): a
    file without a matching digest is partial or corrupt;
@@ -23,10 +24,16 @@ Steps (driven by ``clsuite.experiment.run_experiment``):
    a checkpoint is a side file: one that cannot be written, pruned or cleared (a folder that is a
    file, read-only, full, ``/proc``) is one ``warning:`` line, once; the run goes on without
    checkpoints and writes its results (it never costs the run);
-5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest matches and
-   whose identity key is the run's (a corrupt, partial or foreign one: a warning, never
-   loaded), :func:`restore` puts every piece back (generators last) and the run continues with
-   the next task; on the CPU its R, b and metrics equal an uninterrupted run's, bit for bit.
+5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest matches, whose
+   identity key is the run's and whose state fits the freshly built run (:func:`structure_problem`:
+   the network's keys and shapes, the classes of the replay policy, update policy and plugin, the
+   memory's samples and declared fields, their state keys and tensor dimensions); a corrupt,
+   partial, foreign or misfitting one is a warning, never loaded. :func:`restore` puts every piece
+   back (generators last) and the run continues with the next task; on the CPU its R, b and metrics
+   equal an uninterrupted run's, bit for bit. The sha256 is a checksum, not a signature: it catches
+   a damaged or partial file, not an edit whose digest was recomputed; the structure catches a
+   checkpoint of another method, network or memory size relabelled as this run's, not one of the
+   same structure and another config (seed, lr, tau), which nothing in the file can tell apart.
 """
 
 from __future__ import annotations
@@ -176,9 +183,9 @@ class CheckpointStore:
             self.broken = os_error_line(e)
             warn(f"{what} ({self.broken}); the run goes on without checkpoints and writes its results")
 
-    def latest(self, map_location=None) -> tuple[Path, dict] | None:
+    def latest(self, map_location=None, fits=None) -> tuple[Path, dict] | None:
         """(path, checkpoint) of the newest valid one of this identity, else None (each one passed
-        over: a warning)."""
+        over: a warning). ``fits(checkpoint)``: why its state does not fit the run, or None."""
         try:
             found = self.files()
         except OSError as e:  # a name too long, a folder that cannot be listed
@@ -193,6 +200,9 @@ class CheckpointStore:
             meta = ckpt.get("clsuite") or {}
             if meta.get("format") != FORMAT or meta.get("identity") != self.key:
                 warn(f"ignoring checkpoint {path}: made by another run identity ({str(meta.get('identity'))[:12]})")
+                continue
+            if fits is not None and (why := fits(ckpt)):
+                warn(f"ignoring checkpoint {path}: its state does not fit this run ({why})")
                 continue
             return path, ckpt
         return None
@@ -257,7 +267,68 @@ class TaskCheckpoint(L.Callback):
             "next_task": self.next_task,
             "wall_time_s": self.wall_time_s,
             "rng": rng_states(),
+            "state_of": state_classes(pl_module),  # whose state the checkpoint holds (structure_problem)
         }
+
+
+PARTS = ("replay", "update", "plugin")  # the learner's seams whose state a checkpoint holds
+
+
+def state_classes(learner) -> dict:
+    """``{part: "module.Class"}`` of the learner's replay policy, update policy and plugin (None: none)."""
+    objs = {"replay": learner.replay, "update": learner.update_policy, "plugin": learner.plugin}
+    return {k: None if o is None else f"{type(o).__module__}.{type(o).__qualname__}" for k, o in objs.items()}
+
+
+def _shape(v):
+    return tuple(v.shape) if torch.is_tensor(v) else type(v).__name__
+
+
+def structure_problem(ckpt: dict, learner) -> str | None:
+    """Why a checkpoint's state does not fit the freshly built ``learner`` (None when it does):
+
+    1. the network: the same parameter and buffer names, the same shapes;
+    2. whose state it holds: the classes of its replay policy, update policy and plugin
+       (``clsuite.state_of``, written by :class:`TaskCheckpoint`) are this run's;
+    3. the memory: its samples' shapes, and every field this run declares, with its shape;
+    4. each part's state holds every key this run's part declares (a part may add keys as it runs:
+       SI's ``g``), and a tensor both hold has this run's number of dimensions and trailing sizes
+       (the first may grow: HAL's anchors, one per class seen; a value filled later, oEWC's Fisher,
+       is None in a fresh run)."""
+    net = {k: tuple(v.shape) for k, v in learner.state_dict().items()}
+    theirs = ckpt.get("state_dict")
+    if not isinstance(theirs, dict) or {k: _shape(v) for k, v in theirs.items()} != net:
+        return "its network's parameters are not this run's (names or shapes)"
+    held, mine = (ckpt.get("clsuite") or {}).get("state_of"), state_classes(learner)
+    if not isinstance(held, dict):
+        return "it does not say whose method state it holds"
+    for part in PARTS:
+        if held.get(part) != mine[part]:
+            return f"its {part} state is {held.get(part)}'s, this run's {part} is {mine[part]}"
+    fresh: dict = {}
+    learner.on_save_checkpoint(fresh)  # what this run would write: its declared state
+    want_all, got_all = fresh["continual"], ckpt.get("continual")
+    if not isinstance(got_all, dict) or not isinstance(got_all.get("memory"), dict):
+        return "it holds no method state"
+    mem, their_mem = want_all["memory"], got_all["memory"]
+    their_fields = their_mem.get("fields") if isinstance(their_mem.get("fields"), dict) else {}
+    for key, want in [*((k, mem[k]) for k in ("x", "y", "t")), *mem["fields"].items()]:
+        got = their_mem.get(key, their_fields.get(key))
+        if _shape(got) != _shape(want):
+            return f"memory {key} is {_shape(got)}, this run's {_shape(want)}"
+    for part in PARTS:
+        want, got = want_all[part], got_all.get(part)
+        if want is None:
+            continue
+        if not isinstance(got, dict):
+            return f"no {part} state, where this run's {part} has one"
+        if lacking := sorted(set(want) - set(got)):
+            return f"its {part} state lacks {', '.join(lacking)}"
+        for k, v in want.items():
+            g = got[k]
+            if torch.is_tensor(v) and torch.is_tensor(g) and (v.dim() != g.dim() or v.shape[1:] != g.shape[1:]):
+                return f"{part}.{k} is {_shape(g)}, this run's {_shape(v)}"
+    return None
 
 
 def restore(ckpt: dict, trainer: L.Trainer, learner, callbacks) -> int:

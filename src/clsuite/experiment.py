@@ -30,7 +30,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite.allocator import keep_freed_memory
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-from clsuite.checkpoint import WEIGHTS_FILE, AtomicCheckpointIO, Cadence, CheckpointStore, TaskCheckpoint, restore
+from clsuite.checkpoint import (
+    WEIGHTS_FILE,
+    AtomicCheckpointIO,
+    Cadence,
+    CheckpointStore,
+    TaskCheckpoint,
+    restore,
+    structure_problem,
+)
 from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.collector import collect_and_freeze
 from clsuite.config import ConfigError
@@ -198,7 +206,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
     store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
     cadence, start = Cadence(cfg, len(schedule)), 0
-    if found := store.latest(map_location=device):
+    if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
         start = restore(found[1], trainer, learner, callbacks)
         print(f"resuming at task {start + 1} of {len(schedule)} from {found[0]}", file=sys.stderr)
     for epoch, task in enumerate(schedule):
