@@ -122,6 +122,46 @@ def test_status_against_the_grid(tmp_path):
     assert "RuntimeError: CUDA out of memory (attempt 2" in md and "`never-ran`" in md
 
 
+def test_a_grid_cell_counts_only_the_run_the_grid_asked_for_at_its_folder(tmp_path, capsys):
+    """Issue 30: another job's results.json copied into a grid job's folder made that cell n=1 while the
+    report said "0 missing" and --strict exited 0; a copy of a run kept instead of the grid's own made
+    the header say "3/4 of the grid" with 4/4 present."""
+    import shutil
+
+    from clsuite import sweep
+    from clsuite.identity import config_hash
+
+    root = tmp_path / "multirun" / "table2"
+    dirs = [write_run(root, seed=s, R=fake_R(5, 80.0 - s)).name for s in range(4)]
+    jobs = [{"overrides": [], "dir": d, "config_hash": config_hash(_config(root / d))} for d in dirs]
+    (root / "grid.json").write_text(json.dumps({"created": "now", "argv": [], "jobs": jobs}))
+    args = ["table2", "--multirun-dir", str(tmp_path / "multirun"), "--out", str(tmp_path / "results"), "--strict"]
+    shutil.copytree(root / dirs[0], root / "a_copy")  # a copy of seed 0's run, sorting before the grid's own
+    assert main_aggregate(args) == 0
+    assert capsys.readouterr().out.startswith("table2: 4 runs (4/4 of the grid), 0 failed, 0 missing ->")
+    e = load_experiment(root)
+    assert sorted(e.runs["job"]) == sorted(dirs)
+    assert e.status["duplicates"] == [{"job": "a_copy", "same_run_as": dirs[0]}]  # the grid's own is kept
+    shutil.copy(root / dirs[0] / "results.json", root / dirs[3] / "results.json")  # seed 0's file in seed 3's folder
+    e = load_experiment(root)
+    assert sorted(e.runs["job"]) == sorted(dirs[:3]) and summarize(e.runs)["n"].tolist() == [3]
+    why = "not the run the grid asked for at this folder: its config is another job's (seed=0)"
+    assert e.status["rejected"] == [{"job": dirs[3], "reason": why}]
+    assert e.status["grid"]["finished"] == 3 and e.status["missing"] == []
+    assert main_aggregate(args) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("table2: 3 runs (3/4 of the grid), 0 failed, 0 missing, 1 left out ->")
+    assert f"  left out: {dirs[3]}: not the run the grid asked for at this folder" in err
+    # the sweep's own summary counts it the same way
+    s = sweep.summarize(root, None, jobs)
+    assert (s["finished_total"], s["failed"]) == (3, 1)
+    assert "is another job's run, not the grid's" in s["failed_jobs"][0]
+
+
+def _config(d: Path) -> dict:
+    return json.loads((d / "results.json").read_text())["config"]
+
+
 def test_mixed_environments_are_flagged(tmp_path):
     root = tmp_path / "table2"
     write_run(root, seed=0)

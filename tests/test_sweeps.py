@@ -305,7 +305,10 @@ def test_sweep_end_to_end_crash_resume_and_tables(tmp_path):
     assert error.startswith("Diverged: loss is nan at step ") and " of task 0 " in error, error
     assert not (bad / "results.json").exists() and not list(sdir.rglob("running.lock"))
     assert "1 ran, 0 skipped" in p.stderr and "1 failed" in p.stderr
-    assert json.loads((sdir / "grid.json").read_text())["n_jobs"] == 2
+    grid = json.loads((sdir / "grid.json").read_text())
+    assert grid["n_jobs"] == 2  # each job with the config its folder must hold (the sweep file's keys too)
+    res = json.loads((ok / "results.json").read_text())
+    assert {j["dir"]: j["config_hash"] for j in grid["jobs"]}[ok.name] == identity.config_hash(res["config"])
 
     p = run_sweep(tmp_path, *args)
     assert p.returncode == 1

@@ -18,11 +18,17 @@ Steps (``load_experiment``):
 4b. One run per seed of a cell (:func:`one_per_seed`): two runs of one cell and seed with different
    identities (other code, threads, data) are never pooled: the current code's run is kept, else
    the newest; the others are listed (``seed_duplicates``).
-5. Status against the sweep's ``grid.json``: finished, failed (``failed.json`` and no results),
-   missing (expected, neither finished nor failed), outside the grid (left by an earlier sweep),
-   stale files, and whether the runs mix code versions (content hashes of the code) or environments
-   (thread counts move results: PROTOCOL, "compare runs only when everything that moves numbers is
-   equal").
+5. Status against the sweep's ``grid.json``: finished (the grid's folders that hold their own
+   run), failed (``failed.json`` and no results), missing (expected, neither finished nor failed),
+   outside the grid (left by an earlier sweep), stale files, and whether the runs mix code versions
+   (content hashes of the code) or environments (thread counts move results: PROTOCOL, "compare
+   runs only when everything that moves numbers is equal").
+
+A folder of the grid counts only the run the grid asked for there: a results file whose
+normalised config is not the one the grid recorded for the folder (``config_hash``, written by
+``clsuite.sweep.grid.validate_grid``; another job's file copied in) is left out with the reason,
+never counted (``rejected``; ``--strict`` fails on it). Of two copies of one run, the grid's own
+is kept (3 and 4), so a copy elsewhere never takes a cell from its folder.
 
 The reading (``paper_text`` / ``mir_code``, the paper's open choices settled two ways) is the
 top-level ``reading`` of the results file; files from before readings existed are ``unlabelled``.
@@ -39,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from clsuite.config import dotted_get
-from clsuite.identity import code_identity, normalize
+from clsuite.identity import code_identity, config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.numerics import label as numerics_label
@@ -202,10 +208,11 @@ COLUMNS = [
 
 
 def dedupe(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
-    """One row per identity key (a run trained here preferred to a copy); the dropped (job, kept job)."""
+    """One row per identity key (the grid's own folder preferred, then a run trained here to a copy);
+    the dropped (job, kept job)."""
     kept: dict[str, dict] = {}
     dropped = []
-    for r in sorted(rows, key=lambda r: (r["reused_from"] is not None, r["job"])):
+    for r in sorted(rows, key=lambda r: (not r.get("in_grid"), r["reused_from"] is not None, r["job"])):
         if r["key"] in kept:
             dropped.append((r["job"], kept[r["key"]]["job"]))
         else:
@@ -241,18 +248,46 @@ def variants(rows: list[dict]) -> list[str]:
     return [",".join(f"{k}={r['flat'].get(k)}" for k in varying) for r in rows]
 
 
-def read_runs(exp_dir) -> tuple[list[dict], list[dict]]:
+def grid_jobs(exp_dir) -> dict[str, dict] | None:
+    """``{folder: job}`` of the experiment's ``grid.json`` (each job: its overrides and, from grids
+    written since issue 30, ``config_hash``), or None without a usable grid."""
+    grid = read_object(Path(exp_dir) / GRID_FILE)
+    jobs = grid.get("jobs") if grid is not None else None
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) and isinstance(j.get("dir"), str) for j in jobs):
+        return None
+    return {j["dir"]: j for j in jobs}
+
+
+def not_the_grids(res: dict, job: dict) -> str | None:
+    """Why a sealed results file is not the run the grid asked for at its folder (None when it is, or
+    when the grid recorded no config hash): its normalised config differs from the grid's job."""
+    want = job.get("config_hash")
+    if not isinstance(want, str) or config_hash(res["config"]) == want:
+        return None
+    differ = []
+    for item in split_items(job["dir"]):  # the folder's own key=value pairs, where they disagree
+        key, _, value = item.partition("=")
+        got = dotted_get(res["config"], f"{key}.name" if key in ("benchmark", "method") else key, "<absent>")
+        if str(got) != value:
+            differ.append(f"{key}={got}")
+    what = f" ({', '.join(differ)})" if differ else ""
+    return f"not the run the grid asked for at this folder: its config is another job's{what}"
+
+
+def read_runs(exp_dir, grid: dict[str, dict] | None = None) -> tuple[list[dict], list[dict]]:
     """One row per sealed results file of ``exp_dir`` (``clsuite.results.read_run``), and the files
-    left out: ``[{"job", "reason"}]`` (unsealed, edited, malformed, not finished)."""
+    left out: ``[{"job", "reason"}]`` (unsealed, edited, malformed, not finished, or in a folder of
+    ``grid`` (:func:`grid_jobs`) without the run the grid asked for there)."""
     exp_dir = Path(exp_dir)
     rows, rejected = [], []
     for path in files(exp_dir, RESULTS_FILE):
         job = str(path.parent.relative_to(exp_dir))
         run = read_run(path)
-        if not run.ok:
-            rejected.append({"job": job, "reason": run.reason})
+        why = run.reason if not run.ok else not_the_grids(run.data, grid[job]) if grid and job in grid else None
+        if why:
+            rejected.append({"job": job, "reason": why})
             continue
-        rows.append({**run_row(run.data, job), "mtime": _mtime(path)})
+        rows.append({**run_row(run.data, job), "mtime": _mtime(path), "in_grid": bool(grid) and job in grid})
     return rows, rejected
 
 
@@ -272,7 +307,7 @@ def one_per_seed(rows: list[dict], current_code: str | None) -> tuple[list[dict]
         cells.setdefault(tuple(str(r[k]) for k in (*KEYS, "seed")), []).append(r)
     kept, dropped = [], []
     for group in cells.values():
-        best = sorted(group, key=lambda r: (r["code"] != current_code, -r["mtime"], r["job"]))[0]
+        best = sorted(group, key=lambda r: (r["code"] != current_code, not r.get("in_grid"), -r["mtime"], r["job"]))[0]
         why = "the current code's run" if best["code"] == current_code else "the newest results file"
         kept.append(best)
         dropped += [{"job": r["job"], "kept": best["job"], "why": why} for r in group if r is not best]
@@ -291,7 +326,7 @@ def load_runs(exp_dir, with_left_out: bool = False):
     """The distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS` + ``variant``: sealed files
     only, one run per identity, one per seed of a cell) and the duplicates of an identity; with
     ``with_left_out`` also ``{"rejected": [...], "seed_duplicates": [...]}``."""
-    rows, rejected = read_runs(exp_dir)
+    rows, rejected = read_runs(exp_dir, grid_jobs(exp_dir))
     rows, dropped = dedupe(rows)
     for r, v in zip(rows, variants(rows) if rows else []):
         r["variant"] = v
@@ -356,14 +391,15 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], lef
             runs.groupby(["device", "torch_threads", "torch", "numerics"]).size().to_dict() if not runs.empty else {}
         ),
     }
-    grid = read_object(exp_dir / GRID_FILE)
-    if (
-        grid is not None
-        and isinstance(grid.get("jobs"), list)
-        and all(isinstance(j, dict) and j.get("dir") for j in grid["jobs"])
-    ):
-        expected = [j["dir"] for j in grid["jobs"]]
-        out["grid"] = {"expected": len(expected), "created": grid.get("created"), "argv": grid.get("argv")}
+    jobs = grid_jobs(exp_dir)
+    if jobs is not None:
+        grid, expected = read_object(exp_dir / GRID_FILE) or {}, list(jobs)
+        out["grid"] = {
+            "expected": len(expected),
+            "finished": len(done & set(expected)),  # the grid's folders that hold their own run
+            "created": grid.get("created"),
+            "argv": grid.get("argv"),
+        }
         rejected = {r["job"] for r in left_out["rejected"]}
         out["missing"] = [d for d in expected if d not in done and d not in failed and d not in rejected]
         out["outside_grid"] = sorted(done - set(expected))

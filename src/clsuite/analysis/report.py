@@ -544,9 +544,7 @@ def main_aggregate(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         st = res["experiment"].status
-        grid = (
-            f" ({st['finished'] - len(st['outside_grid'])}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
-        )
+        grid = f" ({st['grid']['finished']}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
         left = f", {len(st['rejected'])} left out" if st["rejected"] else ""
         print(
             f"{exp}: {st['finished']} runs{grid}, {len(st['failed'])} failed, {len(st['missing'])} missing{left} "

@@ -444,7 +444,7 @@ def status_markdown(st: dict, where: str) -> str:
     lines = ["#### Runs", ""]
     if st["grid"]:
         g = st["grid"]
-        inside = st["finished"] - len(st["outside_grid"])
+        inside = g["finished"]
         lines.append(f"- expected (the sweep's grid, `{where}/grid.json`, {g['created']}): {g['expected']}")
         lines.append(
             f"- finished: {inside} of the grid"
@@ -465,7 +465,8 @@ def status_markdown(st: dict, where: str) -> str:
         lines.append(f"- the same run reached twice (same identity, counted once): {len(st['duplicates'])}")
     if st.get("rejected"):
         lines.append(
-            f"- **left out** (results files never counted: unsealed, edited or malformed): {len(st['rejected'])}"
+            f"- **left out** (results files never counted: unsealed, edited, malformed, or not the grid's run): "
+            f"{len(st['rejected'])}"
         )
         lines += [f"  - `{r['job']}`: {r['reason']}" for r in st["rejected"]]
     if st.get("seed_duplicates"):

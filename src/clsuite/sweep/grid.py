@@ -22,6 +22,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.config import ConfigError, unknown_option
+from clsuite.identity import config_hash
 from clsuite.sweep.names import job_dirname
 
 PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id", "hydra:job.id")  # a subdir per job
@@ -99,7 +100,9 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
 
     Hydra composes once per distinct set of group choices (``benchmark=``, ``method=``, Hydra
     keys, deletions); each job's plain values (seed, memory, tau, ...) are then set on a copy,
-    which must name existing keys unless added with ``+``, and the copy is validated.
+    which must name existing keys unless added with ``+``, and the copy is validated. Each job
+    records the hash of its normalised config (``config_hash``, ``clsuite.identity``): the run its
+    folder must hold, which the analysis and the summary check a results file against.
     """
     import copy
 
@@ -148,6 +151,7 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
         except ConfigError as e:
             raise ConfigError(f"{e} ({where})") from None
         numerics.setdefault(str(cfg.trainer.numerics), where)
+        job["config_hash"] = config_hash(cfg)  # the run this folder stands for (grid.json; clsuite.analysis)
     if len(numerics) > 1:  # clsuite.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
         (a, wa), (b, wb) = list(numerics.items())[:2]
         raise ConfigError(

@@ -2,7 +2,8 @@
 
 For every job of the grid (``grid.json``'s folders), in its folder:
 
-1. a sealed ``results.json`` (``clsuite.results.read_run``): **finished**;
+1. a sealed ``results.json`` (``clsuite.results.read_run``) of the config the grid asked for there
+   (``config_hash``): **finished**; of another config: **failed**;
 2. else a ``failed.json``: **failed** with its error line (``status: interrupted``: **interrupted**);
 3. else a ``running.lock`` of a live process (another sweep runs it): **busy**;
 4. else nothing: **failed** ("left no results and no failure record"): a job whose record or log
@@ -18,15 +19,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clsuite.identity import config_hash
 from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_log, read_object
 from clsuite.locks import holder_alive
 from clsuite.results import read_run
 
 
-def job_state(folder: Path) -> tuple[str, str]:
-    """(finished | failed | interrupted | busy, error line) of one job folder, from its files."""
-    if read_run(folder / RESULTS_FILE).ok:
+def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
+    """(finished | failed | interrupted | busy, error line) of one job folder, from its files;
+    ``config``: the hash of the config the grid asked for there (a results file of another is not
+    this job's: failed, and the next sweep sets it aside and reruns the job)."""
+    run = read_run(folder / RESULTS_FILE)
+    if run.ok and (config is None or config_hash(run.data["config"]) == config):
         return "finished", ""
+    if run.ok:
+        return "failed", f"its {RESULTS_FILE} is another job's run, not the grid's (a rerun sets it aside)"
     rec = read_object(folder / FAILED_FILE)
     if rec is not None:
         return ("interrupted" if rec.get("status") == "interrupted" else "failed"), str(rec.get("error", ""))
@@ -61,7 +68,7 @@ def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = 
     out = {**counts, "reruns": reasons, "failed_jobs": failed, "sweep_dir": str(sweep_dir)}
     dirs = [g["dir"] for g in grid or () if g.get("dir")]
     if grid is not None and len(dirs) == len(grid):
-        states = {d: job_state(sweep_dir / d) for d in dirs}
+        states = {g["dir"]: job_state(sweep_dir / g["dir"], g.get("config_hash")) for g in grid}
         out["expected"] = len(grid)
         out["finished_total"] = sum(s == "finished" for s, _ in states.values())
         for status in ("failed", "interrupted", "busy"):
