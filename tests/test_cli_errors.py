@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
         (["replay_loss=sum"], "valid choices: concat, split"),
         (["eval_split=val"], "needs data.val_fraction > 0"),
         (["benchmark=split_mnist", "data.root=/nonexistent/dir"], "data directory '/nonexistent/dir' does not exist"),
+        (["logger=csv", "+logger.required=true"], "logger.required=true needs logger=wandb"),
     ],
 )
 def test_validate_rejects_with_one_line(overrides, needle):
@@ -203,3 +204,13 @@ def test_a_relative_data_root_holds_under_hydra_job_chdir(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert res["config"]["data"]["root"] == str(tmp_path / "d") and len(res["R"]) == 2
+
+
+def test_a_bad_value_in_a_sweep_is_named_before_the_folders_it_would_share(tmp_path):
+    """Issue 30: `-m seed=0 checkpoint_every=0,5` was refused as "would share a folder" (checkpoint_every
+    is left out of folder names) instead of naming the bad value."""
+    p = _run("-m", "benchmark=synthetic", "logger=none", "seed=0", "checkpoint_every=0,5", cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "error: checkpoint_every must be a whole number >= 1, got 0 (job benchmark=synthetic,seed=0)"
+    ], p.stderr[-2000:]
+    assert not list(tmp_path.iterdir())

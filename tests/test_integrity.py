@@ -313,6 +313,42 @@ def test_the_summary_counts_jobs_from_their_files(tmp_path, one_run):
     assert any(f.startswith("lost: left no results and no failure record") for f in s["failed_jobs"])
 
 
+def test_a_torn_lock_is_busy_for_the_job_and_for_the_summary_alike(tmp_path):
+    """Issue 30: a torn running.lock printed "busy, left to it" but the summary counted the job failed."""
+    sdir = tmp_path / "multirun" / "e"
+    (sdir / "j").mkdir(parents=True)
+    (sdir / "j" / io.LOCK_FILE).write_text('{"pid": 12')  # being written by another process
+    assert sweep.JobLock(sdir / "j").acquire()["note"] == "lock being written"
+    s = sweep.summarize(sdir, None, [{"overrides": [], "dir": "j"}])
+    assert (s["busy"], s["failed"]) == (1, 0)
+    os.utime(sdir / "j" / io.LOCK_FILE, (1e9, 1e9))  # torn long ago: a dead writer's, for both
+    assert sweep.summarize(sdir, None, [{"overrides": [], "dir": "j"}])["failed"] == 1
+    lock = sweep.JobLock(sdir / "j")
+    assert lock.acquire() is None  # taken over
+    lock.release()
+
+
+def test_an_unwritable_sweep_log_is_one_warning_and_no_false_progress(tmp_path, monkeypatch, capsys):
+    """Issue 30: an unwritable sweep_log.jsonl made the progress line say "0/3 done" with no warning."""
+    from clsuite.sweep import job as job_mod
+
+    monkeypatch.setattr(job_mod, "_LOG_LOST", set())
+    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s1")
+    sdir = tmp_path / "multirun" / "e"
+    (sdir / io.LOG_FILE).mkdir(parents=True)  # a folder where the log should be: every append fails
+    grid = [{"overrides": [], "dir": d} for d in ("a", "b", "c")]
+    grid_file = {"sweep_id": "s1", "created": "2026-01-01T00:00:00", "n_jobs": 3, "jobs": grid}
+    (sdir / io.GRID_FILE).write_text(json.dumps(grid_file))  # (a progress line would say "0/3 done")
+    for d in ("a", "b"):
+        sweep.Job(make_cfg("method=er", *TINY), sdir / d, sweep_dir=sdir).log("ran")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"warning: cannot write {sdir / io.LOG_FILE} (Is a directory: {sdir / io.LOG_FILE}): no progress lines "
+        "and no rerun reasons; the summary counts the jobs from their own files"
+    ]
+    assert sweep.summarize(sdir, "s1", grid)["log_lost"]
+
+
 def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
     """Through the real command line (Hydra's callbacks run): one error line, exit 2, nothing written."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CLSUITE_REUSE": "0"}

@@ -458,3 +458,22 @@ def test_sigint_then_sigterm_reports_sigint_and_exits_130(tmp_path):
     assert last.startswith("error: interrupted by SIGINT; the run stopped before its end, no results written (")
     assert last.endswith("(SIGTERM received while stopping: ignored)")
     assert not list(tmp_path.rglob("results.json"))
+
+
+def test_a_signal_after_the_stop_message_cannot_change_the_exit_status(tmp_path):
+    """Issue 30: SIGINT, then SIGTERM while the process was exiting, exited 143 naming only SIGINT:
+    the handlers were restored to the defaults on the way out. The first signal decides: 130."""
+    patch = (
+        "import atexit\n"
+        "from clsuite.callbacks import DivergenceGuard\n"
+        "_step = DivergenceGuard.on_train_batch_end\n"
+        "def step(self, trainer, learner, *a):\n"
+        "    _step(self, trainer, learner, *a)\n"
+        "    if learner.train_steps == 2:\n"
+        "        atexit.register(os.kill, os.getpid(), signal.SIGTERM)  # during the exit, after the message\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "DivergenceGuard.on_train_batch_end = step\n"
+    )
+    p = _run_patched(tmp_path, patch, "method=online")
+    assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
+    assert p.stderr.strip().splitlines()[-1].startswith("error: interrupted by SIGINT; the run stopped before its end")

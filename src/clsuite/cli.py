@@ -79,8 +79,12 @@ def _raise_interrupted(signum, frame):
         raise Interrupted(signum)
 
 
+_EXITING: list[bool] = []  # set by _stopped: no handler is restored from then on, up to the exit
+
+
 def _stopped(e: Interrupted, what: str) -> None:
     """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
+    _EXITING.append(True)
     for s in (signal.SIGTERM, signal.SIGINT):  # nothing may end the process between this line and exit
         signal.signal(s, signal.SIG_IGN)
     later = ", ".join(signal.Signals(n).name for n in _SIGNALS[1:])
@@ -100,8 +104,9 @@ def interruptible():
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        if not _EXITING:  # (stopping: SIG_IGN stays, or a later SIGTERM would kill the exit with 143)
+            for s, h in old.items():
+                signal.signal(s, h)
 
 
 def fail(msg: str, status: int = 2):
@@ -168,10 +173,12 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     holder = job.lock.acquire()
     if holder is not None:
         job.log("busy", holder=f"{holder.get('pid')}@{holder.get('host')}")
-        print(
-            f"busy {job.name}: being run by pid {holder.get('pid')} on {holder.get('host')}; left to it",
-            file=sys.stderr,
+        who = (
+            f"its {job.lock.path.name} is being written by another process (taken over if it is still torn after 60 s)"
+            if holder.get("note")
+            else f"being run by pid {holder.get('pid')} on {holder.get('host')}"
         )
+        print(f"busy {job.name}: {who}; left to it", file=sys.stderr)
         return None
     stop = threading.Event()
     in_worker = "joblib" in str(hc.launcher.get("_target_", "")).lower() and os.environ.get("CLSUITE_SWEEP_PID") != str(
@@ -275,17 +282,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], *argv]
     _SIGNALS.clear()
     _JOBS_STARTED.clear()
+    _EXITING.clear()
     _MODE[:] = [None]
-    try:
-        with interruptible():
+    with interruptible():  # (the handlers stay ours until _stopped has made the signals ignored)
+        try:
             precheck(sys.argv[1:])
             _hydra_main()
-    except Interrupted as e:
-        mode = _MODE[0]
-        if mode == RunMode.MULTIRUN and _JOBS_STARTED:
-            _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
-        where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
-        _stopped(e, f"{where} stopped during start-up, before any training; no results written")
+        except Interrupted as e:
+            mode = _MODE[0]
+            if mode == RunMode.MULTIRUN and _JOBS_STARTED:
+                _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
+            where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
+            _stopped(e, f"{where} stopped during start-up, before any training; no results written")
     s = sweep.last_summary()
     if sweep.callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
         sys.exit(1)

@@ -5,9 +5,11 @@
 2. a heartbeat thread touches it every 30 s while the job runs;
 3. a second process finding the file asks :func:`holder_alive`: same host, is the pid still that
    process; another host (a shared file system), has the heartbeat stopped for
-   ``CLSUITE_LOCK_STALE_S`` seconds (default 600). A live holder: the job is left to it (the
-   holder's record is returned); a dead one: the stale lock is moved aside atomically (and put
-   back if it turns out to be a fresh lock taken meanwhile) and taken over;
+   ``CLSUITE_LOCK_STALE_S`` seconds (default 600); a torn file (no record yet) younger than
+   ``TORN_GRACE_S`` is being written. A live holder: the job is left to it (the holder's record is
+   returned; the sweep summary counts it busy by the same rule, :func:`live_holder`); a dead one:
+   the stale lock is moved aside atomically (and put back if it turns out to be a fresh lock taken
+   meanwhile) and taken over;
 4. ``release`` removes the file only while it still carries this holder's token.
 """
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from clsuite.io import LOCK_FILE, read_object
 
 HOST = socket.gethostname()
+TORN_GRACE_S = 60.0  # a lock file without its record yet: being written when younger, a dead writer's after
 
 
 def _proc_start(pid: int) -> str | None:
@@ -50,6 +53,22 @@ def holder_alive(holder: dict, mtime: float) -> bool:
         return False
     start = _proc_start(pid)
     return not (start and holder.get("start") and start != holder["start"])
+
+
+def live_holder(path: Path) -> dict | None:
+    """The live holder of the lock file at ``path`` (:class:`JobLock`'s rule: a torn file younger
+    than :data:`TORN_GRACE_S` is one being written), else None: no lock, or a stale one."""
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        return None
+    holder = read_object(path)
+    if holder is None:
+        return {"pid": "?", "host": "?", "note": "lock being written"} if time.time() - mtime < TORN_GRACE_S else None
+    try:
+        return holder if holder_alive(holder, mtime) else None
+    except (TypeError, ValueError):
+        return None
 
 
 class JobLock:
@@ -79,7 +98,7 @@ class JobLock:
                 except FileNotFoundError:
                     continue
                 if holder is None:  # being written right now, or a torn file of a dead writer
-                    if time.time() - mtime < 60:
+                    if time.time() - mtime < TORN_GRACE_S:
                         return {"pid": "?", "host": "?", "note": "lock being written"}
                 elif holder_alive(holder, mtime):
                     return holder

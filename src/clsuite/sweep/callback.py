@@ -166,8 +166,8 @@ class SweepCallback(_HydraCallback):
         errors = unknown_options(grid, search_dirs(config))
         if errors:
             _refuse(ConfigError(errors[0]))
+        _refuse(validate_grid, config, grid)  # a bad value is named first (checkpoint_every=0), then folders
         _refuse(check_folders, config, grid)
-        _refuse(validate_grid, config, grid)
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not grid:
             print(f"sweep {config.get('experiment')}: no jobs (an empty sweep): nothing run, {sweep_dir}/ unchanged",
@@ -209,6 +209,8 @@ class SweepCallback(_HydraCallback):
             f"(same identity in another experiment), {s['busy']} busy (running elsewhere), "
             f"{s['interrupted']} interrupted, {s['failed']} failed"
         )
+        if s.get("log_lost"):  # no job's line reached the log: how many ran or were skipped is unknown
+            msg = f"sweep {exp}: {s['busy']} busy, {s['interrupted']} interrupted, {s['failed']} failed (no sweep log)"
         if "expected" in s:
             msg += f"; {s['finished_total']}/{s['expected']} of the grid have results"
         print(msg, file=sys.stderr)

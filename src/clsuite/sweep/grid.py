@@ -2,8 +2,8 @@
 
 :class:`clsuite.sweep.callback.SweepCallback` expands the sweep (:func:`expand_grid`: sweeper
 params + command-line overrides, Hydra's basic sweeper's order), checks it
-(:func:`unknown_options`, :func:`check_folders`, :func:`validate_grid`: one ``error:`` line, exit
-2, before any job starts) and only then writes ``<sweep dir>/grid.json``, the expected job
+(:func:`unknown_options`, :func:`validate_grid`, then :func:`check_folders`: one ``error:`` line,
+exit 2, before any job starts; a bad value is named before the folders it would share) and only then writes ``<sweep dir>/grid.json``, the expected job
 folders ``scripts/aggregate.py`` checks for missing and failed runs. The jobs it validated are
 recorded (:func:`was_validated`), and the sweeper (``hydra_plugins.clsuite_sweeper``) then skips
 Hydra's own check, which composes every job once more, one after the other, before the first

@@ -25,7 +25,8 @@ Every job of a multirun goes through :class:`Job` (driven by ``clsuite.cli.run_j
 - **log**: one JSON line per job (ran / skipped / reused / busy / interrupted / failed, wall
   time, why it reran) in ``<sweep dir>/sweep_log.jsonl``, for the progress line and the reasons
   of reruns; the sweep's counts and exit status come from the jobs' own files
-  (``clsuite.sweep.summary``), not from this log.
+  (``clsuite.sweep.summary``), not from this log. A log that cannot be written is one warning
+  (then no progress lines: they would count nothing).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
 from clsuite.sweep.env import env_flag, resume_mode
 from clsuite.sweep.index import INDEX_DIR, index_result
+
+_LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
 
 
 class Job:
@@ -206,13 +209,18 @@ class Job:
         rec.update({k: v for k, v in extra.items() if v not in (None, [])})
         try:
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.sweep_dir / LOG_FILE, "a") as f:  # one short line per write: O_APPEND keeps lines whole
+            # one short line per write: O_APPEND keeps lines whole; O_NONBLOCK: a FIFO never blocks the job
+            fd = os.open(self.sweep_dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            with os.fdopen(fd, "a") as f:
                 f.write(json.dumps(rec, default=str) + "\n")
-        except OSError:
-            pass
+        except OSError as e:  # the log only adds to what the jobs' own files say: a warning, once
+            if str(self.sweep_dir) not in _LOG_LOST:
+                _LOG_LOST.add(str(self.sweep_dir))
+                print(f"warning: cannot write {self.sweep_dir / LOG_FILE} ({os_error_line(e)}): no progress lines "
+                      "and no rerun reasons; the summary counts the jobs from their own files", file=sys.stderr)  # fmt: skip
         from clsuite.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
 
-        if status != "busy" and (line := sweep_progress(self.sweep_dir)):
+        if status != "busy" and str(self.sweep_dir) not in _LOG_LOST and (line := sweep_progress(self.sweep_dir)):
             print(line, file=sys.stderr)
 
     def write_overrides(self) -> None:

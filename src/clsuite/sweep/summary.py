@@ -5,7 +5,8 @@ For every job of the grid (``grid.json``'s folders), in its folder:
 1. a sealed ``results.json`` (``clsuite.results.read_run``) of the config the grid asked for there
    (``config_hash``): **finished**; of another config: **failed**;
 2. else a ``failed.json``: **failed** with its error line (``status: interrupted``: **interrupted**);
-3. else a ``running.lock`` of a live process (another sweep runs it): **busy**;
+3. else a ``running.lock`` of a live process (another sweep runs it), or a torn one being written
+   (``clsuite.locks.live_holder``, the rule the job itself followed): **busy**;
 4. else nothing: **failed** ("left no results and no failure record"): a job whose record or log
    line could not be written (a full disk) still fails the sweep.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from clsuite.identity import config_hash
 from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_log, read_object
-from clsuite.locks import holder_alive
+from clsuite.locks import live_holder
 from clsuite.results import read_run
 
 
@@ -37,13 +38,8 @@ def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
     rec = read_object(folder / FAILED_FILE)
     if rec is not None:
         return ("interrupted" if rec.get("status") == "interrupted" else "failed"), str(rec.get("error", ""))
-    holder = read_object(folder / LOCK_FILE)
-    if holder is not None:
-        try:
-            if holder_alive(holder, (folder / LOCK_FILE).stat().st_mtime):
-                return "busy", ""
-        except (OSError, TypeError, ValueError):
-            pass
+    if live_holder(folder / LOCK_FILE) is not None:  # (a torn lock being written too: the job's own rule)
+        return "busy", ""
     return "failed", "left no results and no failure record (its files could not be written?)"
 
 
@@ -74,4 +70,5 @@ def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = 
         for status in ("failed", "interrupted", "busy"):
             out[status] = sum(s == status for s, _ in states.values())
         out["failed_jobs"] = [f"{d}: {e}" for d, (s, e) in states.items() if s in ("failed", "interrupted")]
+        out["log_lost"] = bool(grid) and not any(counts.values())  # every job logs a line: none arrived
     return out
