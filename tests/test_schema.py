@@ -30,7 +30,8 @@ def context(key: str) -> list[str]:
     if key.startswith("benchmark.synthetic."):
         return ["benchmark=synthetic"]
     if key.startswith("benchmark.image_folder."):
-        return ["benchmark=split_cifar10_jpeg", "data.root=."]  # any existing folder: the check reads no file
+        # any existing folder; data.download=true: validate does not ask for the files (they are fetched)
+        return ["benchmark=split_cifar10_jpeg", "data.root=.", "data.download=true"]
     if key.startswith("logger.") and key != "logger.name":
         return ["logger=wandb"]
     return {
