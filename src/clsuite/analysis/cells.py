@@ -1,0 +1,303 @@
+"""Table II cells checked by measurement: each variant against the default, paired by seed, and
+whether it explains the distance to the paper (issue 33: Joint, A-GEM, MIR's stored logits).
+
+Steps (:func:`notes`, :func:`table`):
+
+1. A cell (:data:`CELLS`) names the sweeps that measure it. Its runs are those of every experiment
+   folder whose sweep was one of them (``grid.json``'s command line: ``--config-name <sweep>``, so
+   a sweep run into another folder with ``experiment=...`` counts) or that bears a sweep's name,
+   one row per distinct run (``clsuite.analysis.load``), of the cell's methods only.
+2. Runs are compared within one (benchmark, method, reading) and one environment (code version,
+   threads, device, torch: ``ENV``); where several environments hold runs, the one with the most
+   runs is used. The *default* runs are those that :attr:`Cell.is_default` accepts; every other
+   setting of the keys that vary among the runs is a *variant*, named by the keys it changes
+   (:attr:`Cell.labels` gives each its reference).
+3. Per variant: d_s = Acc_s(variant) - Acc_s(default) over the seeds both have, the mean and its
+   95% t interval (``clsuite.analysis.stats.paired``); gap = paper - Acc(default), the mean over
+   those seeds; the paper's value is Table II's (``paper_values``).
+4. :func:`verdict`: ``no measured effect`` (the interval holds 0); ``explains the gap`` (it holds
+   the gap and not 0); ``explains part`` (toward the paper, the whole interval short of the gap);
+   ``overshoots`` (toward the paper, the whole interval beyond the gap); ``away from the paper``.
+5. The cell's note: the variants that explain the gap on every benchmark measured, else those that
+   do on one, else a measured "none"; a cell without runs names the command that fills it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from clsuite.analysis import paper_values as pv
+from clsuite.analysis import tables as tb
+from clsuite.analysis.load import Experiment, experiment_names, load_experiment
+from clsuite.analysis.stats import Paired, paired
+from clsuite.config import CONF_DIR
+from clsuite.io import GRID_FILE, read_object
+
+ENV = ("code", "torch_threads", "device", "torch")
+NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
+    "no measured effect", "explains the gap", "explains part", "overshoots", "away from the paper",
+)  # fmt: skip
+
+
+def _reading_value(key: str) -> Callable[[dict, str], bool]:
+    """Default = the reading's own value of ``key`` (conf/reading/<reading>.yaml)."""
+
+    def is_default(flat: dict, reading: str) -> bool:
+        path = Path(CONF_DIR) / "reading" / f"{reading}.yaml"
+        return path.is_file() and flat.get(key) == OmegaConf.load(path).get(key)
+
+    return is_default
+
+
+def _agem_default(flat: dict, reading: str) -> bool:
+    """conf/method/agem.yaml as it is: |R| 256, uniform draw over past tasks, reservoir."""
+    return (
+        flat.get("method.replay_size") == 256
+        and flat.get("method.replay._target_") == "clsuite.replay.random.RandomReplay"
+        and flat.get("method.replay.exclude_current_task") is True
+        and flat.get("method.update._target_") == "clsuite.memory.reservoir.Reservoir"
+    )
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    title: str
+    methods: tuple[str, ...]
+    sweeps: tuple[str, ...]
+    command: str
+    is_default: Callable[[dict, str], bool]
+    default_label: str
+    labels: dict = field(default_factory=dict)  # variant label -> what it is and whose it is
+
+
+CELLS = (
+    Cell("joint", "Joint", ("joint",), ("cells_joint",), "make cell-joint",
+         lambda flat, reading: flat.get("method.epochs", 1) == 1, "1 pass (the protocol's)",
+         {f"method.epochs={k}": f"{k} passes over the union" for k in (2, 5, 10)}),
+    Cell("agem", "A-GEM", ("agem",),
+         ("cells_agem_batch", "cells_agem_draw", "cells_agem_pool", "cells_agem_layout", "cells_agem_per_task"),
+         "make cell-agem", _agem_default,
+         "|R| 256 uniform over past tasks, reservoir (A-GEM's code's batch, online memory)",
+         {"method.replay_size=128": "|R| 128 (Mammoth best_args)",
+          "method.replay_size=null": "|R| = the reading's (10)",
+          "method.replay._target_=BalancedReplay, method.replay.by=task": "equal shares per past task (Avalanche)",
+          "method.replay.exclude_current_task=false": "R from the whole memory, current task too (Mammoth agem_r)",
+          "method.update._target_=ClassRingBuffer": "ring buffer per class, filled during the task (A-GEM's code)",
+          "method.update._target_=TaskReservoir, method.update.n_tasks=null, method.update.per_task=null":
+              "a random M // T of each task (Avalanche)",
+          "method.update._target_=TaskReservoir, method.update.n_tasks=null, method.update.per_task=10":
+              "one batch (10) per task (Mammoth agem's end_task)"}),
+    Cell("stored_logits", "MIR's stored logits", ("mir", "ccmr", "ebrs", "adaer"),
+         ("choices_logits_on_overwrite",), "make cell-logits", _reading_value("logits_on_overwrite"),
+         "the reading's logits_on_overwrite",
+         {"logits_on_overwrite=keep": "keep the previous occupant's logits (MIR's code)",
+          "logits_on_overwrite=reset": "reset an overwritten slot's logits to 0"}),
+)  # fmt: skip
+BY_NAME = {c.name: c for c in CELLS}
+
+
+def _sweep_of(e: Experiment) -> str | None:
+    """The sweep (``--config-name``) that made the experiment, from its grid's command line."""
+    argv = ((e.status or {}).get("grid") or {}).get("argv") or []
+    for i, a in enumerate(argv):
+        if a in ("--config-name", "-cn") and i + 1 < len(argv):
+            return str(argv[i + 1])
+        if str(a).startswith("--config-name="):
+            return str(a).split("=", 1)[1]
+    return None
+
+
+def owner(e: Experiment) -> Cell | None:
+    """The cell whose sweep made ``e`` (or whose sweep bears its name), if any."""
+    sweep = _sweep_of(e)
+    return next((c for c in CELLS if e.name in c.sweeps or sweep in c.sweeps), None)
+
+
+def find(multirun) -> dict[str, Experiment]:
+    """The experiments of ``multirun`` that belong to a cell, loaded (the others are not read)."""
+    root, out = Path(multirun), {}
+    sweeps = {s for c in CELLS for s in c.sweeps}
+    for name in experiment_names(root):
+        grid = read_object(root / name / GRID_FILE) or {}
+        if name in sweeps or _sweep_of(Experiment(name, root / name, pd.DataFrame(), {"grid": grid})) in sweeps:
+            out[name] = load_experiment(root / name)
+    return out
+
+
+def cell_runs(cell: Cell, experiments: dict[str, Experiment]) -> tuple[pd.DataFrame, list[str]]:
+    """The cell's runs (distinct by identity) and the folders they came from."""
+    mine = [e for e in experiments.values() if not e.empty and owner(e) is cell]
+    if not mine:
+        return pd.DataFrame(), []
+    runs = pd.concat([e.runs for e in mine]).drop_duplicates("key")
+    return runs[runs["method"].isin(cell.methods)], sorted(e.name for e in mine)
+
+
+def _show(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, str) and v.startswith("clsuite."):
+        return v.rsplit(".", 1)[1]  # a class: its name
+    return str(v)
+
+
+def _label(flat: dict, base: dict, keys: list[str]) -> str:
+    return ", ".join(f"{k}={_show(flat.get(k))}" for k in keys if flat.get(k) != base.get(k))
+
+
+@dataclass(frozen=True)
+class Row:
+    cell: Cell
+    benchmark: str
+    method: str
+    reading: str
+    variant: str
+    default_acc: float
+    variant_acc: float
+    diff: Paired
+    paper: float | None
+
+    @property
+    def gap(self) -> float | None:
+        return None if self.paper is None else self.paper - self.default_acc
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.diff, self.gap)
+
+    @property
+    def name(self) -> str:
+        return self.cell.labels.get(self.variant, self.variant)
+
+
+def verdict(d: Paired, gap: float | None) -> str:
+    """Step 4: what the variant's paired difference says about the gap to the paper."""
+    if not d.defined or d.low <= 0 <= d.high:
+        return NO_EFFECT
+    if gap is None:
+        return "moves Acc"
+    if d.low <= gap <= d.high:
+        return EXPLAINS
+    if (d.mean > 0) != (gap > 0):
+        return AWAY
+    return PART if abs(d.high if gap > 0 else d.low) < abs(gap) else OVERSHOOTS
+
+
+def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
+    """Steps 2-3 for one cell."""
+    if runs.empty:
+        return []
+    out = []
+    runs = runs.assign(env=runs[list(ENV)].astype(str).agg("|".join, axis=1))
+    for (bench, method, reading), g in runs.groupby(["benchmark", "method", "reading"], sort=False):
+        g = g[g["env"] == g["env"].value_counts().index[0]]  # one environment: the one with most runs
+        keys = sorted(
+            {k for f in g["flat"] for k in f if len({json.dumps(x.get(k), default=str) for x in g["flat"]}) > 1}
+        )
+        is_def = g["flat"].map(lambda f, r=reading: bool(cell.is_default(f, r)))
+        base = g[is_def]
+        if base.empty:
+            continue
+        ref = base["flat"].iloc[0]
+        labels = g["flat"].map(lambda f, ref=ref, keys=keys: _label(f, ref, keys))
+        for variant in sorted(set(labels[~is_def])):
+            arm = g[(labels == variant) & ~is_def]
+            x, y = dict(zip(arm["seed"], arm["acc"])), dict(zip(base["seed"], base["acc"]))
+            seeds = sorted(set(x) & set(y))
+            out.append(Row(cell, bench, method, reading, variant, float(pd.Series([y[s] for s in seeds]).mean()),
+                           float(pd.Series([x[s] for s in seeds]).mean()), paired(x, y),
+                           pv.table2_value(bench, method, "acc")))  # fmt: skip
+    benches = pv.order_benchmarks({r.benchmark for r in out})
+    methods = pv.order_methods([r.method for r in out])
+    return sorted(out, key=lambda r: (methods.index(r.method), r.variant, benches.index(r.benchmark)))
+
+
+def table(all_rows: list[Row]) -> tb.Table:
+    t = tb.Table(
+        "Table II cells checked by measurement: each variant against the default, paired by seed",
+        ["cell", "method", "variant", "benchmark", "reading", "n", "Acc default (%)", "Acc variant (%)",
+         "Δ Acc [95% CI]", "paper − default", "verdict"],
+        note="Δ = variant − default per seed, mean over the seeds both have (n), 95% Student-t interval. Verdict: "
+        "whether the interval holds 0 (no measured effect), the gap to the paper (explains the gap), lies short of "
+        "it (explains part), beyond it (overshoots), or on the other side (away from the paper).",
+    )  # fmt: skip
+    last = None
+    for r in all_rows:
+        if last is not None and r.cell != last:
+            t.rule()
+        last = r.cell
+        t.add([r.cell.title, pv.method_label(r.method), r.name, pv.bench_label(r.benchmark), r.reading, r.diff.n,
+               f"{r.default_acc:.1f}", f"{r.variant_acc:.1f}", r.diff.interval(),
+               "" if r.gap is None else f"{r.gap:+.1f}", r.verdict])  # fmt: skip
+    return t
+
+
+def _paper(cell: Cell) -> str:
+    vals = [
+        f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in ('split_mnist', 'split_fmnist'))}"
+        for m in cell.methods
+    ]
+    return "paper (split-MNIST/split-FMNIST) " + ", ".join(vals)
+
+
+def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
+    """Step 5: one note for the cell."""
+    sweeps = ", ".join(f"sweeps/{s}.yaml" for s in cell.sweeps)
+    if not cell_rows:
+        return f"**{cell.title}**: not measured here: `{cell.command}` ({sweeps}, 10 seeds)."
+    benches = {r.benchmark for r in cell_rows}
+    by_variant: dict[tuple[str, str], list[Row]] = {}
+    for r in cell_rows:
+        by_variant.setdefault((r.method, r.name), []).append(r)
+    full = [k for k, rs in by_variant.items() if {r.benchmark for r in rs if r.verdict == EXPLAINS} == benches]
+    some = [(k, r) for k, rs in by_variant.items() if k not in full for r in rs if r.verdict == EXPLAINS]
+
+    def who(k):
+        return f"{pv.method_label(k[0])}: {k[1]}" if len(cell.methods) > 1 else k[1]
+
+    if full:
+        what = "explained on every benchmark measured by " + "; ".join(who(k) for k in full)
+    elif some:
+        what = "explained on one benchmark only by " + "; ".join(
+            f"{who(k)} ({pv.bench_label(r.benchmark)})" for k, r in some
+        )
+    else:
+        what = "none of the measured variants explains the distance to the paper (a measured none)"
+    moved = sorted({f"{who((r.method, r.name))} {r.diff.interval()} on {pv.bench_label(r.benchmark)}"
+                    for r in cell_rows if r.verdict != NO_EFFECT})  # fmt: skip
+    n = max(r.diff.n for r in cell_rows)
+    return (
+        f"**{cell.title}** ({_paper(cell)}; default: {cell.default_label}): {what}. "
+        f"Variants that move Acc (Δ [95% CI], paired): {'; '.join(moved) if moved else 'none'}. "
+        f"{n} seeds, runs in {', '.join(f'multirun/{f}/' for f in folders)}; rerun: `{cell.command}`."
+    )
+
+
+def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], list[str]]]:
+    out = {}
+    for c in CELLS:
+        runs, folders = cell_runs(c, experiments)
+        out[c.name] = (rows(c, runs), folders)
+    return out
+
+
+def notes(experiments: dict[str, Experiment]) -> list[str]:
+    """One note per cell (step 5), for the report's Table II notes."""
+    return [summary(c, *measured(experiments)[c.name]) for c in CELLS]
+
+
+def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:
+    """The notes as a list, then the table of every variant (when any cell has runs)."""
+    m = measured(experiments)
+    out = [f"- {summary(c, *m[c.name])}" for c in CELLS] + [""]
+    all_rows = [r for c in CELLS for r in m[c.name][0]]
+    return out + ([table(all_rows).markdown(level)] if all_rows else [])

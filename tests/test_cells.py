@@ -1,0 +1,127 @@
+"""Table II cells checked by measurement (clsuite.analysis.cells), on hand-made results files: each
+variant against the default paired by seed with exact differences, the verdict rule, the notes, a
+cell found under another folder name by its sweep, and the report's Table II section with and
+without runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from clsuite.analysis import cells as cl
+from clsuite.analysis.load import load_experiment
+from clsuite.analysis.report import build_report
+from clsuite.analysis.stats import one_sample
+from tests.results_fixtures import fake_R, write_run
+
+SEEDS = (0, 1, 2, 3)
+
+
+def put(root, method, cfg: dict, accs, bench="split_mnist", reading="mir_code", tag=""):
+    for s, acc in zip(SEEDS, accs, strict=True):
+        job = f"benchmark={bench},method={method},{tag},seed={s}"
+        R = fake_R(1 if method == "joint" else 5, acc)[-1:] if method == "joint" else fake_R(5, acc)
+        write_run(root, bench, method, s, R=R, reading=reading, extra_cfg=cfg, job=job)
+
+
+def joint_cfg(epochs):
+    return {"method": {"name": "joint", "joint": True, "epochs": epochs}}
+
+
+def grid(root, sweep):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "grid.json").write_text(json.dumps({"argv": ["src/run.py", "--config-dir", "sweeps", "--config-name",
+                                                         sweep], "jobs": []}))  # fmt: skip
+
+
+def interval(d):
+    d = np.asarray(d, dtype=float)
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return d.mean(), d.mean() - half, d.mean() + half
+
+
+def test_each_variant_against_the_default_paired_by_seed(tmp_path):
+    root = tmp_path / "cells_joint"
+    put(root, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")
+    put(root, "joint", joint_cfg(5), (92.0, 94.5, 93.0, 96.0), tag="e5")
+    put(root, "joint", joint_cfg(10), (86.0, 88.0, 87.0, 90.0), tag="e10")
+    (r10, r5) = cl.rows(cl.BY_NAME["joint"], load_experiment(root).runs)
+    assert (r5.variant, r5.name, r5.diff.n) == ("method.epochs=5", "5 passes over the union", 4)
+    mean, lo, hi = interval([6.0, 7.5, 5.0, 7.0])
+    assert (r5.diff.mean, r5.diff.low, r5.diff.high) == pytest.approx((mean, lo, hi))
+    assert r5.default_acc == pytest.approx(87.5) and r5.variant_acc == pytest.approx(93.875)
+    assert r5.paper == 94.0 and r5.gap == pytest.approx(6.5)
+    assert lo <= 6.5 <= hi and r5.verdict == cl.EXPLAINS
+    assert r10.variant == "method.epochs=10" and r10.verdict == cl.NO_EFFECT  # +0.5 [-0.4, +1.4]
+
+
+@pytest.mark.parametrize(
+    "d, gap, expected",
+    [
+        ([0.5, -0.5, 1.0, -1.0], 5.0, cl.NO_EFFECT),
+        ([4.0, 5.0, 6.0, 5.0], 5.0, cl.EXPLAINS),
+        ([2.0, 2.5, 3.0, 2.5], 5.0, cl.PART),
+        ([9.0, 10.0, 11.0, 10.0], 5.0, cl.OVERSHOOTS),
+        ([-2.0, -3.0, -2.5, -2.5], 5.0, cl.AWAY),
+        ([-2.0, -3.0, -2.5, -2.5], -6.0, cl.PART),  # the paper below: a negative shift toward it
+        ([-9.0, -10.0, -11.0, -10.0], -6.0, cl.OVERSHOOTS),
+    ],
+)
+def test_verdict(d, gap, expected):
+    assert cl.verdict(one_sample(d), gap) == expected
+
+
+def test_a_cell_is_found_by_its_sweep_under_another_folder_name_and_noted(tmp_path):
+    root = tmp_path / "multirun"
+    exp = root / "i33_mine"  # `experiment=i33_mine` on the command line of sweeps/cells_joint.yaml
+    grid(exp, "cells_joint")
+    put(exp, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")
+    put(exp, "joint", joint_cfg(10), (93.0, 94.5, 93.5, 96.0), tag="e10")
+    put(exp, "joint", joint_cfg(2), (86.0, 87.0, 88.0, 89.0), bench="split_fmnist", tag="e2")  # no default there
+    other = root / "adhoc"
+    grid(other, "table2")
+    put(other, "joint", joint_cfg(10), (50.0,) * 4, tag="x")  # another sweep's runs: not the cell's
+    found = cl.find(root)
+    assert list(found) == ["i33_mine"] and cl.owner(found["i33_mine"]) is cl.BY_NAME["joint"]
+    joint, agem, logits = cl.notes(found)
+    assert joint.startswith("**Joint** (paper (split-MNIST/split-FMNIST) Joint 94.0/83.2; default: 1 pass")
+    assert "explained on every benchmark measured by 10 passes over the union" in joint
+    assert "multirun/i33_mine/" in joint and "`make cell-joint`" in joint
+    assert agem == ("**A-GEM**: not measured here: `make cell-agem` (sweeps/cells_agem_batch.yaml, "
+                    "sweeps/cells_agem_draw.yaml, sweeps/cells_agem_pool.yaml, sweeps/cells_agem_layout.yaml, "
+                    "sweeps/cells_agem_per_task.yaml, 10 seeds).")  # fmt: skip
+    assert logits.startswith("**MIR's stored logits**: not measured here: `make cell-logits`")
+
+
+def test_a_measured_none_and_the_stored_logit_default_from_the_reading(tmp_path):
+    root = tmp_path / "choices_logits_on_overwrite"
+    for m in ("mir", "adaer"):
+        put(root, m, {"logits_on_overwrite": "reset"}, (88.0, 89.0, 90.0, 91.0), tag=f"{m}-reset")
+        put(root, m, {"logits_on_overwrite": "keep"}, (88.5, 88.5, 90.5, 90.5), tag=f"{m}-keep")
+    rows = cl.rows(cl.BY_NAME["stored_logits"], load_experiment(root).runs)
+    assert [(r.method, r.variant, r.verdict) for r in rows] == [
+        ("mir", "logits_on_overwrite=keep", cl.NO_EFFECT),
+        ("adaer", "logits_on_overwrite=keep", cl.NO_EFFECT),
+    ]  # mir_code's default is reset (conf/reading/mir_code.yaml): keep is the variant
+    note = cl.summary(cl.BY_NAME["stored_logits"], rows, ["choices_logits_on_overwrite"])
+    assert "none of the measured variants explains the distance to the paper (a measured none)" in note
+    assert "Variants that move Acc (Δ [95% CI], paired): none." in note
+
+
+def test_the_report_carries_the_notes_and_names_the_commands_when_nothing_ran(tmp_path):
+    root = tmp_path / "multirun"
+    put(root / "table2", "er", {}, (80.0, 81.0, 82.0, 83.0), tag="er")
+    text = build_report(root, tmp_path / "results")["written"].read_text()
+    assert "Cells checked by measurement" in text
+    for c in cl.CELLS:
+        assert f"**{c.title}**: not measured here: `{c.command}`" in text
+    exp = root / "cells_joint"
+    put(exp, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")
+    put(exp, "joint", joint_cfg(5), (92.0, 94.5, 93.0, 96.0), tag="e5")
+    text = build_report(root, tmp_path / "results")["written"].read_text()
+    assert "**Joint** (paper" in text and "| Joint | Joint | 5 passes over the union | split-MNIST |" in text
+    assert "### cells_joint\n" not in text.split("Other experiments")[1].split("## ")[0]  # not an ad-hoc sweep
