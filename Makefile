@@ -154,6 +154,18 @@ $(CELL_TARGETS): setup
 		$(PY) scripts/aggregate.py $$c || s=$$?; \
 	done; exit $$s
 
+# Parity of GSS, iCaRL and HAL with Mammoth's own classes on the suite's split, initial weights and
+# batches (docs/PARITY.md): MAMMOTH=<a Mammoth checkout>, pinned at e75a491 (git clone
+# https://github.com/aimagelab/mammoth; git -C mammoth checkout e75a491). Trains (slow: one suite run
+# and one Mammoth run per seed); prints the table; every number in results/parity/parity.json.
+#   make parity MAMMOTH=../mammoth PARITY_ARGS="--methods hal --seeds 0 1"
+MAMMOTH ?=
+PARITY_ARGS ?=
+.PHONY: parity
+parity: setup            ## GSS, iCaRL, HAL beside Mammoth's classes: make parity MAMMOTH=<checkout> (docs/PARITY.md)
+	@test -n "$(MAMMOTH)" || { echo "error: MAMMOTH=<a Mammoth checkout at e75a491> is required" >&2; exit 2; }
+	$(PY) scripts/parity/harness.py --mammoth $(MAMMOTH) $(PARITY_ARGS)
+
 help:                    ## this list: every target with its `##` note
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \
 		awk -F'\t' '{ printf "  %-24s %s\n", $$1, $$2 }'

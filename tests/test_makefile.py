@@ -43,3 +43,9 @@ def test_a_cell_target_runs_each_of_its_sweeps_in_its_own_folder_at_10_seeds():
     assert "experiment=" not in sweep  # each sweep writes multirun/<its name>/, which the report reads
     assert "'seed=range(0,10)'" in sweep and "scripts/aggregate.py $c" in out
     assert "'seed=range(0,3)'" in dry_run("cell-joint", "SEEDS=3")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_parity_runs_the_harness_on_the_given_checkout():
+    out = dry_run("parity", "MAMMOTH=/somewhere/mammoth", "PARITY_ARGS=--seeds 0")
+    assert "scripts/parity/harness.py --mammoth /somewhere/mammoth --seeds 0" in out
