@@ -318,7 +318,8 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
         nrow = -(-len(methods) // ncol)
         cells = {(m, *settings[0]): divmod(i, ncol) for i, m in enumerate(methods)}
     T = next(iter(mats.values()))[0].shape[0]
-    fig, axes = plt.subplots(nrow, ncol, figsize=(2.1 * ncol + 1, 2.1 * nrow + 0.8), squeeze=False)
+    # at least 7.5 x 3.8 inches: the two-line title and the colorbar's label fit above and beside one panel
+    fig, axes = plt.subplots(nrow, ncol, figsize=(max(2.1 * ncol + 1, 7.5), max(2.1 * nrow + 1.1, 3.8)), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     im = None
@@ -342,7 +343,8 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
         ax.set_xlabel("evaluated on task j", fontsize=7)
     per = " x ".join(["method", *(short(k) for k in swept)])
     fig.suptitle(f"{title}\none panel per {per}", fontsize=10)
-    fig.colorbar(im, ax=axes, fraction=0.02, label="accuracy (%), mean over the panel's n seeds")
+    bar = fig.colorbar(im, ax=axes, fraction=0.02)
+    bar.set_label("accuracy (%), mean over the panel's n seeds", fontsize=7)
     return _save(fig, stem, ("png",), dpi=110)
 
 
