@@ -16,8 +16,11 @@ e75a491``); another commit runs with a warning. Steps, per (method, benchmark, s
 4. per (method, benchmark): suite - Mammoth per seed, the mean with a 95% Student-t interval
    (``clsuite.analysis.stats.paired``), both sides' mean +- sd, the paper's Table II value.
 
-Prints the Markdown table and writes every number, with the suite's commit and code hash, the
-Mammoth commit and the machine, to ``--out`` (JSON). ``--suite KEY=VALUE``: one-change diagnostics
+Both sides run in one process under ``trainer.numerics=portable`` (``clsuite.numerics``: the same
+CPU kernels on any x86-64 machine, so that the table reproduces elsewhere; ``--suite
+trainer.numerics=native`` for this machine's own) and one torch thread. Prints the Markdown table
+and writes every number, with the suite's commit and code hash, the Mammoth commit, the kernels
+and the machine, to ``--out`` (JSON). ``--suite KEY=VALUE``: one-change diagnostics
 of docs/PARITY.md (``method.plugin.hal_lambda=0.01``, ``replay_loss=concat``, ...);
 ``PARITY_NOFLIP=1``: Mammoth's iCaRL without the flipped class means. Exit 2 with one ``error:``
 line when the checkout is missing or not Mammoth's. Slow: one suite run and one Mammoth run per
@@ -68,14 +71,20 @@ def table(rows: list[dict]) -> str:
 
 
 def provenance(mammoth: Path) -> dict:
+    import subprocess
+
     import torch
 
     from clsuite.experiment import cpu_model
     from clsuite.identity import code_identity
+    from clsuite.numerics import in_effect
 
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     return {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "suite_commit": commit.strip() or None,
         "suite_code": code_identity(),
+        "numerics": in_effect(),
         "mammoth": str(mammoth),
         "mammoth_commit": mammoth_side.checkout_commit(mammoth),
         "torch": torch.__version__,
@@ -104,6 +113,8 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the suite side only")
     ap.add_argument("--out", default="results/parity/parity.json")
     a = ap.parse_args(argv)
+    if not any(s.startswith("trainer.numerics=") for s in a.suite):
+        a.suite = ["trainer.numerics=portable", *a.suite]
     root = Path(a.mammoth).expanduser()
     if not (root / "models" / "gss.py").is_file():
         print(f"error: --mammoth {root} is not a Mammoth checkout (no models/gss.py); clone "
