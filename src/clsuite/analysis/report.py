@@ -49,6 +49,7 @@ from clsuite.analysis import noise as nz
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quote, check_quotes, judge, judge_all
+from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
     KEYS,
@@ -246,15 +247,20 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
     out.mkdir(parents=True, exist_ok=True)
     s = summarize(e.runs)
     section = BY_NAME.get(layout or experiment)
-    tables, figs = (section.build if section else _adhoc)(e, out, s) if not e.empty else ([], [])
+    held = caption(fixed_settings(e.runs))  # a key off its default for every run: in every caption and title
+    with fg.subtitle(held):
+        tables, figs = (section.build if section else _adhoc)(e, out, s) if not e.empty else ([], [])
     rest = s[s["variant"] != ""]  # settings the paper's layouts leave out: shown, never pooled
     if section and not rest.empty:
         tables.append(tb.adhoc(rest, f"{experiment}: runs with other settings (variants), not in the tables above"))
+    for t in tables:
+        t.note = " ".join(x for x in (held, t.note) if x)
     e.runs.drop(columns=["R", "b", "flat", "versions"]).to_csv(out / "runs.csv", index=False)
     s.to_csv(out / "summary.csv", index=False, float_format="%.4f")
     (out / "status.json").write_text(json.dumps(e.status, indent=1, default=str))
     head = [f"# {experiment}", "", f"Built by `{hint('aggregate', experiment)}` from {len(e.runs)} distinct "
-            f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.", ""]  # fmt: skip
+            f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.",
+            *(["", held] if held else []), ""]  # fmt: skip
     md = head + [t.markdown() for t in tables] + ["### Figures", ""]
     md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"] + [
         "",
