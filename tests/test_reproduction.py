@@ -16,6 +16,7 @@ import pytest
 
 from clsuite.analysis import figures as fg
 from clsuite.analysis.report import SECTIONS, main_report
+from clsuite.commands import hint
 from clsuite.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 
@@ -59,7 +60,9 @@ def test_fresh_clone_without_runs_leaves_docs_untouched(tmp_path, capsys):
     assert main_report([*args, "--docs", str(docs)]) == 1
     err = capsys.readouterr().err
     assert "error: no runs under" in err and "docs/ untouched" in err
-    assert "section 'Table II' has no runs" in err and "make table2" in err  # what is missing, and how to fill it
+    assert (
+        "section 'Table II' has no runs" in err and "src/run.py paper table2" in err
+    )  # what is missing, and how to fill it
     assert _untouched(docs) and not (tmp_path / "results").exists()
 
 
@@ -75,7 +78,7 @@ def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
     assert "not updated" in err and "section 'Memory size M (Figs. 5, 6)' has no runs" in err
     assert _untouched(docs)
     report = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
-    assert "Not run: `make fig-memory" in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
+    assert "Not run: `" + hint("paper", "memory") in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
 def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, capsys):
@@ -124,7 +127,7 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
     n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
-    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `make fig-choices" in md
+    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `" + hint("paper", "choices") in md
     assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
     assert f"## {n + 5}. Other experiments (ad-hoc sweeps)" in md
 

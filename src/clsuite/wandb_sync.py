@@ -548,7 +548,11 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     """Every results file of ``multirun/<experiment>/`` without a W&B run gets one; then the aggregate run."""
     exp_dir = Path(multirun_dir) / experiment
     if not exp_dir.is_dir():
-        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run the sweep first, e.g. make {experiment})")
+        from clsuite.commands import hint
+        from clsuite.paper import TARGETS
+
+        first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
+        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
     logged = present = 0
     left_out = []
     for job in _job_dirs(exp_dir):

@@ -63,6 +63,7 @@ from clsuite.analysis.load import (
 from clsuite.analysis.stats import summarize
 from clsuite.commands import hint
 from clsuite.config import ConfigError
+from clsuite.paper import TARGETS
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -203,36 +204,40 @@ def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 
 @dataclass(frozen=True)
 class Section:
-    experiment: str
+    experiment: str  # its folder: multirun/<experiment>/
     title: str
-    command: str  # what fills it
     build: Callable[[Experiment, Path, pd.DataFrame], Built]
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
     claims_on: str | None = None  # a benchmark on other data than the paper's: its claims judged apart
+    run: tuple[str, ...] = ()  # what fills it: clsuite paper <run> (default: <experiment> --seeds 5 --launcher joblib)
+    nice: bool = False  # hours of CPU: at a low priority
+
+    @property
+    def command(self) -> str:
+        """What fills it, in the form that works where this process runs (``clsuite.commands.hint``)."""
+        args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
+        return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
 
 
-_MK = "make {target} SEEDS=5 LAUNCHER=joblib"
 # Table II's CIFAR-10 row on the JPEG copy (issue 32): its folder, and the command that fills it.
 CIFAR10_JPEG = "i32_cifar10_jpeg"
-_JPEG_CMD = (
-    f"nice -n 10 make table2 BENCHMARKS=split_cifar10_jpeg METHODS=er,mir,adaer,ccmr,ebrs SEEDS=3 "
-    f"EXPERIMENT={CIFAR10_JPEG}"
-)
+_JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "3",
+             "--experiment", CIFAR10_JPEG)  # fmt: skip
 SECTIONS = (
-    Section("table2", "Table II", _MK.format(target="table2") + " READING=paper_text,mir_code", _table2),
-    Section("memory", "Memory size M (Figs. 5, 6)", _MK.format(target="fig-memory"), _memory),
-    Section("first_task", "The first task through the stream (Fig. 7)", _MK.format(target="fig-first-task"), _first_task),
-    Section("tau", "τ (Fig. 10)", _MK.format(target="fig-tau"), _tau),
-    Section("imbalance", "Imbalance λ (Fig. 9)", _MK.format(target="fig-imbalance"), _imbalance),
-    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _MK.format(target="fig-ablation"), _ablation),
-    Section("cifar100", "split-CIFAR100 (Fig. 8)", _MK.format(target="fig-cifar100"), _cifar100, optional=True,
+    Section("table2", "Table II", _table2, run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading",
+                                                "paper_text,mir_code")),
+    Section("memory", "Memory size M (Figs. 5, 6)", _memory),
+    Section("first_task", "The first task through the stream (Fig. 7)", _first_task),
+    Section("tau", "τ (Fig. 10)", _tau),
+    Section("imbalance", "Imbalance λ (Fig. 9)", _imbalance),
+    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _ablation),
+    Section("cifar100", "split-CIFAR100 (Fig. 8)", _cifar100, optional=True, needs="the CIFAR-100 files"),
+    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _ablation_cifar100, optional=True,
             needs="the CIFAR-100 files"),
-    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _MK.format(target="fig-ablation-cifar100"),
-            _ablation_cifar100, optional=True, needs="the CIFAR-100 files"),
-    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _JPEG_CMD,
-            _table2, optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
-            claims_on="split_cifar10_jpeg"),
+    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _table2,
+            optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
+            claims_on="split_cifar10_jpeg", run=_JPEG_RUN, nice=True),
 )  # fmt: skip
 BY_NAME = {s.experiment: s for s in SECTIONS}
 
@@ -241,7 +246,8 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
     """Tables, figures, CSVs and status of one experiment -> ``out_root/experiment/``."""
     exp_dir = Path(multirun) / experiment
     if not exp_dir.is_dir():
-        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run its sweep first, e.g. make {experiment})")
+        first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
+        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
     e = load_experiment(exp_dir)
     out = Path(out_root) / experiment
     out.mkdir(parents=True, exist_ok=True)
