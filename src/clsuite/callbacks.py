@@ -67,7 +67,7 @@ class DivergenceGuard(L.Callback):
     def check(self, learner) -> None:
         if self._first is not None and (step := int(self._first)) >= 0:
             raise Diverged(
-                f"loss is {float(self._value)} at step {step} of task {learner.current_task} "
+                f"loss is {float(self._value)} at step {step} of task {learner.current_task + 1} "
                 f"(lr={learner.lr}): training diverged; no results written"
             )
 
