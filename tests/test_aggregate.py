@@ -429,7 +429,8 @@ def test_fmt():
     assert tb.fmt(82.0, float("nan")) == "82.0"
     assert tb.fmt(float("nan")) == "N/A"
     assert tb.fmt(82.0, 2.0, 2, n_all=5) == "82.0 ± 2.0 (n=2)"
-    assert tb.paper_number(-7.07) == "-7.07" and tb.paper_number(86.4) == "86.4" and tb.paper_number(None) == "N/A"
+    assert tb.paper_number(-7.07) == "-7.1" and tb.paper_number(86.4) == "86.4" and tb.paper_number(None) == "N/A"
+    assert tb.paper_number(-6.78) == "-6.8" and tb.paper_number(-12.5) == "-12.5"  # one decimal, as ours
 
 
 def test_quoted_number_checked_per_seed(tmp_path):
@@ -596,3 +597,17 @@ def test_a_run_s_changed_settings_are_those_off_its_own_default():
     outside["flat"] = {"method.replay._target_": "my_policies.NewestReplay", "batch_size": 20}
     assert default_of("split_mnist", "er_newest", "mir_code")[1] == ("method",)
     assert changed(outside) == {"lambda": 0.5, "batch_size": 20}
+
+
+def test_the_verdict_legend_explains_both_marks_it_uses(tmp_path):
+    """Claims of an experiment with no runs read "not run"; a reading without runs in an experiment
+    that has some reads "–": the legend says what each mark means."""
+    root = tmp_path / "multirun" / "table2"
+    for seed in (0, 1):
+        for m in ("er", "adaer"):
+            write_run(root, method=m, seed=seed, reading="paper_text", R=fake_R(5, 80.0 + seed))
+    judged = cl.judge_all({"table2": load_experiment(root)})  # the other experiments: no runs (not run)
+    text = tb.verdicts([*judged, cl.Judged(judged[0].claim, "mir_code")]).markdown()  # a second reading
+    rows = [line for line in text.splitlines() if line.startswith("| AdaER") or line.startswith("| Every")]
+    assert any("| not run |" in r for r in rows) and any(r.endswith("| – |") for r in rows)
+    assert "not run: no run of the claim's experiment at all" in text and "–: the experiment has runs, none of" in text

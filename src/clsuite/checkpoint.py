@@ -56,8 +56,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from clsuite.io import Unreadable, os_error_line, read_regular, write_bytes_atomic
 
 # auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
-# under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
-# about 1% this way, and a killed run loses at most 5 minutes plus one task)
+# under mir_code is 132 MB and took 1.7-3.8 s to write on a CPU machine: 7-67% of a task on a GPU;
+# bounded to about 1% this way, and a killed run loses at most 5 minutes plus one task)
 AUTO_INTERVAL_S = 300.0
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1

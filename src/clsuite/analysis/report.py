@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -407,11 +408,26 @@ def _figure_lines(paths: list[Path], exp: str, figdir: Path) -> list[str]:
     return out
 
 
+HISTORY = "[docs/history/](history/)"  # the docs/ copy's link to the measured history, relative to docs/
+
+
+def history_link(history: Path | None, out: Path) -> str:
+    """The link to ``docs/history/`` from the folder ``out`` (results/report/): relative, when it exists."""
+    if history is None or not Path(history).is_dir():
+        return "`docs/history/` of the repository"
+    return f"[docs/history/]({Path(os.path.relpath(Path(history).resolve(), Path(out).resolve())).as_posix()}/)"
+
+
 def build_report(
-    multirun="multirun", results="results", docs: Path | None = None, crossmachine: Path | None = None
+    multirun="multirun",
+    results="results",
+    docs: Path | None = None,
+    crossmachine: Path | None = None,
+    history: Path | None = None,
 ) -> dict:
     """Write ``results/report/``; with ``docs``, also ``docs/`` when every required section has runs.
-    ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine)."""
+    ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine);
+    ``history``: the measured history folder (``docs/history``) the report links to."""
     multirun, results = Path(multirun), Path(results)
     names = experiment_names(multirun)
     if not names:
@@ -431,8 +447,7 @@ def build_report(
           "(`src/clsuite/analysis/paper_values.py`) appear only in [brackets] or in columns named *paper*. "
           "Cells: mean ± sample std over seeds. Comparisons between methods are paired by seed (same split and "
           "initialisation) with 95% t intervals. Tasks are numbered 1..T everywhere (task 1 is the first). Rebuild: `make report` (here: `results/report/`) or "
-          "`make report DOCS=1` (this page). Measured history (older readings): "
-          "[docs/history/](history/2026-11-25-d5793f4/REPRODUCTION.md).", "",
+          f"`make report DOCS=1` (this page). Measured history (earlier reports, kept as they were): {HISTORY}.", "",
           "## Provenance (from the results files)", "", *provenance(experiments), "",
           "## Summary: the paper's claims", ""]  # fmt: skip
     md += [tb.verdicts(judged, fragile, f"section {len(SECTIONS) + 4}").markdown(),
@@ -476,7 +491,7 @@ def build_report(
     for n in names:
         md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
     text = "\n".join(md).rstrip() + "\n"
-    (out / "REPRODUCTION.md").write_text(text)
+    (out / "REPRODUCTION.md").write_text(text.replace(HISTORY, history_link(history, out), 1))
     (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
     result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": []}
     if docs is not None:
@@ -582,7 +597,8 @@ def main_report(argv=None, root: Path | None = None) -> int:
     ap.add_argument("--crossmachine", default=str(root / "docs" / "crossmachine"),
                     help="other machines' Table II (runs tables, report extracts): the cross-machine comparison")  # fmt: skip
     a = ap.parse_args(argv)
-    res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None, Path(a.crossmachine))
+    res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None, Path(a.crossmachine),
+                       root / "docs" / "history")  # fmt: skip
     for s in res["missing"]:
         print(f"{'note' if s.optional else 'missing'}: section '{s.title}' has no runs in "
               f"{a.multirun_dir}/{s.experiment}/ (fill it: {s.command})", file=sys.stderr)  # fmt: skip

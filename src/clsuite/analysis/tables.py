@@ -45,7 +45,7 @@ from clsuite.metrics import METRICS, QUANTITIES
 NOTE = (
     "Cells: mean ± std over seeds (sample std), the single run's value where n = 1; n: the seeds of the row's "
     "cells, (n=k) in a cell where fewer seeds finished than elsewhere; [x] and the *paper* columns: the "
-    "paper's Table II (src/clsuite/analysis/paper_values.py)."
+    "paper's Table II at one decimal, as ours (its FWT has two: src/clsuite/analysis/paper_values.py)."
 )
 
 
@@ -68,11 +68,9 @@ def fmt(mean, std=float("nan"), n: int | None = None, n_all: int | None = None, 
 
 
 def paper_number(v) -> str:
-    """A paper value as printed: one decimal, two where the paper gives two (-7.07); N/A for None."""
-    if v is None:
-        return "N/A"
-    s = f"{v:.2f}"
-    return s[:-1] if s.endswith("0") else s
+    """A paper value at the tables' one decimal, as ours (the paper prints FWT with two, -7.07 -> -7.1;
+    its exact values: paper_values.py); N/A for None."""
+    return "N/A" if v is None else f"{v:.1f}"
 
 
 def paper_cell(benchmark: str, method: str, quantity: str, cond: dict) -> float | str | None:
@@ -364,7 +362,10 @@ def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
     its deciding comparison."""
     readings = order_readings(j.reading for j in judged if j.reading != "–")
     got = {(j.claim.key, j.reading): j for j in judged}
-    note = "–: no runs of that reading for this claim."
+    note = (
+        "not run: no run of the claim's experiment at all (its section names the command that fills it); "
+        "–: the experiment has runs, none of that reading."
+    )
     if fragile:
         note += f" *fragile*: the verdict moves with the machine that runs it (mir_code; {where})."
     t = Table("Verdicts", ["claim", "source", *readings], note=note)
