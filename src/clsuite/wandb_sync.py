@@ -459,11 +459,14 @@ def experiment_charts(experiment: str, runs) -> dict:
     """
     import wandb
 
+    from clsuite.analysis.defaults import fixed_settings
     from clsuite.analysis.load import CONDITIONS, KEYS
     from clsuite.analysis.stats import summarize
 
     summary = summarize(runs)
     varying = [k for k in KEYS if k != "benchmark" and summary[k].nunique(dropna=False) > 1]
+    held = ", ".join(fixed_settings(runs))  # a key off its default for every run: in every title
+    experiment = f"{experiment}; {held}" if held else experiment
     out = {}
     for bench in sorted(summary["benchmark"].unique()):
         s = summary[summary["benchmark"] == bench]
