@@ -57,25 +57,26 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 	nice -n 10 .venv/bin/mutmut run $(MUTANTS); s=$$?; .venv/bin/mutmut results; exit $$s
 
 # ---------------------------------------------------------------------------------------------
-# Paper tables and figures: each target runs its sweep (sweeps/<name>.yaml, runs in
-# multirun/<name>/, finished runs skipped on a rerun) and then the aggregation (results/<name>/:
+# Paper tables and figures: each target is `clsuite paper <target>` (src/clsuite/paper.py: the one
+# home of what a target runs, also for an installed package): its sweep (sweeps/<name>.yaml, runs in
+# multirun/<name>/, finished runs skipped on a rerun), then the aggregation (results/<name>/:
 # Markdown + LaTeX tables, PNG + PDF figures, missing/failed runs). The target fails (after the
 # tables are written) when a run failed; rerun it to retry only those.
 #   make table2 BENCHMARKS=split_mnist,split_fmnist SEEDS=3 LAUNCHER=joblib
 #   make table2 READING=paper_text                     # the paper's literal text (PROTOCOL 8)
 #   make fig-memory LAUNCHER=slurm ARGS="hydra.launcher.partition=gpu"
-# READING=paper_text|mir_code (conf/reading/)   SEEDS=n: seeds 0..n-1 (default 5)
+# READING=paper_text|mir_code (conf/reading/; default mir_code)   SEEDS=n: seeds 0..n-1 (default 5)
 # BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists replacing the sweep's own
-# LAUNCHER=basic|joblib|slurm|submitit_local   JOBS=n: joblib workers
+# LAUNCHER=basic|joblib|slurm|submitit_local (default basic)   JOBS=n: joblib workers
 # ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
 # EXPERIMENT=name: runs in multirun/<name>/, tables in results/<name>/ (default: the target's sweep
 #   name); ARGS=experiment=name does the same.
 # Default reading, chosen by measurement: Table II (14 methods, split-MNIST and split-FMNIST) is closer
 # to the paper's under mir_code than under paper_text; the numbers are the report's (docs/REPRODUCTION.md,
 # "Which reading is closer to the paper's Table II"; docs/READINGS.md).
-READING    ?= mir_code
-SEEDS      ?= 5
-LAUNCHER   ?= basic
+READING    ?=
+SEEDS      ?=
+LAUNCHER   ?=
 BENCHMARKS ?=
 METHODS    ?=
 MEMORIES   ?=
@@ -84,17 +85,11 @@ LAMBDAS    ?=
 EXPERIMENT ?=
 JOBS       ?=
 ARGS       ?=
-SWEEP_ARGS = reading=$(READING) launcher=$(LAUNCHER) 'seed=range(0,$(SEEDS))' \
-	$(if $(BENCHMARKS),benchmark=$(BENCHMARKS)) $(if $(METHODS),method=$(METHODS)) \
-	$(if $(MEMORIES),memory=$(MEMORIES)) $(if $(TAUS),tau=$(TAUS)) $(if $(LAMBDAS),lambda=$(LAMBDAS)) \
-	$(if $(JOBS),hydra.launcher.n_jobs=$(JOBS)) $(if $(EXPERIMENT),experiment=$(EXPERIMENT)) $(ARGS)
-# The folder a target's runs go to and are aggregated from: EXPERIMENT, else ARGS's experiment=, else
-# the sweep's own name.
-exp_of = $(or $(EXPERIMENT),$(patsubst experiment=%,%,$(lastword $(filter experiment=%,$(ARGS)))),$(1))
+PAPER_FLAGS = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(READING),--reading $(READING)) \
+	$(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(JOBS),--jobs $(JOBS)) \
+	$(if $(BENCHMARKS),--benchmarks $(BENCHMARKS)) $(if $(METHODS),--methods $(METHODS)) \
+	$(if $(MEMORIES),--memories $(MEMORIES)) $(if $(TAUS),--taus $(TAUS)) $(if $(LAMBDAS),--lambdas $(LAMBDAS))
 
-# Every paper target is one sweep: its name without `fig-`, dashes as underscores (fig-first-task ->
-# sweeps/first_task.yaml). One rule runs them all: the sweep, then its tables and figures whatever
-# the sweep's outcome.
 PAPER_TARGETS = table2 fig-memory fig-first-task fig-cifar100 fig-imbalance fig-tau fig-ablation fig-ablation-cifar100
 .PHONY: paper help aggregate $(PAPER_TARGETS)
 
@@ -109,32 +104,25 @@ fig-ablation:            ## Fig. 11 (C-CMR, E-BRS vs M) -> results/ablation/
 fig-ablation-cifar100:   ## Fig. 12 (the ablation on split-CIFAR100) -> results/ablation_cifar100/
 
 $(PAPER_TARGETS): setup
-	$(PY) src/run.py --config-dir sweeps --config-name $(subst -,_,$(patsubst fig-%,%,$@)) $(SWEEP_ARGS); s=$$?; \
-	$(PY) scripts/aggregate.py $(call exp_of,$(subst -,_,$(patsubst fig-%,%,$@))) \
-		--layout $(subst -,_,$(patsubst fig-%,%,$@)) || s=$$?; exit $$s
+	$(PY) src/run.py paper $@ $(PAPER_FLAGS) $(if $(EXPERIMENT),--experiment $(EXPERIMENT)) $(ARGS)
 
-# The paper's open choices (PROTOCOL 8): one sweep per choice, sweeps/choices_<choice>.yaml ->
-# multirun/choices_<choice>/ (EXPERIMENT is not used: each choice has its folder), each value against
-# the reading's default for AdaER and the ablation the choice belongs to, split-MNIST and
-# split-FMNIST, seeds 0..SEEDS-1 (10 unless SEEDS is given). The default's runs are one identity in
-# every sweep: trained once, copied by the others (`reused_from`). Then the per-choice tables
-# (results/choices_*/) and the paired ledger (results/choices/choices.md; also in `make report`).
+# The paper's open choices (PROTOCOL 8): `clsuite paper choices`, one sweep per choice,
+# sweeps/choices_<choice>.yaml -> multirun/choices_<choice>/ (EXPERIMENT is not used: each choice has
+# its folder), each value against the reading's default for AdaER and the ablation the choice belongs
+# to, split-MNIST and split-FMNIST, seeds 0..SEEDS-1 (10 unless SEEDS is given). The default's runs are
+# one identity in every sweep: trained once, copied by the others (`reused_from`). Then the per-choice
+# tables (results/choices_*/) and the paired ledger (results/choices/choices.md; also in `make report`).
 # A sweep whose jobs failed does not stop the next one; a bad config (2) or an interrupt does.
-CHOICES = unscored victim R_t_from candidates replay_loss stored_logits logits_on_overwrite
-CHOICE_SEEDS := $(if $(filter file,$(origin SEEDS)),10,$(SEEDS))
+# 10 seeds unless SEEDS is given (the open choices, the cell checks, make machines / noise)
+CHOICE_SEEDS := $(or $(SEEDS),10)
 .PHONY: fig-choices
-fig-choices: SEEDS = $(CHOICE_SEEDS)
 fig-choices: setup       ## the paper's open choices, each alone vs the reading's default (10 seeds) -> results/choices/
-	s=0; for c in $(CHOICES); do \
-		$(PY) src/run.py --config-dir sweeps --config-name choices_$$c $(filter-out experiment=%,$(SWEEP_ARGS)) \
-			|| { s=$$?; [ $$s -eq 1 ] || exit $$s; }; \
-	done; \
-	$(PY) scripts/aggregate.py $(addprefix choices_,$(CHOICES)) || s=$$?; \
-	$(PY) scripts/choices.py || s=$$?; exit $$s
+	$(PY) src/run.py paper choices $(PAPER_FLAGS) $(ARGS)
 
 # Table II cells checked by measurement (issue 33): each cell's sweeps (sweeps/cells_*.yaml, the
 # stored-logit rule's is the open choice sweeps/choices_logits_on_overwrite.yaml) -> one multirun/
-# folder per sweep, 10 seeds unless SEEDS is given; then their tables. The report's Table II notes read
+# folder per sweep, 10 seeds unless SEEDS is given; then their tables (`clsuite paper <sweep>`: a sweep
+# of sweeps/ that is no paper target, aggregated as an ad-hoc sweep). The report's Table II notes read
 # them (clsuite.analysis.cells: each variant against the default, paired by seed). A sweep whose jobs
 # failed does not stop the next one; a bad config (2) or an interrupt does.
 CELL_SWEEPS_joint  = cells_joint
@@ -146,12 +134,10 @@ cells: $(CELL_TARGETS)   ## every Table II cell check below (10 seeds)
 cell-joint:              ## Joint for 1, 2, 5, 10 passes -> multirun/cells_joint/
 cell-agem:               ## A-GEM's reference batch, its draw and pool, the memory layout -> multirun/cells_agem_*/
 cell-logits:             ## stored logits of an overwritten slot, MIR/C-CMR/E-BRS/AdaER -> multirun/choices_logits_on_overwrite/
-$(CELL_TARGETS): SEEDS = $(CHOICE_SEEDS)
 $(CELL_TARGETS): setup
 	s=0; for c in $(CELL_SWEEPS_$(patsubst cell-%,%,$@)); do \
-		$(PY) src/run.py --config-dir sweeps --config-name $$c $(filter-out experiment=%,$(SWEEP_ARGS)) \
+		$(PY) src/run.py paper $$c $(PAPER_FLAGS) $(if $(SEEDS),,--seeds $(CHOICE_SEEDS)) $(filter-out experiment=%,$(ARGS)) \
 			|| { s=$$?; [ $$s -eq 1 ] || exit $$s; }; \
-		$(PY) scripts/aggregate.py $$c || s=$$?; \
 	done; exit $$s
 
 # Parity of GSS, iCaRL and HAL with Mammoth's own classes on the suite's split, initial weights and

@@ -429,7 +429,8 @@ def test_fmt():
     assert tb.fmt(82.0, float("nan")) == "82.0"
     assert tb.fmt(float("nan")) == "N/A"
     assert tb.fmt(82.0, 2.0, 2, n_all=5) == "82.0 ± 2.0 (n=2)"
-    assert tb.paper_number(-7.07) == "-7.07" and tb.paper_number(86.4) == "86.4" and tb.paper_number(None) == "N/A"
+    assert tb.paper_number(-7.07) == "-7.1" and tb.paper_number(86.4) == "86.4" and tb.paper_number(None) == "N/A"
+    assert tb.paper_number(-6.78) == "-6.8" and tb.paper_number(-12.5) == "-12.5"  # one decimal, as ours
 
 
 def test_quoted_number_checked_per_seed(tmp_path):
@@ -521,3 +522,92 @@ def test_adhoc_sweep_with_one_change_per_method_shows_it(tmp_path):
     assert "| method | benchmark | reading | overrides | Acc (%) |" in md
     assert "| A-GEM | split-MNIST | paper_text | `replay_size=256` | 80.0 ± 0.0 |" in md  # no paper value: changed
     assert "| GEM | split-MNIST | paper_text | `memory_per_class=False` | 80.0 ± 0.0 |" in md
+
+
+def test_every_table_gives_n_per_row(table2_runs):
+    aggregate("table2", table2_runs / "multirun", table2_runs / "results")
+    md = (table2_runs / "results" / "table2" / "table2.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| Method | Acc paper_text"))
+    assert head.endswith("| FWT paper | n paper_text | n mir_code |")
+    mnist, fmnist = md.split("### Table II (table2): split-FMNIST")
+    assert next(r for r in mnist.splitlines() if r.startswith("| ER |")).endswith("| 3 | 3 |")
+    assert next(r for r in mnist.splitlines() if r.startswith("| AdaER |")).endswith("| 3 | – |")
+    assert next(r for r in fmnist.splitlines() if r.startswith("| ER |")).endswith("| 1 | – |")  # one seed
+    root = table2_runs / "multirun" / "memory"
+    for m, seeds in ((50, (0, 1)), (100, (0, 1, 2))):
+        for s in seeds:
+            write_run(root, method="er", seed=s, memory=m, reading="mir_code", job=f"m={m},s={s}")
+    aggregate("memory", table2_runs / "multirun", table2_runs / "results")
+    md = (table2_runs / "results" / "memory" / "memory.md").read_text()
+    assert "| Method | split-MNIST M=50 | split-MNIST M=100 | n seeds |" in md
+    rows = [r for r in md.splitlines() if r.startswith("| ER |")]
+    assert len(rows) == 2 and all(r.endswith("| 2–3 |") for r in rows)  # the row's cells: 2 and 3 seeds
+
+
+def test_a_key_held_off_its_default_for_every_run_is_named_in_captions_titles_and_the_head(tmp_path, monkeypatch):
+    """The design card's sweep at M = 50 and |B_t| = 20: no column shows M (it is not swept), so the
+    captions, the figure titles and the head of the experiment's page do; at the defaults, none."""
+    drawn = []
+    monkeypatch.setattr(fg, "_save", lambda fig, stem, *a, **k: drawn.append(fig) or [Path(stem).with_suffix(".png")])
+    root = tmp_path / "multirun" / "card"
+    for m in ("er", "mir"):
+        write_run(root, method=m, memory=50, reading="mir_code", job=f"method={m}",
+                  extra_cfg={"memory_per_class": True, "batch_size": 20, "lr": 0.1})  # fmt: skip
+    aggregate("card", tmp_path / "multirun", tmp_path / "results")
+    md = (tmp_path / "results" / "card" / "card.md").read_text()
+    line = "Held for every run at a value other than the default: M=50 per class, batch_size=20."
+    assert md.count(line) == 2  # the page's head and the table's caption
+    assert "| method | benchmark | reading | Acc (%) |" in md  # (no M column: one value)
+    (fig,) = drawn
+    assert fig._suptitle.get_text().endswith("\n" + line)
+    tex = (tmp_path / "results" / "card" / "card.tex").read_text()
+    assert "M=50 per class, batch\\_size=20" in tex
+
+    drawn.clear()
+    root = tmp_path / "multirun" / "plain"
+    for m in ("er", "mir"):  # every key at its default (mir_code: M = 100 per class, |B_t| = 10)
+        write_run(
+            root,
+            method=m,
+            reading="mir_code",
+            job=f"method={m}",
+            extra_cfg={"memory_per_class": True, "batch_size": 10},
+        )
+    aggregate("plain", tmp_path / "multirun", tmp_path / "results")
+    assert "Held for every run" not in (tmp_path / "results" / "plain" / "plain.md").read_text()
+    assert "Held for every run" not in drawn[0]._suptitle.get_text()
+
+
+def test_a_run_s_changed_settings_are_those_off_its_own_default():
+    """The default of a run is composed with its benchmark, method and reading: mir_code's M per class
+    and GEM's tuned margin on split-MNIST are defaults there, not changes; an unknown method's keys are
+    not compared."""
+    from clsuite.analysis.defaults import changed, default_of
+
+    default, unknown = default_of("split_mnist", "gem", "mir_code")
+    assert unknown == () and default["memory_per_class"] is True and default["batch_size"] == 10
+    run = pd.Series({"benchmark": "split_mnist", "method": "gem", "reading": "mir_code", "memory": 100, "tau": 0.5,
+                     "lambda": 0.0, "flat": {k: v for k, v in default.items() if k not in ("memory", "tau", "lambda")}})  # fmt: skip
+    assert changed(run) == {}
+    run["flat"] = {**run["flat"], "batch_size": 20, "method.plugin.memory_strength": 0.25}
+    run["lambda"] = 0.5
+    assert changed(run) == {"lambda": 0.5, "batch_size": 20, "method.plugin.memory_strength": 0.25}
+    outside = run.copy()
+    outside["method"] = "er_newest"  # a method from outside src/: its own keys have no default here
+    outside["flat"] = {"method.replay._target_": "my_policies.NewestReplay", "batch_size": 20}
+    assert default_of("split_mnist", "er_newest", "mir_code")[1] == ("method",)
+    assert changed(outside) == {"lambda": 0.5, "batch_size": 20}
+
+
+def test_the_verdict_legend_explains_both_marks_it_uses(tmp_path):
+    """Claims of an experiment with no runs read "not run"; a reading without runs in an experiment
+    that has some reads "–": the legend says what each mark means."""
+    root = tmp_path / "multirun" / "table2"
+    for seed in (0, 1):
+        for m in ("er", "adaer"):
+            write_run(root, method=m, seed=seed, reading="paper_text", R=fake_R(5, 80.0 + seed))
+    judged = cl.judge_all({"table2": load_experiment(root)})  # the other experiments: no runs (not run)
+    text = tb.verdicts([*judged, cl.Judged(judged[0].claim, "mir_code")]).markdown()  # a second reading
+    rows = [line for line in text.splitlines() if line.startswith("| AdaER") or line.startswith("| Every")]
+    assert any("| not run |" in r for r in rows) and any(r.endswith("| – |") for r in rows)
+    assert "not run: no run of the claim's experiment at all" in text and "–: the experiment has runs, none of" in text

@@ -70,7 +70,7 @@ def test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result(monkeypatch, 
         assert res["resumed_at_task"] is None and not list(tmp_path.glob("*.ckpt"))
         return
     full, resumed, store = kill_and_resume(monkeypatch, tmp_path, f"method={method}", "checkpoint=task_end")
-    assert resumed["resumed_at_task"] == 1 and full["resumed_at_task"] is None
+    assert resumed["resumed_at_task"] == 2 and full["resumed_at_task"] is None
     for key in SAME:
         assert resumed[key] == full[key], key
     assert resumed["identity"]["key"] == full["identity"]["key"]
@@ -81,8 +81,39 @@ def test_resume_without_the_random_generators_differs(monkeypatch, tmp_path):
     """The comparison above can fail: leaving the generators unrestored changes R (replay draws)."""
     monkeypatch.setattr(ck, "set_rng_states", lambda state: None)
     full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end", "reading=paper_text")
-    assert resumed["resumed_at_task"] == 1 and resumed["R"][1:] != full["R"][1:]
+    assert resumed["resumed_at_task"] == 2 and resumed["R"][1:] != full["R"][1:]
     assert resumed["R"][0] == full["R"][0] and resumed["b"] == full["b"]  # measured before the kill
+
+
+def test_tasks_are_numbered_1_to_T_in_the_file_the_message_and_the_field(monkeypatch, tmp_path, capsys):
+    """Killed after task 2 of 3: the file is after-task-0002.ckpt, the run says it resumes at task 3
+    with tasks 1-2 done, and the results record resumed_at_task 3, the first task it trained."""
+    seen = []
+    full, resumed, store = kill_and_resume(
+        monkeypatch, tmp_path, "method=er", "checkpoint=task_end", n_saves=2,
+        between=lambda store: seen.extend(sorted(p.name for p in store.glob("*.ckpt"))),
+    )  # fmt: skip
+    assert seen == ["after-task-0001.ckpt", "after-task-0002.ckpt"]
+    err = capsys.readouterr().err
+    assert f"resuming at task 3 of 3 (tasks 1-2 done) from {store / 'after-task-0002.ckpt'}" in err
+    assert resumed["resumed_at_task"] == 3 and all(resumed[k] == full[k] for k in SAME)
+
+
+def test_a_checkpoint_named_as_earlier_versions_did_still_resumes(monkeypatch, tmp_path, capsys):
+    """Versions before 0.3.0 wrote task-<k>.ckpt (k tasks done, as now): still found, in order."""
+
+    def old_names(store):
+        for p in store.glob("after-task-*.ckpt"):
+            old = p.with_name(p.name.removeprefix("after-"))
+            ck.digest_path(p).rename(ck.digest_path(old))
+            p.rename(old)
+
+    full, resumed, store = kill_and_resume(
+        monkeypatch, tmp_path, "method=er", "checkpoint=task_end", n_saves=2, between=old_names
+    )
+    assert f"resuming at task 3 of 3 (tasks 1-2 done) from {store / 'task-0002.ckpt'}" in capsys.readouterr().err
+    assert resumed["resumed_at_task"] == 3 and all(resumed[k] == full[k] for k in SAME)
+    assert not store.exists()  # the old files are cleared with the run's end too
 
 
 def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
@@ -90,7 +121,7 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
     with pytest.raises(Killed) as e:
         run_experiment(make_cfg("method=hal", "checkpoint=task_end"), tmp_path / "r", checkpoint_dir=tmp_path / "ck")
     path = e.value.args[0]
-    assert path.name == "task-0001.ckpt" and ck.digest_path(path).is_file()
+    assert path.name == "after-task-0001.ckpt" and ck.digest_path(path).is_file()
     c = torch.load(path, weights_only=True)  # Lightning's dict, plain types: loadable without pickled code
     assert {"state_dict", "optimizer_states", "loops", "callbacks", "continual", "clsuite"} <= set(c)
     assert c["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 1
@@ -108,8 +139,8 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
 @pytest.mark.parametrize("damage", ["truncated", "no digest", "bit flip"])
 def test_a_damaged_newest_checkpoint_is_ignored_with_a_warning(monkeypatch, tmp_path, capsys, damage):
     def spoil(store):
-        newest = store / "task-0002.ckpt"
-        assert newest.is_file() and (store / "task-0001.ckpt").is_file()
+        newest = store / "after-task-0002.ckpt"
+        assert newest.is_file() and (store / "after-task-0001.ckpt").is_file()
         data = newest.read_bytes()
         if damage == "truncated":
             newest.write_bytes(data[: len(data) // 2])
@@ -122,7 +153,7 @@ def test_a_damaged_newest_checkpoint_is_ignored_with_a_warning(monkeypatch, tmp_
         monkeypatch, tmp_path, "method=er", "checkpoint=task_end", n_saves=2, between=spoil
     )
     assert "warning: ignoring checkpoint" in capsys.readouterr().err
-    assert resumed["resumed_at_task"] == 1  # the older, valid one
+    assert resumed["resumed_at_task"] == 2  # the older, valid one
     assert all(resumed[k] == full[k] for k in SAME)
 
 
@@ -130,17 +161,17 @@ def test_a_fifo_in_the_store_is_passed_over_without_blocking(tmp_path, capsys):
     """Issue 30: every reader opens only regular files; a FIFO named like a checkpoint blocked the run."""
     import threading
 
-    os.mkfifo(tmp_path / "task-0002.ckpt")
-    (tmp_path / "task-0002.ckpt.sha256").write_text("0" * 64)
+    os.mkfifo(tmp_path / "after-task-0002.ckpt")
+    (tmp_path / "after-task-0002.ckpt.sha256").write_text("0" * 64)
     got: list = []
     t = threading.Thread(target=lambda: got.append(ck.CheckpointStore(tmp_path, "k").latest()), daemon=True)
     t.start()
     t.join(30)
     if t.is_alive():  # (the old code: release the blocked open before failing)
-        os.close(os.open(tmp_path / "task-0002.ckpt", os.O_WRONLY | os.O_NONBLOCK))
+        os.close(os.open(tmp_path / "after-task-0002.ckpt", os.O_WRONLY | os.O_NONBLOCK))
     assert got == [None]
     assert capsys.readouterr().err.strip() == (
-        f"warning: ignoring checkpoint {tmp_path / 'task-0002.ckpt'}: unreadable or without its digest "
+        f"warning: ignoring checkpoint {tmp_path / 'after-task-0002.ckpt'}: unreadable or without its digest "
         "(not a regular file (a FIFO))"
     )
 
@@ -209,9 +240,9 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     warnings = [line for line in err.splitlines() if line.startswith(("warning:", "error:"))]
     assert warnings == [
         f"warning: cannot delete the finished run's checkpoints in {folder} (Permission denied: "
-        f"{folder / 'task-0001.ckpt'}); its results are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)"
+        f"{folder / 'after-task-0001.ckpt'}); its results are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)"
     ]
-    assert read_run(tmp_path / "run" / "results.json").ok and (folder / "task-0001.ckpt").is_file()
+    assert read_run(tmp_path / "run" / "results.json").ok and (folder / "after-task-0001.ckpt").is_file()
 
 
 def relabel(path: Path, key: str) -> None:
@@ -242,7 +273,7 @@ def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, 
     resumed = run_experiment(adaer, tmp_path / "adaer", checkpoint_dir=store)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        f"warning: ignoring checkpoint {store / 'task-0001.ckpt'}: its state does not fit this run (its replay "
+        f"warning: ignoring checkpoint {store / 'after-task-0001.ckpt'}: its state does not fit this run (its replay "
         "state is clsuite.replay.random.RandomReplay's, this run's replay is clsuite.replay.ccmr.CCMRReplay)"
     ]
     full = run_experiment(make_cfg("method=adaer"), tmp_path / "full", checkpoint_dir=tmp_path / "ck-full")
@@ -425,13 +456,13 @@ def test_a_single_run_killed_by_sigkill_resumes_from_its_store(tmp_path):
     args = ["method=adaer", "checkpoint=task_end"]
     p = _cli(tmp_path, *args, "hydra.run.dir=killed", env=_hooked(tmp_path, "SIGKILL"), timeout=600)
     assert p.returncode == -signal.SIGKILL and not (tmp_path / "killed" / "results.json").exists()
-    assert [q.name for q in (tmp_path / "outputs/.checkpoints").glob("*/*.ckpt")] == ["task-0001.ckpt"]
+    assert [q.name for q in (tmp_path / "outputs/.checkpoints").glob("*/*.ckpt")] == ["after-task-0001.ckpt"]
     p = _cli(tmp_path, *args, "hydra.run.dir=resumed", timeout=600)
     assert p.returncode == 0 and "resuming at task 2 of 3" in p.stderr, p.stderr[-2000:]
     p = _cli(tmp_path, *args, "hydra.run.dir=full", timeout=600)  # the store is gone: from task 1
     assert p.returncode == 0 and "resuming" not in p.stderr
     resumed, full = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("resumed", "full"))
-    assert resumed["resumed_at_task"] == 1 and all(resumed[k] == full[k] for k in SAME)
+    assert resumed["resumed_at_task"] == 2 and all(resumed[k] == full[k] for k in SAME)
     assert not list((tmp_path / "outputs/.checkpoints").iterdir())
 
 
@@ -447,7 +478,7 @@ def test_submitit_requeues_a_signalled_job_which_resumes_from_its_checkpoint(tmp
     p = _cli(tmp_path, *args, "hydra.sweep.dir=full", env={"CLSUITE_REUSE": "0"}, timeout=600)  # not a copy
     assert p.returncode == 0, p.stderr[-3000:]
     (requeued,), (full,) = _results(tmp_path / "requeued"), _results(tmp_path / "full")
-    assert requeued["resumed_at_task"] == 1 and full["resumed_at_task"] is None
+    assert requeued["resumed_at_task"] == 2 and full["resumed_at_task"] is None
     assert all(requeued[k] == full[k] for k in SAME)
     assert not list((tmp_path / "requeued").rglob("*.ckpt"))
 
@@ -486,7 +517,7 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)
     assert p.returncode == -signal.SIGKILL and (tmp_path / "once").exists(), p.stderr[-3000:]
     job = tmp_path / "k" / "benchmark=synthetic,method=adaer,seed=1"
-    assert [f.name for f in (job / "checkpoints").glob("*.ckpt")] == ["task-0001.ckpt"]
+    assert [f.name for f in (job / "checkpoints").glob("*.ckpt")] == ["after-task-0001.ckpt"]
     assert not (job / "results.json").exists()
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun
     assert p.returncode == 0 and "resuming at task 2 of 3 from" in p.stderr, p.stderr[-3000:]
@@ -494,5 +525,5 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     p = _cli(tmp_path, *args, "hydra.sweep.dir=u", env={**env, "CLSUITE_REUSE": "0"}, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     killed, full = _results(tmp_path / "k"), _results(tmp_path / "u")
-    assert killed[1]["resumed_at_task"] == 1 and [r["seed"] for r in killed] == [0, 1]
+    assert killed[1]["resumed_at_task"] == 2 and [r["seed"] for r in killed] == [0, 1]
     assert all(a[k] == b[k] for a, b in zip(killed, full, strict=True) for k in SAME)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import math
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from clsuite import paper
 from clsuite.analysis import choices as ch
 from clsuite.analysis.load import load_experiment
 from clsuite.analysis.report import SECTIONS, build_report
+from clsuite.commands import hint
 from tests.results_fixtures import fake_R, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def test_report_section_and_script(tmp_path, monkeypatch, capsys):
     section = md[md.index(f"## {n + 3}. The paper's open choices") : md.index(f"## {n + 4}. Numerics")]
     assert "| victim | mir_code | random (lowest_score) | split-MNIST | AdaER | 4 | 83.0 | +2.1 [" in section
     assert "- **victim** (`method.update.victim`)" in section and "Alg. 2 line 8" in section
-    assert "- **unscored**" in section and "(not run: `make fig-choices" in section
+    assert "- **unscored**" in section and f"(not run: `{hint('paper', 'choices', '--launcher', 'joblib')}`)" in section
     assert "choices_victim" not in md[md.index(f"## {n + 5}. Other experiments") : md.index(f"## {n + 6}. Runs")]
     assert ch.main(["--multirun-dir", str(multirun), "--out", str(tmp_path / "out")]) == 0
     assert "random (lowest_score)" in (tmp_path / "out" / "choices.md").read_text()
@@ -164,12 +165,13 @@ def test_report_section_and_script(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_make_fig_choices_dry_run(args, seeds, reading):
-    out = subprocess.run(["make", "-n", "fig-choices", *args], cwd=ROOT, capture_output=True, text=True, check=True)
-    text = out.stdout.replace("\\\n", " ")
-    sweep = next(line for line in text.splitlines() if "src/run.py --config-dir sweeps" in line)
-    assert "--config-name choices_$c" in sweep and f"'seed=range(0,{seeds})'" in sweep
-    assert f"reading={reading}" in sweep and "experiment=" not in sweep  # each choice keeps its folder
-    assert "for c in unscored victim R_t_from candidates replay_loss stored_logits logits_on_overwrite" in text
-    agg = text[text.index("scripts/aggregate.py") :].split("||")[0].split()
-    assert agg[1:] == [c.experiment for c in ch.CHOICES]
-    assert "scripts/choices.py" in text
+    from tests.test_makefile import verb_args
+
+    steps = paper.plan(verb_args("fig-choices", *args))
+    sweeps = [cmd for kind, cmd in steps if kind == "sweep"]
+    assert [cmd[cmd.index("--config-name") + 1] for cmd in sweeps] == [c.experiment for c in ch.CHOICES]
+    assert "choices_logits_on_overwrite" in [c.experiment for c in ch.CHOICES]
+    for cmd in sweeps:
+        assert f"seed=range(0,{seeds})" in cmd and f"reading={reading}" in cmd
+        assert not any(a.startswith("experiment=") for a in cmd)  # each choice keeps its folder
+    assert steps[-2:] == [("aggregate", [c.experiment for c in ch.CHOICES]), ("choices", [])]

@@ -36,16 +36,43 @@ def test_analysis_verbs_reach_their_functions(verb, tmp_path, capsys):
     assert e.value.code == 2 and "error: " in capsys.readouterr().err and "nope" in str(tmp_path / "nope")
 
 
-def test_hint_names_the_command_that_exists_here(monkeypatch):
+def test_hint_names_the_command_that_works_here_with_this_interpreter(monkeypatch, tmp_path):
+    """A checkout: its scripts with the interpreter running now (the system ``python`` may lack the
+    suite's dependencies); installed: the console command when it is this environment's, else
+    ``<this python> -m clsuite``."""
+    python = Path(sys.executable)
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(commands.shutil, "which", lambda name: None)  # a checkout without the console command
-    assert commands.hint("aggregate", "card") == "python scripts/aggregate.py card"
-    assert commands.hint("wandb", "card") == "python scripts/wandb_sync.py card"
-    monkeypatch.setattr(commands.shutil, "which", lambda name: "/venv/bin/clsuite")  # installed
+    py = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
+    assert commands.hint("aggregate", "card") == f"{py} scripts/aggregate.py card"
+    assert commands.hint("wandb", "card") == f"{py} scripts/wandb_sync.py card"
+    assert commands.hint("paper", "table2", "--seeds", "5") == f"{py} src/run.py paper table2 --seeds 5"
+    monkeypatch.chdir(tmp_path)  # elsewhere: the paths in full
+    assert commands.hint("aggregate", "card") == f"{python} {ROOT / 'scripts' / 'aggregate.py'} card"
+    monkeypatch.setattr(commands, "CHECKOUT", Path("/nonexistent"))  # an installed package: no checkout
+    monkeypatch.setattr(commands.shutil, "which", lambda name: str(python.parent / "clsuite"))
     assert commands.hint("aggregate", "card") == "clsuite aggregate card"
+    assert commands.hint("paper", "table2", "--seeds", "10") == "clsuite paper table2 --seeds 10"
+    monkeypatch.setattr(commands.shutil, "which", lambda name: "/elsewhere/bin/clsuite")  # another environment's
+    assert commands.hint("aggregate", "card") == f"{python} -m clsuite aggregate card"
     monkeypatch.setattr(commands.shutil, "which", lambda name: None)
-    monkeypatch.setattr(commands, "CHECKOUT", Path("/nonexistent"))  # a wheel: no scripts/ beside the package
-    assert commands.hint("aggregate", "card") == "clsuite aggregate card"
+    assert commands.hint("report") == f"{python} -m clsuite report"
+
+
+def test_help_and_dash_dash_help_list_every_verb(capsys):
+    for argv in (["help"], ["--help"]):
+        with pytest.raises(SystemExit) as e:
+            commands.main(argv)
+        assert e.value.code == 0
+        out = capsys.readouterr().out
+        for verb in commands.VERBS:
+            assert f"clsuite {verb}" in out or (verb == "run" and "clsuite [run]" in out), (argv, verb)
+        assert "clsuite paper TARGET" in out and "--config-dir sweeps" not in out
+    with pytest.raises(SystemExit) as e:
+        commands.main(["help", "paper"])
+    assert e.value.code == 0 and "--seeds" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        commands.main(["help", "nope"])
+    assert e.value.code == 2 and "unknown verb 'nope'; valid choices: run, sweep, paper" in capsys.readouterr().err
 
 
 def test_sweep_then_aggregate_through_the_verbs(tmp_path):
@@ -60,7 +87,7 @@ def test_sweep_then_aggregate_through_the_verbs(tmp_path):
     p = subprocess.run([*run, "sweep", *fast, "method=er,online", "experiment=card"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    assert f"tables and figures: python {ROOT / 'scripts' / 'aggregate.py'} card" in p.stderr
+    assert f"tables and figures: {sys.executable} {ROOT / 'scripts' / 'aggregate.py'} card" in p.stderr
     assert "reading=mir_code" in p.stdout  # every printed run summary names its reading
     p = subprocess.run([*run, "aggregate", "card"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -407,12 +407,12 @@ def test_divergence_guard_names_the_first_bad_step_and_task():
     for v in (1.0, 0.5, float("inf"), float("nan")):
         learner.last_loss = torch.tensor(v)
         guard.on_train_batch_end(None, learner, None, None, 0)  # no check yet: no sync per step
-    with pytest.raises(Diverged, match=r"^loss is inf at step 3 of task 2 \(lr=0.1\)"):
+    with pytest.raises(Diverged, match=r"^loss is inf at step 3 of task 3 \(lr=0.1\)"):
         guard.on_train_epoch_end(None, learner)
 
 
 def test_lr_1e6_fails_with_no_results_file(tmp_path):
-    with pytest.raises(Diverged, match=r"loss is (nan|inf) at step \d+ of task 0"):
+    with pytest.raises(Diverged, match=r"loss is (nan|inf) at step \d+ of task 1 "):
         run_experiment(make_cfg("method=er", "lr=1e6"), tmp_path)
     assert not (tmp_path / io.RESULTS_FILE).exists()
 

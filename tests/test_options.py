@@ -435,6 +435,56 @@ def test_task_accuracy_is_micro_averaged_and_per_class_is_kept():
     assert per_class[1] == pytest.approx({2: 100.0, 3: 20.0})
 
 
+class RemappedData:
+    """Three tasks of two classes each, labels remapped per task (task-IL: classes 2k, 2k+1 -> 0, 1),
+    400-700 samples with random predictions written into the inputs; more samples of one class."""
+
+    n_tasks = 3
+    device = torch.device("cpu")
+
+    def __init__(self, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.data, self.tasks = [], []
+        for k in range(self.n_tasks):
+            n = 400 + 150 * k
+            cls = torch.where(torch.rand(n, generator=g) < 0.7, 2 * k, 2 * k + 1)  # imbalanced classes
+            label = cls - 2 * k
+            pred = torch.where(
+                torch.rand(n, generator=g) < 0.6 + 0.1 * k, label, torch.randint(0, 6, (n,), generator=g)
+            )
+            self.data.append((pred.float()[:, None], label))
+            self.tasks.append(type("T", (), {"test": (None, cls)})())
+
+    def split(self, k, name):
+        x, y = self.data[k]
+        return x, y, torch.full_like(y, k)
+
+
+def test_accuracies_through_torchmetrics_equal_the_exact_counts(monkeypatch):
+    """Task accuracy = 100 * correct / total and class accuracy = 100 * (correct / n), bit for bit as
+    computed from counts made here by hand, with labels remapped per task; the counts come from
+    torchmetrics (called once per task). Its own float32 accuracy, and its default macro average,
+    would both differ from the exact numbers."""
+    import torchmetrics.functional.classification as tmc
+
+    calls = []
+    real = tmc.multiclass_stat_scores
+    monkeypatch.setattr(tmc, "multiclass_stat_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
+    dm = RemappedData()
+    accs, per_class = evaluate(LookupLearner(), dm, "test", chunk=128)
+    assert len(calls) == dm.n_tasks
+    for k, ((x, label), task) in enumerate(zip(dm.data, dm.tasks)):
+        right = [int(p) == int(t) for p, t in zip(x[:, 0].long(), label)]
+        assert accs[k] == 100.0 * sum(right) / len(right)  # exact: ==, no tolerance
+        cls = task.test[1].tolist()
+        expected = {c: 100.0 * (sum(r for r, d in zip(right, cls) if d == c) / cls.count(c)) for c in set(cls)}
+        assert per_class[k] == expected
+        pred = x[:, 0].long()
+        assert 100.0 * float(real(pred, label, 6, average=None)[:, 0].sum()) / len(right) == accs[k]
+        assert 100.0 * float(tmc.multiclass_accuracy(pred, label, 6, average="micro")) != accs[k]  # float32
+        assert 100.0 * float(tmc.multiclass_accuracy(pred, label, 6)) != pytest.approx(accs[k])  # macro
+
+
 def test_evaluate_reads_the_requested_split():
     accs, per_class = evaluate(LookupLearner(), TwoTaskData(), "val")
     assert all(math.isnan(a) for a in accs) and per_class == [{}, {}]

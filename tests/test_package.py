@@ -38,9 +38,10 @@ def test_every_pin_satisfies_the_package_range():
     assert all(str(r.specifier) for r in ranges.values())  # no unpinned dependency
 
 
-def test_package_ships_configs_and_a_console_command():
+def test_package_ships_configs_sweeps_and_a_console_command():
     hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert hatch["force-include"] == {"conf": "clsuite/conf"}
+    assert hatch["force-include"] == {"conf": "clsuite/conf", "sweeps": "clsuite/sweeps"}
+    assert config.SWEEPS_DIR == ROOT / "sweeps"  # a checkout: the repository's paper sweeps
     assert PYPROJECT["project"]["scripts"] == {"clsuite": "clsuite.commands:main"}
     assert "src/clsuite" in hatch["packages"] and not (ROOT / "src" / "run").exists()
     assert config.CONF_DIR == ROOT / "conf"  # a checkout: the repository's configs
@@ -80,16 +81,22 @@ def _identity_in(site: Path, cwd: Path) -> dict:
     return ident
 
 
-def test_the_wheel_layout_pyproject_declares_has_the_checkouts_code_identity(tmp_path):
-    """Fast: the files laid out as [tool.hatch.build.targets.wheel] says (packages, configs inside
-    clsuite/conf), imported from there by another process."""
+def wheel_layout(site: Path) -> Path:
+    """The files laid out as [tool.hatch.build.targets.wheel] says (packages; configs and sweeps
+    inside clsuite/)."""
     hatch = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
-    site = tmp_path / "site"
     skip = shutil.ignore_patterns("__pycache__")
     for pkg in hatch["packages"]:
         shutil.copytree(ROOT / pkg, site / Path(pkg).name, ignore=skip)
     for src, dst in hatch["force-include"].items():
         shutil.copytree(ROOT / src, site / dst, ignore=skip)
+    return site
+
+
+def test_the_wheel_layout_pyproject_declares_has_the_checkouts_code_identity(tmp_path):
+    """Fast: the wheel's layout, imported from there by another process (its sweeps are configs:
+    not code)."""
+    site = wheel_layout(tmp_path / "site")
     assert _identity_in(site, tmp_path) == identity.code_identity()
     (site / "clsuite" / "conf" / "method" / "er.yaml").write_text("name: er\n")  # a config edit moves it
     assert _identity_in(site, tmp_path) != identity.code_identity()
@@ -112,4 +119,42 @@ def test_an_installed_wheel_has_the_checkouts_code_identity(tmp_path):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (site / "clsuite" / "conf" / "config.yaml").is_file() and not (site / "run.py").exists()
+    assert (site / "clsuite" / "sweeps" / "table2.yaml").is_file()  # clsuite paper table2 works installed
     assert _identity_in(site, tmp_path) == identity.code_identity()
+    p = _installed(site, tmp_path, "paper", "all", "--seeds", "10", "--dry-run")
+    assert p.returncode == 0 and f"{site / 'clsuite' / 'sweeps'} --config-name ablation_cifar100" in p.stdout
+
+
+def _installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m clsuite <args>`` with ``clsuite`` imported from ``site``, outside any checkout, no
+    ``clsuite`` command on the PATH."""
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "clsuite").exists()
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PATH": path}
+    cmd = [sys.executable, "-m", "clsuite", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_installed_package_runs_a_paper_target_and_lists_its_verbs(tmp_path):
+    """What the checkout's ``make table2`` does, from the wheel's layout in a folder that is no
+    checkout: the sweep from the package's own sweeps, then the Table II layout; the hint names the
+    form that works there (``<python> -m clsuite``, no console command on the PATH)."""
+    site = wheel_layout(tmp_path / "site")
+    work = tmp_path / "work"
+    work.mkdir()
+    p = _installed(site, work, "paper", "table2", "--seeds", "1", "--benchmarks", "synthetic", "--methods",
+                   "er,online", "logger=none", "trainer=cpu", "trainer.progress_bar=false")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"tables and figures: {sys.executable} -m clsuite aggregate table2" in p.stderr
+    assert sorted(d.name for d in (work / "multirun" / "table2").iterdir() if (d / io.RESULTS_FILE).exists()) == [
+        "benchmark=synthetic,method=er,reading=mir_code,seed=0",
+        "benchmark=synthetic,method=online,reading=mir_code,seed=0",
+    ]
+    md = (work / "results" / "table2" / "table2.md").read_text()
+    assert "### Table II (table2): synthetic" in md and "| ER |" in md and "| Online |" in md
+    for args in (["--help"], ["help"]):
+        p = _installed(site, work, *args)
+        assert p.returncode == 0 and "clsuite paper TARGET" in p.stdout and "clsuite help [VERB]" in p.stdout
+    p = _installed(site, work, "paper", "nope")
+    assert p.returncode == 2 and p.stderr.startswith("error: unknown paper target 'nope'; valid choices: table2")

@@ -8,6 +8,7 @@ synthetic data (3x32x32, 10 classes in 5 tasks; split-CIFAR100's 5 iterations pe
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from clsuite.analysis import figures as fg
 from clsuite.analysis.report import SECTIONS, main_report
+from clsuite.commands import hint
 from clsuite.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 
@@ -59,7 +61,9 @@ def test_fresh_clone_without_runs_leaves_docs_untouched(tmp_path, capsys):
     assert main_report([*args, "--docs", str(docs)]) == 1
     err = capsys.readouterr().err
     assert "error: no runs under" in err and "docs/ untouched" in err
-    assert "section 'Table II' has no runs" in err and "make table2" in err  # what is missing, and how to fill it
+    assert (
+        "section 'Table II' has no runs" in err and "src/run.py paper table2" in err
+    )  # what is missing, and how to fill it
     assert _untouched(docs) and not (tmp_path / "results").exists()
 
 
@@ -75,7 +79,7 @@ def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
     assert "not updated" in err and "section 'Memory size M (Figs. 5, 6)' has no runs" in err
     assert _untouched(docs)
     report = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
-    assert "Not run: `make fig-memory" in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
+    assert "Not run: `" + hint("paper", "memory") in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
 def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, capsys):
@@ -111,7 +115,9 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert main_report(args) == 0
     assert not (docs / "figures" / stale.name).exists()  # docs/ gets this report's figures only
     md = (docs / "REPRODUCTION.md").read_text()
-    assert md == (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
+    here = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
+    assert "Measured history (earlier reports, kept as they were): [docs/history/](history/)." in md
+    assert md == re.sub(r"\[docs/history/\]\([^)]*\)", "[docs/history/](history/)", here)  # (links from each)
     assert "| my_method | 50.0 (n=1) |" in md  # its own name as label
     assert (docs / "figures" / "committed.png").is_file()  # never deleted
     figures = {p.name for p in (docs / "figures").iterdir()}
@@ -124,7 +130,7 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
     n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
-    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `make fig-choices" in md
+    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `" + hint("paper", "choices") in md
     assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
     assert f"## {n + 5}. Other experiments (ad-hoc sweeps)" in md
 
@@ -173,10 +179,9 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     err = capsys.readouterr().err
     assert "note: section 'Table II's CIFAR-10 row on CIFAR-10 (JPEG copy)" in err and CIFAR10_JPEG in err
     md = (res_dir / "report" / "REPRODUCTION.md").read_text()
-    assert (
-        f"Not run: `nice -n 10 make table2 BENCHMARKS=split_cifar10_jpeg METHODS=er,mir,adaer,ccmr,ebrs SEEDS=3 "
-        f"EXPERIMENT={CIFAR10_JPEG}` (needs the CIFAR-10 JPEG copy" in md
-    )
+    command = hint("paper", "table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs",
+                   "--seeds", "3", "--experiment", CIFAR10_JPEG)  # fmt: skip
+    assert f"Not run: `nice -n 10 {command}` (needs the CIFAR-10 JPEG copy" in md
     # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
     for s in (0, 1, 2):
         for m, acc in (("er", 30.0), ("mir", 35.0), ("adaer", 40.0)):
@@ -204,3 +209,19 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     # the table of the table2 folder labels the JPEG runs too, with the official values marked as such
     t2 = (res_dir / "table2" / "table2.md").read_text()
     assert "### Table II (table2): CIFAR-10 (JPEG copy)" in t2 and "paper, official data" in t2
+
+
+def test_the_reports_link_to_the_measured_history_resolves_where_each_copy_lies(tmp_path, png_only):
+    """docs/REPRODUCTION.md links history/ beside it; results/report/REPRODUCTION.md links the same
+    folder from where it lies (was a dead history/ link there)."""
+    mr = tmp_path / "multirun"
+    for m in ("er", "adaer"):
+        write_run(mr / "table2", method=m, seed=0)
+    history = tmp_path / "docs" / "history"
+    (history / "2026-11-25-d5793f4").mkdir(parents=True)
+    args = ["--multirun-dir", str(mr), "--results-dir", str(tmp_path / "results")]
+    assert main_report(args, root=tmp_path) == 0
+    out = tmp_path / "results" / "report"
+    text = (out / "REPRODUCTION.md").read_text()
+    target = re.search(r"Measured history \(earlier reports, kept as they were\): \[docs/history/\]\(([^)]+)\)", text)
+    assert target and target.group(1) == "../../docs/history/" and (out / target.group(1)).resolve() == history

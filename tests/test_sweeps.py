@@ -302,7 +302,7 @@ def test_sweep_end_to_end_crash_resume_and_tables(tmp_path):
     bad = sdir / "benchmark=synthetic,lr=1000000.0,method=online,seed=0"
     assert (ok / "results.json").is_file() and not (ok / "failed.json").exists()
     error = json.loads((bad / "failed.json").read_text())["error"]
-    assert error.startswith("Diverged: loss is nan at step ") and " of task 0 " in error, error
+    assert error.startswith("Diverged: loss is nan at step ") and " of task 1 " in error, error
     assert not (bad / "results.json").exists() and not list(sdir.rglob("running.lock"))
     assert "1 ran, 0 skipped" in p.stderr and "1 failed" in p.stderr
     grid = json.loads((sdir / "grid.json").read_text())

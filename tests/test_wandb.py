@@ -287,3 +287,37 @@ def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path)
     assert {r["job_type"] for r in runs} == {"er", "online"}
     (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results" / "wb")]  # the sweep's charts
     assert agg["job_type"] == "aggregate" and set(agg["charts"]) == {"acc_synthetic", "first_task_synthetic"}
+
+
+@pytest.mark.parametrize("n_bars", [1, 2, 3, 14])
+def test_the_bar_charts_title_fits_its_figure(n_bars):
+    """The aggregate run's bar chart (one bar per method): its title, long as W&B titles are, stays
+    inside the figure however few bars make it narrow."""
+    import matplotlib.pyplot as plt
+
+    from clsuite.wandb_sync import _bars_figure
+
+    data = [[f"method{i}", 80.0 + i, 1.0, 3] for i in range(n_bars)]
+    fig = _bars_figure(data, "Acc (split_mnist, a_long_experiment_name, mean over seeds), error bars: ± one std")
+    fig.canvas.draw()
+    box, title = fig.bbox, fig.axes[0].title.get_window_extent()
+    plt.close(fig)
+    assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1, (title, box)
+
+
+def test_chart_titles_name_a_key_held_off_its_default_for_every_run(wandb_env, tmp_path):
+    """The experiment's W&B charts, like its tables and figures, name M = 50 held for every run."""
+    from clsuite.analysis.load import load_runs
+    from clsuite.wandb_sync import experiment_charts
+
+    root = tmp_path / "multirun" / "t2"
+    for method in ("er", "mir"):
+        for seed in (0, 1):
+            write_run(
+                root, method=method, seed=seed, memory=50, reading="mir_code", extra_cfg={"memory_per_class": True}
+            )
+    charts = experiment_charts("t2", load_runs(root)[0])
+    assert (
+        charts["acc_split_mnist"].spec.string_fields["title"]
+        == "Acc (split_mnist, t2; M=50 per class, mean over seeds)"
+    )

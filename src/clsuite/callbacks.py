@@ -4,7 +4,7 @@
 to each incoming batch after its update step (PROTOCOL section 2).
 ``AccuracyMatrix`` measures b (random-init accuracy per task) at the first fit
 start and one row of R at the end of every fit, on every task's test (or
-validation) split, micro-averaged, with per-class accuracies.
+validation) split, micro-averaged, with per-class accuracies (:func:`evaluate`).
 ``DivergenceGuard`` stops the run at a non-finite loss (``Diverged``).
 """
 
@@ -67,14 +67,24 @@ class DivergenceGuard(L.Callback):
     def check(self, learner) -> None:
         if self._first is not None and (step := int(self._first)) >= 0:
             raise Diverged(
-                f"loss is {float(self._value)} at step {step} of task {learner.current_task} "
+                f"loss is {float(self._value)} at step {step} of task {learner.current_task + 1} "
                 f"(lr={learner.lr}): training diverged; no results written"
             )
 
 
 @torch.no_grad()
 def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
-    """Per task: (accuracy %, {class: accuracy %}) over ``split`` of every task."""
+    """Per task: (accuracy %, {class: accuracy %}) over ``split`` of every task.
+
+    The counts come from torchmetrics' ``multiclass_stat_scores`` per label (true positives and
+    support); the task's accuracy is micro-averaged, sum(tp) / sum(support) = correct / total (not
+    torchmetrics' default macro average over classes, a known pitfall in CL), and a class's is its
+    tp / support. Both divisions are done in double precision from the integer counts, so the
+    numbers equal correct / total exactly (torchmetrics' own accuracy divides in float32).
+    Per-class keys are the original class ids (labels may be remapped per scenario).
+    """
+    from torchmetrics.functional.classification import multiclass_stat_scores
+
     was_training = learner.training
     # Lightning's teardown at the end of every fit, before on_fit_end, moves the module to the
     # CPU: on a GPU the net must come back to the data's device (the next fit moves it anyway)
@@ -87,15 +97,15 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
             accs.append(float("nan"))
             per_class.append({})
             continue
-        pred = torch.cat(
-            [learner.predict(x[i : i + chunk], t[i : i + chunk]).argmax(1) for i in range(0, len(y), chunk)]
-        )
-        correct = pred == y
-        accs.append(100.0 * int(correct.sum()) / len(y))  # micro: correct / total
-        cls = getattr(datamodule.tasks[k], split)[1]  # original class ids
-        n = torch.bincount(cls).double()
-        c = torch.bincount(cls, weights=correct.double())
-        per_class.append({int(i): 100.0 * float(c[i] / n[i]) for i in torch.nonzero(n).flatten().tolist()})
+        scores = [learner.predict(x[i : i + chunk], t[i : i + chunk]) for i in range(0, len(y), chunk)]
+        pred = torch.cat([s.argmax(1) for s in scores])
+        counts = multiclass_stat_scores(pred, y, scores[0].shape[1], average=None, validate_args=False)
+        tp, support = counts[:, 0].double(), counts[:, 4].double()  # per label: (tp, fp, tn, fn, support)
+        accs.append(100.0 * int(tp.sum()) / int(support.sum()))  # micro: correct / total
+        cls = getattr(datamodule.tasks[k], split)[1].to(y.device)  # original class ids, y's order
+        n_labels = scores[0].shape[1]
+        pairs = torch.unique(cls * n_labels + y).tolist()  # (class id, its label) of the task, as one number
+        per_class.append({c // n_labels: 100.0 * float(tp[c % n_labels] / support[c % n_labels]) for c in pairs})
     learner.train(was_training)
     return accs, per_class
 

@@ -17,7 +17,9 @@ Steps (driven by ``clsuite.experiment.run_experiment``):
 3. **how**: :class:`AtomicCheckpointIO` (Lightning's ``CheckpointIO`` plugin) writes the file
    to a temporary name, fsyncs it and renames it, then its sha256 beside it (``.sha256``): a
    file without a matching digest is partial or corrupt;
-4. **where**: :class:`CheckpointStore`, ``task-<next task>.ckpt`` in the job folder's
+4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` after task k of 1..T (``after-task-0003.ckpt``:
+   tasks 1-3 done, the run resumes at task 4; files named ``task-<k>.ckpt`` by earlier versions
+   count k the same way and are still read) in the job folder's
    ``checkpoints/`` (sweeps) or in ``outputs/.checkpoints/<identity key>/`` (single runs,
    :func:`run_store_dir`); the two newest are kept, all are deleted once the results file is
    written;
@@ -54,13 +56,14 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from clsuite.io import Unreadable, os_error_line, read_regular, write_bytes_atomic
 
 # auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
-# under mir_code is 132 MB and took 1.7-3.8 s to write here: 20-60% of a task on a GPU; bounded to
-# about 1% this way, and a killed run loses at most 5 minutes plus one task)
+# under mir_code is 132 MB and took 1.7-3.8 s to write on a CPU machine: 7-67% of a task on a GPU;
+# bounded to about 1% this way, and a killed run loses at most 5 minutes plus one task)
 AUTO_INTERVAL_S = 300.0
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1
 WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
 SUFFIX = ".ckpt"
+PREFIXES = ("after-task-", "task-")  # the name written now, and the one versions before 0.3.0 wrote
 
 
 class Cadence:
@@ -119,7 +122,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=True) -> dict:
         path = Path(path)
-        try:  # regular files only: a FIFO named task-0001.ckpt never blocks the run
+        try:  # regular files only: a FIFO named after-task-0001.ckpt never blocks the run
             data, digest = read_regular(path, limit=None), read_regular(digest_path(path), 1024).decode().strip()
         except (OSError, Unreadable, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) else str(e)
@@ -170,12 +173,17 @@ class CheckpointStore:
         self.written: list[Path] = []
         self.broken: str | None = None  # why the store stopped writing (an OS error), once it did
 
-    def path(self, next_task: int) -> Path:
-        return self.folder / f"task-{next_task:04d}{SUFFIX}"
+    def path(self, done: int) -> Path:
+        """The file written after task ``done`` (1..T) finished."""
+        return self.folder / f"{PREFIXES[0]}{done:04d}{SUFFIX}"
 
     def files(self) -> list[Path]:
-        """Checkpoint files, newest (highest next task) first."""
-        return sorted(self.folder.glob(f"task-*{SUFFIX}"), reverse=True) if self.folder.is_dir() else []
+        """Checkpoint files of either name, newest (most tasks done; the current name first) first."""
+        if not self.folder.is_dir():
+            return []
+        found = {p for prefix in PREFIXES for p in self.folder.glob(f"{prefix}[0-9]*{SUFFIX}")}
+        done = {p: (int(p.stem.rsplit("-", 1)[1]), p.name.startswith(PREFIXES[0])) for p in found}
+        return sorted(found, key=done.__getitem__, reverse=True)
 
     def _lost(self, what: str, e: OSError) -> None:
         """One warning for the first OS error of this store; later ones are silent (the same cause)."""
@@ -207,12 +215,12 @@ class CheckpointStore:
             return path, ckpt
         return None
 
-    def save(self, trainer: L.Trainer, next_task: int) -> Path | None:
-        """Write the checkpoint after ``next_task`` finished tasks; keep the :data:`KEEP` newest.
+    def save(self, trainer: L.Trainer, done: int) -> Path | None:
+        """Write the checkpoint after task ``done`` (1..T) finished; keep the :data:`KEEP` newest.
         None when it could not be written (a warning, once; the store then stays silent)."""
         if self.broken is not None:
             return None
-        path = self.path(next_task)
+        path = self.path(done)
         try:
             trainer.save_checkpoint(path)
             self.written = [p for p in self.written if p != path] + [path]
@@ -233,7 +241,10 @@ class CheckpointStore:
             for path in self.files():
                 path.unlink(missing_ok=True)
                 digest_path(path).unlink(missing_ok=True)
-            for tmp in self.folder.glob(".task-*.tmp") if self.folder.is_dir() else ():  # a killed write's
+            tmps = (
+                [t for prefix in PREFIXES for t in self.folder.glob(f".{prefix}*.tmp")] if self.folder.is_dir() else []
+            )
+            for tmp in tmps:  # a killed write's
                 tmp.unlink(missing_ok=True)
             if self.folder.is_dir() and not any(self.folder.iterdir()):
                 self.folder.rmdir()

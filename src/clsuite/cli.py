@@ -3,7 +3,7 @@
     clsuite                                        # AdaER on split-MNIST, M=100, seed 0
     clsuite method=mir memory=200 seed=3           # any key of conf/ can be overridden
     clsuite -m method=adaer,mir,er memory=50,100   # a sweep (Hydra multirun; clsuite.sweep)
-    clsuite --config-dir sweeps --config-name table2 launcher=joblib   # a paper sweep
+    clsuite paper table2 --launcher joblib         # a paper target: its sweep, then its tables (clsuite.paper)
 
 Steps of one invocation:
 

@@ -2,14 +2,19 @@
 
     clsuite [run] [overrides]         one run (no verb = run): clsuite.cli.main
     clsuite sweep [overrides]         a sweep (Hydra multirun, = clsuite -m ...): clsuite.cli.main
+    clsuite paper TARGET [...]        a paper table or figure, sweep + tables (= make TARGET): clsuite.paper.main
     clsuite aggregate EXP [...]       tables and figures of multirun/EXP/: clsuite.analysis.report.main_aggregate
     clsuite report [--docs]           the reproduction report from multirun/: clsuite.analysis.report.main_report
     clsuite wandb EXP [...]           W&B runs and charts from results files: clsuite.wandb_sync.main
+    clsuite help [VERB]               the verbs and the config keys (= clsuite --help), or one verb's options
 
 A checkout runs the same functions as ``python src/run.py [verb] ...`` and ``python scripts/<verb>.py``
-(``scripts/aggregate.py``, ``report.py``, ``wandb_sync.py``). :func:`hint` names the form that
-exists where the process runs: ``clsuite aggregate table2`` when the console command is on the
-PATH (an installed package), else ``python scripts/aggregate.py table2`` (a checkout).
+(``scripts/aggregate.py``, ``report.py``, ``wandb_sync.py``); ``python -m clsuite [verb] ...`` works
+wherever the package is importable. :func:`hint` names the form that works where the process runs,
+with the interpreter that runs it (``sys.executable``, which has the suite's dependencies; a bare
+``python`` may not): ``.venv/bin/python scripts/aggregate.py table2`` in a checkout, ``clsuite
+aggregate table2`` where the package is installed and its console command is this environment's,
+else ``/path/to/python -m clsuite aggregate table2``.
 
 An argument that is a verb only counts as one in the first place; overrides always hold ``=``
 (``method=mir``) and options start with ``-``, so neither is taken for a verb.
@@ -17,6 +22,7 @@ An argument that is a verb only counts as one in the first place; overrides alwa
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 from collections.abc import Callable
@@ -52,12 +58,36 @@ def _wandb(argv: list[str]) -> int:
     return main(argv)
 
 
+def _paper(argv: list[str]) -> int:
+    from clsuite.paper import main
+
+    return main(argv)
+
+
+def _help(argv: list[str]) -> int:
+    """``clsuite help``: what ``clsuite --help`` prints; ``clsuite help VERB``: that verb's own help."""
+    if not argv or argv[0] in ("run", "sweep"):
+        from clsuite.confighelp import help_text
+
+        print(help_text())
+        return 0
+    if argv[0] not in VERBS:
+        print(f"error: unknown verb {argv[0]!r}; valid choices: {', '.join(VERBS)}", file=sys.stderr)
+        return 2
+    try:
+        return VERBS[argv[0]](["--help"])
+    except SystemExit as e:  # argparse's --help
+        return int(e.code or 0)
+
+
 VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "sweep": _sweep,
+    "paper": _paper,
     "aggregate": _aggregate,
     "report": _report,
     "wandb": _wandb,
+    "help": _help,
 }
 SCRIPTS = {"aggregate": "aggregate.py", "report": "report.py", "wandb": "wandb_sync.py"}  # a checkout's scripts/
 CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root when this file is src/clsuite/commands.py
@@ -70,16 +100,29 @@ def split_verb(argv: list[str]) -> tuple[str, list[str]]:
     return "run", argv
 
 
-def hint(verb: str, *args: str) -> str:
-    """The command line of ``verb`` that exists here: the console command, else the checkout's script."""
-    script = CHECKOUT / "scripts" / SCRIPTS.get(verb, "")
-    if shutil.which("clsuite") or verb not in SCRIPTS or not script.is_file():
-        return " ".join(["clsuite", verb, *args])
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies inside it."""
     try:
-        shown = script.relative_to(Path.cwd())
+        return str(path.relative_to(Path.cwd()))
     except ValueError:
-        shown = script
-    return " ".join(["python", str(shown), *args])
+        return str(path)
+
+
+def in_checkout() -> bool:
+    """This package is ``<repository>/src/clsuite`` (not an installed copy)."""
+    return (CHECKOUT / "src" / "run.py").is_file() and (CHECKOUT / "conf").is_dir()
+
+
+def hint(verb: str, *args: str) -> str:
+    """The command line of ``verb`` that works here, with the interpreter running now (module docstring)."""
+    python = _shown(Path(sys.executable))
+    if in_checkout():
+        script = CHECKOUT / "scripts" / SCRIPTS[verb] if verb in SCRIPTS else CHECKOUT / "src" / "run.py"
+        return shlex.join([python, _shown(script), *([] if verb in SCRIPTS else [verb]), *args])
+    console = shutil.which("clsuite")
+    if console and Path(console).absolute().parent == Path(sys.executable).absolute().parent:
+        return shlex.join(["clsuite", verb, *args])
+    return shlex.join([python, "-m", "clsuite", verb, *args])
 
 
 def main(argv: list[str] | None = None) -> None:

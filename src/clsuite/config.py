@@ -1,7 +1,7 @@
 """The config directory, its groups and options, and every check on a config before a run.
 
 One home for: ``CONF_DIR`` (the packaged copy ``clsuite/conf`` in an installed wheel, the
-repository's ``conf/`` in a checkout), the config groups (its sub-folders) and their options
+repository's ``conf/`` in a checkout) and ``SWEEPS_DIR`` (the same for the paper sweeps, ``sweeps/``), the config groups (its sub-folders) and their options
 (its yaml files), the unknown-option / unknown-key check on overrides (:func:`check_overrides`,
 used by the command line, the sweep grid and ``clsuite.api``) and :func:`validate`, the check of
 a composed config. Every failure is a ``ConfigError`` whose message is one line naming the bad
@@ -21,12 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from clsuite.schema import RESUME_MODES, SEED_MAX, ConfigError, check  # noqa: F401  (re-exported)
 
 
-def _conf_dir() -> Path:
-    packaged = Path(__file__).resolve().parent / "conf"  # pip install . (hatch force-include)
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "conf"
+def _data_dir(name: str) -> Path:
+    packaged = Path(__file__).resolve().parent / name  # pip install . (hatch force-include)
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / name
 
 
-CONF_DIR = _conf_dir()
+CONF_DIR = _data_dir("conf")
+SWEEPS_DIR = _data_dir("sweeps")  # the paper sweeps (clsuite.paper): sweeps/ or the package's copy
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 
 

@@ -19,11 +19,18 @@ from clsuite.config import CONF_DIR, GROUPS, dotted_get, group_options
 from clsuite.schema import KEYS, NODES, SLOTS, node_keys
 
 USAGE = """\
-usage: clsuite [KEY=VALUE ...]                 one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
-       clsuite -m KEY=A,B ... [KEY=VALUE ...]  a sweep (every combination) -> multirun/<experiment>/
-       clsuite --config-dir sweeps --config-name table2   a paper sweep (sweeps/)
-       clsuite --cfg job [KEY=VALUE ...]       print the composed config, run nothing
-(python src/run.py in a checkout). Bad input: one `error:` line, exit 2, before anything is written."""
+usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
+       clsuite sweep KEY=A,B ... [KEY=VALUE ...]  a sweep, every combination (= clsuite -m ...) -> multirun/<experiment>/
+       clsuite paper TARGET [--seeds N] [...]     a paper table or figure: its sweep, then its tables (= make TARGET);
+                                                  TARGET: table2, memory, first_task, cifar100, imbalance, tau,
+                                                  ablation, ablation_cifar100, all, choices (clsuite help paper)
+       clsuite aggregate EXP [...]                tables and figures of multirun/EXP/ -> results/EXP/
+       clsuite report [--docs]                    the reproduction report from multirun/ -> results/report/
+       clsuite wandb EXP [...]                    W&B runs and charts of an experiment, from its results files
+       clsuite help [VERB]                        this text, or one verb's options
+       clsuite --cfg job [KEY=VALUE ...]          print the composed config, run nothing
+(python src/run.py in a checkout; python -m clsuite wherever it is installed). Bad input: one `error:` line,
+exit 2, before anything is written."""
 HIDDEN = ("tuned", "launcher")  # groups shown in their own line
 
 

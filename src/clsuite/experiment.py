@@ -192,7 +192,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:
         raise ConfigError(
-            f"task {empty[0]} has no training samples (data.val_fraction={cfg.data.val_fraction}, "
+            f"task {empty[0] + 1} of {dm.n_tasks} has no training samples (data.val_fraction={cfg.data.val_fraction}, "
             f"benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
         )
     ident = identity(cfg, device.type)
@@ -208,7 +208,8 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
         start = restore(found[1], trainer, learner, callbacks)
-        print(f"resuming at task {start + 1} of {len(schedule)} from {found[0]}", file=sys.stderr)
+        done = "task 1" if start == 1 else f"tasks 1-{start}"
+        print(f"resuming at task {start + 1} of {len(schedule)} ({done} done) from {found[0]}", file=sys.stderr)
     for epoch, task in enumerate(schedule):
         if epoch < start:
             continue
@@ -244,7 +245,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
         "per_class": acc_cb.per_class,
         "steps_per_task": acc_cb.steps_per_task,
         "wall_time_s": saver.wall_time_s,  # over every process of the run (resumed ones too)
-        "resumed_at_task": start or None,
+        "resumed_at_task": start + 1 if start else None,  # the first task of 1..T this process trained
         "train_time_s": acc_cb.train_time_s,
         "device": str(device),
         "identity": ident,

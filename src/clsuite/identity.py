@@ -145,6 +145,7 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 PACKAGE_DIR = Path(__file__).resolve().parent  # clsuite/ (src/clsuite in a checkout)
 CODE_SUFFIXES = (".py", ".yaml")
 NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/test_identity.py checks it)
+PACKAGED_SWEEPS = "sweeps"  # clsuite/sweeps/ of a wheel (pyproject force-include): configs, not code
 
 
 def _counted(rel: Path) -> bool:
@@ -154,8 +155,10 @@ def _counted(rel: Path) -> bool:
 def code_files(package_dir, conf_dir) -> dict[str, Path]:
     """``{relative name: path}`` of the files :func:`code_hash` reads.
 
-    - every ``.py`` / ``.yaml`` under ``package_dir`` except :data:`NOT_RUN`, ``__pycache__`` and
-      ``conf_dir`` when it lies inside the package (an installed wheel): ``clsuite/<rel>``;
+    - every ``.py`` / ``.yaml`` under ``package_dir`` except :data:`NOT_RUN`, ``__pycache__``,
+      ``conf_dir`` when it lies inside the package (an installed wheel) and the paper sweeps a wheel
+      carries (:data:`PACKAGED_SWEEPS`: what a sweep file sets is in the config part; a checkout's
+      ``sweeps/`` lies outside the package): ``clsuite/<rel>``;
     - every ``.py`` / ``.yaml`` under ``conf_dir``: ``conf/<rel>``.
 
     A checkout (``src/clsuite`` + ``conf/``) and a wheel (``clsuite`` + ``clsuite/conf``) of the same
@@ -165,7 +168,12 @@ def code_files(package_dir, conf_dir) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for p in package_dir.rglob("*"):
         rel = p.relative_to(package_dir)
-        if not _counted(rel) or not p.is_file() or rel.parts[0] in NOT_RUN or p.is_relative_to(conf_dir):
+        if (
+            not _counted(rel)
+            or not p.is_file()
+            or rel.parts[0] in (*NOT_RUN, PACKAGED_SWEEPS)
+            or p.is_relative_to(conf_dir)
+        ):
             continue
         out[f"{package_dir.name}/{rel.as_posix()}"] = p
     for p in conf_dir.rglob("*"):

@@ -414,9 +414,12 @@ def _label(row, keys, drop=()) -> str:
     return " ".join(parts)
 
 
-def _bars(data: list[list], title: str):
+def _bars_figure(data: list[list], title: str):
     """A bar chart with error bars (W&B's native bar chart has none): rows [label, mean, std, n];
-    no bar for a cell of one seed (no std), its n under the label."""
+    no bar for a cell of one seed (no std), its n under the label. The title wraps to the figure's
+    width (a narrow chart of two or three bars clipped it)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -424,12 +427,23 @@ def _bars(data: list[list], title: str):
 
     labels = [f"{lab}\nn={n}" for lab, _, _, n in data]
     std = [0.0 if n < 2 or sd is None or np.isnan(sd) else sd for _, _, sd, n in data]
-    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(data), 3.6))
+    width = 1.0 + 0.8 * len(data)
+    fig, ax = plt.subplots(figsize=(width, 3.6))
     ax.bar(range(len(data)), [m for _, m, _, _ in data], yerr=std, capsize=4, color="tab:blue")
     ax.set_xticks(range(len(data)), labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("Acc (%)")
-    ax.set_title(title, fontsize=8)
+    ax.set_title(
+        textwrap.fill(title, width=max(16, int(width * 11))), fontsize=8
+    )  # about 11 characters an inch at 8 pt
     fig.tight_layout()
+    return fig
+
+
+def _bars(data: list[list], title: str):
+    """:func:`_bars_figure` as an RGB array (``wandb.Image``)."""
+    import matplotlib.pyplot as plt
+
+    fig = _bars_figure(data, title)
     fig.canvas.draw()
     pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
     plt.close(fig)
@@ -445,11 +459,14 @@ def experiment_charts(experiment: str, runs) -> dict:
     """
     import wandb
 
+    from clsuite.analysis.defaults import fixed_settings
     from clsuite.analysis.load import CONDITIONS, KEYS
     from clsuite.analysis.stats import summarize
 
     summary = summarize(runs)
     varying = [k for k in KEYS if k != "benchmark" and summary[k].nunique(dropna=False) > 1]
+    held = ", ".join(fixed_settings(runs))  # a key off its default for every run: in every title
+    experiment = f"{experiment}; {held}" if held else experiment
     out = {}
     for bench in sorted(summary["benchmark"].unique()):
         s = summary[summary["benchmark"] == bench]
@@ -548,7 +565,11 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     """Every results file of ``multirun/<experiment>/`` without a W&B run gets one; then the aggregate run."""
     exp_dir = Path(multirun_dir) / experiment
     if not exp_dir.is_dir():
-        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run the sweep first, e.g. make {experiment})")
+        from clsuite.commands import hint
+        from clsuite.paper import TARGETS
+
+        first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
+        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
     logged = present = 0
     left_out = []
     for job in _job_dirs(exp_dir):

@@ -43,7 +43,15 @@ from clsuite.config import CONF_DIR
 PREFIX = "choices_"
 QUANTITIES = ("acc", "forget")
 ENV = ("code", "torch_threads", "device", "torch")
-COMMAND = "make fig-choices LAUNCHER=joblib"
+
+
+def command() -> str:
+    """What runs the choices' sweeps, in the form that works here (``clsuite.commands.hint``)."""
+    from clsuite.commands import hint
+
+    return hint("paper", "choices", "--launcher", "joblib")
+
+
 NO_DEFAULT = object()  # a reading without a file (unlabelled runs): nothing to pair with
 
 
@@ -194,15 +202,15 @@ def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:
     out = [
         f"Each choice the paper leaves open (PROTOCOL section 8), measured alone: every other key at the "
         f"reading's value, the default's runs shared between the choices. Runs: `multirun/{PREFIX}<choice>/`; "
-        f"fill or extend them: `{COMMAND}` (sweeps/choices_*.yaml).",
+        f"fill or extend them: `{command()}` (sweeps/choices_*.yaml).",
         "",
     ]
     if not rows:
-        return [*out, f"Not run: `{COMMAND}`.", ""]
+        return [*out, f"Not run: `{command()}`.", ""]
     out += [table(rows).markdown(level), "Which way the paper's text points:", ""]
     for c in CHOICES:
         to = f"`{c.paper_value}`" if c.paper_value is not None else "no value"
-        run = "" if c in ran else f" (not run: `{COMMAND}`)"
+        run = "" if c in ran else f" (not run: `{command()}`)"
         out.append(f"- **{c.name}** (`{c.key}`), {c.title}: the text points to {to}; {c.paper}.{run}")
     return [*out, ""]
 
@@ -217,7 +225,7 @@ def main(argv=None) -> int:
         c.experiment: load_experiment(root / c.experiment) for c in CHOICES if (root / c.experiment).is_dir()
     }
     if not experiments:
-        print(f"error: no runs under {root}/{PREFIX}*/: run `{COMMAND}` first", file=sys.stderr)
+        print(f"error: no runs under {root}/{PREFIX}*/: run `{command()}` first", file=sys.stderr)
         return 2
     text = "\n".join(["# The paper's open choices", "", *markdown(experiments)])
     out = Path(a.out)

@@ -14,10 +14,14 @@ Conventions, the same in every figure:
 - Joint trains one model on all tasks at once: it has one final accuracy, drawn as a dashed
   horizontal line, never as a curve or a matrix.
 - Every axis names its unit.
+- A setting held for every run at a value other than the default (``clsuite.analysis.defaults``)
+  is a line of every title: :func:`subtitle` sets it while an experiment's figures are drawn.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from pathlib import Path
 
 import matplotlib
@@ -47,6 +51,23 @@ AXIS = {
 }
 PAPER_HANDLE = Line2D([], [], ls="none", marker="o", mfc="none", mec="k", ms=7, label="paper (hollow, black edge)")
 JOINT_HANDLE = Line2D([], [], ls="--", color=METHOD_STYLE["joint"][0], label="Joint (one model on all tasks)")
+
+
+_SUBTITLE = contextvars.ContextVar("subtitle", default="")
+
+
+@contextlib.contextmanager
+def subtitle(text: str):
+    """Every figure drawn inside gets ``text`` as a last line of its title."""
+    token = _SUBTITLE.set(text)
+    try:
+        yield
+    finally:
+        _SUBTITLE.reset(token)
+
+
+def _title(title: str) -> str:
+    return f"{title}\n{_SUBTITLE.get()}" if _SUBTITLE.get() else title
 
 
 def method_style(method: str) -> tuple[str, str]:
@@ -99,7 +120,7 @@ def _finish(fig, axes, title: str, handles: list, n_seeds: str, stem: Path) -> l
     seen: dict[str, object] = {}
     for h in handles:
         seen.setdefault(h.get_label(), h)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(_title(title), fontsize=11)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 7), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, -0.01))  # fmt: skip
     fig.text(0.99, 0.005 + 0.06 * (1 + (len(seen) - 1) // 7), f"ours: mean ± 1 std over {n_seeds} seeds",
@@ -342,7 +363,8 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
     for ax in axes[-1, :]:
         ax.set_xlabel("evaluated on task j", fontsize=7)
     per = " x ".join(["method", *(short(k) for k in swept)])
-    fig.suptitle(f"{title}\none panel per {per}", fontsize=10)
+    fig.suptitle(_title(f"{title}
+one panel per {per}"), fontsize=10)
     bar = fig.colorbar(im, ax=axes, fraction=0.02)
     bar.set_label("accuracy (%), mean over the panel's n seeds", fontsize=7)
     return _save(fig, stem, ("png",), dpi=110)

@@ -81,11 +81,12 @@ class Experiment:
         return self.runs.empty
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
+def flatten(d: dict, prefix: str = "") -> dict:
+    """``{"a.b": value}`` of a nested dict; lists as JSON text."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, list) else v
     return out
@@ -196,7 +197,7 @@ def run_row(res: dict, job: str) -> dict:
         "reused_from": res.get("reused_from"),
         "R": R,
         "b": np.asarray(res.get("b", []), dtype=float),
-        "flat": {k: v for k, v in _flatten(normalize(cfg)).items() if k not in _FLAT_SKIP},
+        "flat": {k: v for k, v in flatten(normalize(cfg)).items() if k not in _FLAT_SKIP},
         "versions": versions,
     }
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from clsuite.analysis import noise as nz
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quote, check_quotes, judge, judge_all
+from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
     KEYS,
@@ -63,6 +65,7 @@ from clsuite.analysis.load import (
 from clsuite.analysis.stats import summarize
 from clsuite.commands import hint
 from clsuite.config import ConfigError
+from clsuite.paper import TARGETS
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -203,36 +206,40 @@ def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 
 @dataclass(frozen=True)
 class Section:
-    experiment: str
+    experiment: str  # its folder: multirun/<experiment>/
     title: str
-    command: str  # what fills it
     build: Callable[[Experiment, Path, pd.DataFrame], Built]
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
     claims_on: str | None = None  # a benchmark on other data than the paper's: its claims judged apart
+    run: tuple[str, ...] = ()  # what fills it: clsuite paper <run> (default: <experiment> --seeds 5 --launcher joblib)
+    nice: bool = False  # hours of CPU: at a low priority
+
+    @property
+    def command(self) -> str:
+        """What fills it, in the form that works where this process runs (``clsuite.commands.hint``)."""
+        args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
+        return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
 
 
-_MK = "make {target} SEEDS=5 LAUNCHER=joblib"
 # Table II's CIFAR-10 row on the JPEG copy (issue 32): its folder, and the command that fills it.
 CIFAR10_JPEG = "i32_cifar10_jpeg"
-_JPEG_CMD = (
-    f"nice -n 10 make table2 BENCHMARKS=split_cifar10_jpeg METHODS=er,mir,adaer,ccmr,ebrs SEEDS=3 "
-    f"EXPERIMENT={CIFAR10_JPEG}"
-)
+_JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "3",
+             "--experiment", CIFAR10_JPEG)  # fmt: skip
 SECTIONS = (
-    Section("table2", "Table II", _MK.format(target="table2") + " READING=paper_text,mir_code", _table2),
-    Section("memory", "Memory size M (Figs. 5, 6)", _MK.format(target="fig-memory"), _memory),
-    Section("first_task", "The first task through the stream (Fig. 7)", _MK.format(target="fig-first-task"), _first_task),
-    Section("tau", "τ (Fig. 10)", _MK.format(target="fig-tau"), _tau),
-    Section("imbalance", "Imbalance λ (Fig. 9)", _MK.format(target="fig-imbalance"), _imbalance),
-    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _MK.format(target="fig-ablation"), _ablation),
-    Section("cifar100", "split-CIFAR100 (Fig. 8)", _MK.format(target="fig-cifar100"), _cifar100, optional=True,
+    Section("table2", "Table II", _table2, run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading",
+                                                "paper_text,mir_code")),
+    Section("memory", "Memory size M (Figs. 5, 6)", _memory),
+    Section("first_task", "The first task through the stream (Fig. 7)", _first_task),
+    Section("tau", "τ (Fig. 10)", _tau),
+    Section("imbalance", "Imbalance λ (Fig. 9)", _imbalance),
+    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _ablation),
+    Section("cifar100", "split-CIFAR100 (Fig. 8)", _cifar100, optional=True, needs="the CIFAR-100 files"),
+    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _ablation_cifar100, optional=True,
             needs="the CIFAR-100 files"),
-    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _MK.format(target="fig-ablation-cifar100"),
-            _ablation_cifar100, optional=True, needs="the CIFAR-100 files"),
-    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _JPEG_CMD,
-            _table2, optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
-            claims_on="split_cifar10_jpeg"),
+    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _table2,
+            optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
+            claims_on="split_cifar10_jpeg", run=_JPEG_RUN, nice=True),
 )  # fmt: skip
 BY_NAME = {s.experiment: s for s in SECTIONS}
 CELLS_HEAD = (
@@ -245,21 +252,27 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
     """Tables, figures, CSVs and status of one experiment -> ``out_root/experiment/``."""
     exp_dir = Path(multirun) / experiment
     if not exp_dir.is_dir():
-        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run its sweep first, e.g. make {experiment})")
+        first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
+        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
     e = load_experiment(exp_dir)
     out = Path(out_root) / experiment
     out.mkdir(parents=True, exist_ok=True)
     s = summarize(e.runs)
     section = BY_NAME.get(layout or experiment)
-    tables, figs = (section.build if section else _adhoc)(e, out, s) if not e.empty else ([], [])
+    held = caption(fixed_settings(e.runs))  # a key off its default for every run: in every caption and title
+    with fg.subtitle(held):
+        tables, figs = (section.build if section else _adhoc)(e, out, s) if not e.empty else ([], [])
     rest = s[s["variant"] != ""]  # settings the paper's layouts leave out: shown, never pooled
     if section and not rest.empty:
         tables.append(tb.adhoc(rest, f"{experiment}: runs with other settings (variants), not in the tables above"))
+    for t in tables:
+        t.note = " ".join(x for x in (held, t.note) if x)
     e.runs.drop(columns=["R", "b", "flat", "versions"]).to_csv(out / "runs.csv", index=False)
     s.to_csv(out / "summary.csv", index=False, float_format="%.4f")
     (out / "status.json").write_text(json.dumps(e.status, indent=1, default=str))
     head = [f"# {experiment}", "", f"Built by `{hint('aggregate', experiment)}` from {len(e.runs)} distinct "
-            f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.", ""]  # fmt: skip
+            f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.",
+            *(["", held] if held else []), ""]  # fmt: skip
     md = head + [t.markdown() for t in tables] + ["### Figures", ""]
     md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"] + [
         "",
@@ -401,11 +414,26 @@ def _figure_lines(paths: list[Path], exp: str, figdir: Path) -> list[str]:
     return out
 
 
+HISTORY = "[docs/history/](history/)"  # the docs/ copy's link to the measured history, relative to docs/
+
+
+def history_link(history: Path | None, out: Path) -> str:
+    """The link to ``docs/history/`` from the folder ``out`` (results/report/): relative, when it exists."""
+    if history is None or not Path(history).is_dir():
+        return "`docs/history/` of the repository"
+    return f"[docs/history/]({Path(os.path.relpath(Path(history).resolve(), Path(out).resolve())).as_posix()}/)"
+
+
 def build_report(
-    multirun="multirun", results="results", docs: Path | None = None, crossmachine: Path | None = None
+    multirun="multirun",
+    results="results",
+    docs: Path | None = None,
+    crossmachine: Path | None = None,
+    history: Path | None = None,
 ) -> dict:
     """Write ``results/report/``; with ``docs``, also ``docs/`` when every required section has runs.
-    ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine)."""
+    ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine);
+    ``history``: the measured history folder (``docs/history``) the report links to."""
     multirun, results = Path(multirun), Path(results)
     names = experiment_names(multirun)
     if not names:
@@ -425,8 +453,7 @@ def build_report(
           "(`src/clsuite/analysis/paper_values.py`) appear only in [brackets] or in columns named *paper*. "
           "Cells: mean ± sample std over seeds. Comparisons between methods are paired by seed (same split and "
           "initialisation) with 95% t intervals. Tasks are numbered 1..T everywhere (task 1 is the first). Rebuild: `make report` (here: `results/report/`) or "
-          "`make report DOCS=1` (this page). Measured history (older readings): "
-          "[docs/history/](history/2026-11-25-d5793f4/REPRODUCTION.md).", "",
+          f"`make report DOCS=1` (this page). Measured history (earlier reports, kept as they were): {HISTORY}.", "",
           "## Provenance (from the results files)", "", *provenance(experiments), "",
           "## Summary: the paper's claims", ""]  # fmt: skip
     md += [tb.verdicts(judged, fragile, f"section {len(SECTIONS) + 4}").markdown(),
@@ -473,7 +500,7 @@ def build_report(
     for n in names:
         md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
     text = "\n".join(md).rstrip() + "\n"
-    (out / "REPRODUCTION.md").write_text(text)
+    (out / "REPRODUCTION.md").write_text(text.replace(HISTORY, history_link(history, out), 1))
     (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
     result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": []}
     if docs is not None:
@@ -579,7 +606,8 @@ def main_report(argv=None, root: Path | None = None) -> int:
     ap.add_argument("--crossmachine", default=str(root / "docs" / "crossmachine"),
                     help="other machines' Table II (runs tables, report extracts): the cross-machine comparison")  # fmt: skip
     a = ap.parse_args(argv)
-    res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None, Path(a.crossmachine))
+    res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None, Path(a.crossmachine),
+                       root / "docs" / "history")  # fmt: skip
     for s in res["missing"]:
         print(f"{'note' if s.optional else 'missing'}: section '{s.title}' has no runs in "
               f"{a.multirun_dir}/{s.experiment}/ (fill it: {s.command})", file=sys.stderr)  # fmt: skip

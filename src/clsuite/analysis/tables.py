@@ -43,8 +43,9 @@ from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, shor
 from clsuite.metrics import METRICS, QUANTITIES
 
 NOTE = (
-    "Cells: mean ± std over seeds (sample std); (n=k) where fewer seeds finished than elsewhere; "
-    "[x] and the *paper* columns: the paper's Table II (src/clsuite/analysis/paper_values.py)."
+    "Cells: mean ± std over seeds (sample std), the single run's value where n = 1; n: the seeds of the row's "
+    "cells, (n=k) in a cell where fewer seeds finished than elsewhere; [x] and the *paper* columns: the "
+    "paper's Table II at one decimal, as ours (its FWT has two: src/clsuite/analysis/paper_values.py)."
 )
 
 
@@ -67,11 +68,9 @@ def fmt(mean, std=float("nan"), n: int | None = None, n_all: int | None = None, 
 
 
 def paper_number(v) -> str:
-    """A paper value as printed: one decimal, two where the paper gives two (-7.07); N/A for None."""
-    if v is None:
-        return "N/A"
-    s = f"{v:.2f}"
-    return s[:-1] if s.endswith("0") else s
+    """A paper value at the tables' one decimal, as ours (the paper prints FWT with two, -7.07 -> -7.1;
+    its exact values: paper_values.py); N/A for None."""
+    return "N/A" if v is None else f"{v:.1f}"
 
 
 def paper_cell(benchmark: str, method: str, quantity: str, cond: dict) -> float | str | None:
@@ -149,6 +148,16 @@ def _cell(s: pd.Series | None, q: str, n_all: int | None = None) -> str:
     return "–" if s is None else fmt(s[f"{q}_mean"], s[f"{q}_std"], int(s["n"]), n_all)
 
 
+def _n(s: pd.Series | None) -> str:
+    return "–" if s is None else str(int(s["n"]))
+
+
+def _n_range(ns: list[int]) -> str:
+    """The seeds of a row's cells: ``10``, or ``5–10`` where they differ."""
+    ns = sorted(set(ns))
+    return "–" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+
+
 def _one(summary: pd.DataFrame, **where) -> pd.Series | None:
     s = select(summary, **where)
     return None if s.empty else s.iloc[0]
@@ -166,8 +175,8 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
         ref = pv.OFFICIAL_OF.get(b, b)  # whose paper values sit beside (other data: the official data's)
         paper = ref in pv.TABLE2
         col = "paper" if ref == b else "paper, official data"
-        header = ["Method", *(readings + ([col] if paper else [])) * len(METRICS)]
-        groups = [(METRICS[q].label, len(readings) + paper) for q in METRICS]
+        header = ["Method", *(readings + ([col] if paper else [])) * len(METRICS), *readings]
+        groups = [*((METRICS[q].label, len(readings) + paper) for q in METRICS), ("n", len(readings))]
         note = NOTE if ref == b else NOTE + OTHER_DATA_NOTE.format(bench=pv.bench_label(b), ref=pv.bench_label(ref))
         t = Table(f"{title}: {pv.bench_label(b)}", header, groups, note)
         last = None
@@ -181,6 +190,7 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
                 row += [_cell(_one(sb, method=m, reading=r), q, n_all) for r in readings]
                 if paper:
                     row.append(paper_number(pv.table2_value(ref, m, q)) if m in pv.TABLE2[ref] else "")
+            row += [_n(_one(sb, method=m, reading=r)) for r in readings]
             t.add(row)
         tables.append(t)
     return tables
@@ -197,6 +207,8 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
         header += [f"{short(col_key)}={v:g}" if col_key else QUANTITIES[quantity].label for v in vals]
         groups.append((pv.bench_label(b), len(vals)))
         cols += [(b, v) for v in vals]
+    header.append("seeds")
+    groups.append(("n", 1))
     t = Table(title, header, groups, NOTE)
     rk = ["method", "reading"] if row_key == "method" else [row_key, "method", "reading"]
     rows = s[rk].drop_duplicates()
@@ -210,13 +222,14 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
         if row_key != "method" and s["method"].nunique() > 1:
             label += f" {pv.method_label(r['method'])}"
         label += f" ({r['reading']})" if multi_reading else ""
-        row = [label]
+        row, ns = [label], []
         for b, v in cols:
             where = {k: r[k] for k in rk} | {"benchmark": b} | ({col_key: v} if col_key else {})
             c = _one(s, **where)
             p = "" if c is None else paper_cell(b, r["method"], quantity, {k: c[k] for k in CONDITIONS})
             row.append(_cell(c, quantity, n_all) + ("" if p == "" else f" [{paper_number(p)}]"))
-        t.add(row)
+            ns += [] if c is None else [int(c["n"])]
+        t.add([*row, _n_range(ns)])
     return t
 
 
@@ -349,7 +362,10 @@ def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
     its deciding comparison."""
     readings = order_readings(j.reading for j in judged if j.reading != "–")
     got = {(j.claim.key, j.reading): j for j in judged}
-    note = "–: no runs of that reading for this claim."
+    note = (
+        "not run: no run of the claim's experiment at all (its section names the command that fills it); "
+        "–: the experiment has runs, none of that reading."
+    )
     if fragile:
         note += f" *fragile*: the verdict moves with the machine that runs it (mir_code; {where})."
     t = Table("Verdicts", ["claim", "source", *readings], note=note)

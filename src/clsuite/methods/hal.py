@@ -33,7 +33,7 @@ Adaptations (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``):
   (lambda 0.1 on the sum) does not carry over to the first-order gradient. The
   suite had that sum until issue 19 (docs/PARITY.md): a C-times stronger anchor,
   8.9 points below the mean (95% CI of the difference [2.5, 15.4], 5 seeds) on
-  split-FMNIST under mir_code, task 0 forgotten after task 1 on 2 of 5 seeds.
+  split-FMNIST under mir_code, task 1 forgotten after task 2 on 2 of 5 seeds.
 - theta_M: ``finetune_steps`` SGD steps (lr) on random memory batches of
   ``finetune_batch`` (authors: 50 steps of 10; Mammoth: 1 step), functional.
 - Anchor init: the mean of the class's memory samples (the authors initialise

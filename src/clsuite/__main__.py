@@ -1,0 +1,5 @@
+"""``python -m clsuite [verb] ...`` = the ``clsuite`` command (clsuite.commands), with this interpreter."""
+
+from clsuite.commands import main
+
+main()

@@ -1,0 +1,82 @@
+"""The settings an experiment's runs hold at a value other than the suite's default.
+
+A table or figure names every key that moves its numbers. Keys that take several values are its
+columns, axes or panels (swept conditions, variants, each row's overrides); a key held at one
+value other than its default for the whole experiment (``-m method=er,mir memory=50``) is named by
+:func:`fixed_settings` in every table's caption, every figure's title and the head of
+``results/<experiment>/<experiment>.md`` (``clsuite.analysis.report.aggregate``).
+
+Steps of :func:`fixed_settings`:
+
+1. the default of each run: the suite's config composed with the run's benchmark, method and
+   reading (their ``tuned`` values included), normalised and flattened as the runs' own configs
+   are (``clsuite.analysis.load``); a group option the suite does not have (a method from outside
+   ``src/``, ``unlabelled`` readings) is left out of the composition and its keys are not compared;
+2. the settings a run changed: the conditions M, τ, λ and every flattened key whose value differs
+   from that default (a key absent on either side is not compared: added or removed since);
+3. those changed in every run, with one value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pandas as pd
+
+from clsuite.analysis.load import CONDITIONS, flatten, short
+
+GROUPS = ("benchmark", "method", "reading")  # what a run's default is composed with
+
+
+@functools.cache
+def default_of(benchmark: str, method: str, reading: str) -> tuple[dict, tuple[str, ...]]:
+    """(flattened default config, groups left at the suite's default) for one (benchmark, method, reading)."""
+    from hydra import compose, initialize_config_dir
+
+    from clsuite.config import CONF_DIR, group_options
+    from clsuite.identity import normalize
+
+    chosen = dict(zip(GROUPS, (benchmark, method, reading)))
+    known = {g: v for g, v in chosen.items() if v in group_options(g)}
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"{g}={v}" for g, v in known.items()])
+    return flatten(normalize(cfg)), tuple(g for g in GROUPS if g not in known)
+
+
+def changed(run: pd.Series) -> dict[str, object]:
+    """``{key: value}`` of the settings of one run (a row of ``load_runs``) that differ from its default."""
+    default, unknown = default_of(str(run["benchmark"]), str(run["method"]), str(run["reading"]))
+    out = {k: run[k] for k in CONDITIONS if k in default and float(run[k]) != float(default[k])}
+    for k, v in run["flat"].items():
+        if k in default and not k.startswith(tuple(f"{g}." for g in unknown)) and _same(v) != _same(default[k]):
+            out[k] = v
+    return out
+
+
+def _same(v) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def fixed_settings(runs: pd.DataFrame) -> list[str]:
+    """``["M=50 per class", "batch_size=20", ...]``: the settings every run changed, to the same value."""
+    if runs.empty:
+        return []
+    common: dict[str, object] | None = None
+    for _, run in runs.iterrows():
+        c = {k: _same(v) for k, v in changed(run).items()}
+        common = c if common is None else {k: v for k, v in common.items() if c.get(k) == v}
+        if not common:
+            return []
+    out = []
+    for k, v in sorted(common.items(), key=lambda kv: (kv[0] not in CONDITIONS, kv[0])):  # M, τ, λ first
+        value = json.loads(v)
+        shown = f"{value:g}" if isinstance(value, float) else value
+        unit = "" if k != "memory" else (" per class" if runs["memory_per_class"].all() else " in total")
+        out.append(f"{short(k)}={shown}{unit}")
+    return out
+
+
+def caption(settings: list[str]) -> str:
+    """The sentence a caption or title gets ("" when every run keeps the defaults)."""
+    return f"Held for every run at a value other than the default: {', '.join(settings)}." if settings else ""
