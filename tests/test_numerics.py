@@ -63,6 +63,8 @@ def test_the_kernels_are_part_of_the_identity_and_named_when_they_differ():
     assert [r for r, _ in ident.differences(a, b)] == ["numerics"]
     portable = dict(numerics.PORTABLE, mode="portable")
     assert numerics.summary(portable) == "portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)"
+    on_gpu = numerics.summary(portable, "cuda:0")
+    assert on_gpu.startswith("portable (ATen DEFAULT") and "computes on cuda:0: its arithmetic is the GPU's" in on_gpu
 
 
 def test_a_run_records_and_prints_its_numerics(run):

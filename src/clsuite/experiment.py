@@ -288,7 +288,7 @@ def format_report(results: dict) -> str:
     lines = [
         f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']}, "
         f"reading={results.get('reading') or 'unlabelled'})",
-        *([f"numerics: {numerics_summary(found)}"] if found else []),
+        *([f"numerics: {numerics_summary(found, results.get('device', 'cpu'))}"] if found else []),
         "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):",
     ]
     lines += ["  " + " ".join(f"{v:6.1f}" for v in row) for row in R]

@@ -120,10 +120,14 @@ def label(found: dict | None) -> str:
     return f"native (ATen {found.get('aten')}, MKL {found.get('mkl')})"
 
 
-def summary(found: dict) -> str:
-    """One phrase for the run summary: ``portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)``."""
+def summary(found: dict, device: str = "cpu") -> str:
+    """One phrase for the run summary: ``portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)``; on a
+    GPU it says that the network's arithmetic is the GPU's, which no mode pins."""
     dnn = "oneDNN on" if found.get("mkldnn") else "oneDNN off"
-    return f"{found.get('mode')} (ATen {found.get('aten')}, MKL {found.get('mkl')}, {dnn})"
+    text = f"{found.get('mode')} (ATen {found.get('aten')}, MKL {found.get('mkl')}, {dnn})"
+    if not str(device).startswith("cpu"):
+        text += f"; the network computes on {device}: its arithmetic is the GPU's (docs/NUMERICS.md)"
+    return text
 
 
 # ----------------------------------------------------------------------------- the libraries
