@@ -363,8 +363,7 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
     for ax in axes[-1, :]:
         ax.set_xlabel("evaluated on task j", fontsize=7)
     per = " x ".join(["method", *(short(k) for k in swept)])
-    fig.suptitle(_title(f"{title}
-one panel per {per}"), fontsize=10)
+    fig.suptitle(_title(f"{title}\none panel per {per}"), fontsize=10)
     bar = fig.colorbar(im, ax=axes, fraction=0.02)
     bar.set_label("accuracy (%), mean over the panel's n seeds", fontsize=7)
     return _save(fig, stem, ("png",), dpi=110)
