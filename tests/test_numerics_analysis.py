@@ -127,3 +127,16 @@ def test_the_report_marks_a_fragile_verdict_with_its_deciding_comparison(tmp_pat
     acc, forget = (rows[f"AdaER has the best {q} of all methods (Joint excluded), M = 100"] for q in ("Acc", "Forget"))
     assert acc[-1].startswith("partly reproduced (*fragile*: decided by AdaER vs ")
     assert forget[-1] == "partly reproduced"
+
+
+def test_each_kernel_set_judges_the_comparison_and_a_changed_outcome_is_flagged():
+    # d per seed under A: (3, 4, 5) -> interval above 0 (supported); under B: (3, -4, 5) -> straddles 0
+    r = runs({("adaer", "A"): [93.0, 94.0, 95.0], ("adaer", "B"): [93.0, 86.0, 95.0],
+              ("mir", "A"): [90.0, 90.0, 90.0], ("mir", "B"): [90.0, 90.0, 90.0]})  # fmt: skip
+    o = nz.outcomes_table(r, pairs=(("adaer", "mir"),)).set_index("kernels")
+    assert o.loc["A"].outcome == "supported" and o.loc["B"].outcome == UNRESOLVED
+    assert o.loc["A", "mean"] == pytest.approx(4.0) and o.loc["B", "mean"] == pytest.approx(4 / 3)
+    assert o["moves"].all() and (o["seeds"] == 3).all()
+    same = nz.outcomes_table(runs({("adaer", "A"): [93.0, 94.0, 95.0], ("adaer", "B"): [93.5, 94.0, 95.0],
+                                   ("mir", "A"): [90.0] * 3, ("mir", "B"): [90.0] * 3}), pairs=(("adaer", "mir"),))  # fmt: skip
+    assert not same["moves"].any()

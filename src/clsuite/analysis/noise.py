@@ -17,7 +17,11 @@ column of the runs, read from each results file's identity: ATen level x MKL bra
    a paired comparison on one machine sees), the share of seeds whose sign of ``d_s`` depends on
    the kernel set, and the seeds a claim needs: the smallest n whose paired 95% t interval
    excludes 0 with 80% probability for a true difference of 1, 2 or 5 points
-   (:func:`seeds_needed`: the noncentral t power of a two-sided one-sample t test, scipy).
+   (:func:`seeds_needed`: the noncentral t power of a two-sided one-sample t test, scipy);
+4. :func:`outcomes_table`, per pair of methods: the paired comparison over all seeds judged under
+   each kernel set alone (mean d and its 95% t interval, rule 1 of ``clsuite.analysis.claims``:
+   supported / contradicted / unresolved), and whether that outcome changes with the kernel set:
+   what one machine's verdict on the pair would be, and whether another machine's could differ.
 
 A kernel set is a machine's arithmetic: a seed's run on another CPU is another draw of the
 noise, so per-seed results agree between machines only as far as ``sd_num`` allows; ``portable``
@@ -32,6 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from clsuite.analysis.claims import outcome
+from clsuite.analysis.stats import one_sample
 from clsuite.analysis.tables import Table
 
 PAIRS = (("adaer", "mir"), ("adaer", "ccmr"), ("adaer", "ebrs"), ("adaer", "er"), ("mir", "er"))
@@ -117,6 +123,29 @@ def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def outcomes_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
+    """Step 4, one row per (benchmark, pair, kernel set): the comparison over the seeds every kernel set ran."""
+    wide = _complete(runs)
+    rows = []
+    for bench in wide.index.get_level_values("benchmark").unique():
+        for a, b in pairs:
+            try:
+                x, y = wide.loc[(bench, a)], wide.loc[(bench, b)]
+            except KeyError:
+                continue
+            seeds = x.index.intersection(y.index)
+            if len(seeds) < 2:
+                continue
+            d = x.loc[seeds] - y.loc[seeds]  # seeds x kernel sets
+            judged = {k: one_sample(d[k].to_numpy()) for k in d.columns}
+            moves = len({outcome(p) for p in judged.values()}) > 1
+            for kernels, p in judged.items():
+                rows.append({"benchmark": bench, "pair": f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", "kernels": kernels,
+                             "seeds": p.n, "mean": p.mean, "low": p.low, "high": p.high, "outcome": outcome(p),
+                             "moves": moves})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def markdown(experiments: dict) -> list[str]:
     """The report's numerical-noise subsection (empty without noise runs)."""
     runs = noise_runs(experiments)
@@ -146,4 +175,15 @@ def markdown(experiments: dict) -> list[str]:
     for r in comp.itertuples():
         c.add([r.benchmark, r.pair, r.seeds, f"{r.d_mean:+.2f}", f"{r.sd_d:.2f}", f"{r.sd_d_num:.2f}",
                f"{r.sign_flips} of {r.seeds}", *[getattr(r, f"n_{d:g}") for d in DELTAS]])  # fmt: skip
-    return [t.markdown(), c.markdown()]
+    out = outcomes_table(runs)
+    o = Table(
+        "The same comparisons judged under each kernel set alone: does the outcome move with the machine?",
+        ["benchmark", "comparison", *sets, "outcome moves"],
+        note="Each cell: mean d [95% t interval] over the seeds every kernel set ran, and rule 1's outcome "
+        "(supported: the interval above 0; contradicted: below; unresolved: it straddles 0), before Holm. A kernel "
+        "set stands for a machine: 'yes' means two machines running the same seeds can reach different outcomes.",
+    )  # fmt: skip
+    for (bench, pair), g in out.groupby(["benchmark", "pair"], sort=False) if not out.empty else []:
+        by = {r.kernels: f"{r.mean:+.1f} [{r.low:+.1f}, {r.high:+.1f}] {r.outcome}" for r in g.itertuples()}
+        o.add([bench, pair, *[by.get(k, "–") for k in sets], "yes" if g["moves"].iloc[0] else "no"])
+    return [t.markdown(), c.markdown(), o.markdown()]
