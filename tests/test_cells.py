@@ -125,3 +125,15 @@ def test_the_report_carries_the_notes_and_names_the_commands_when_nothing_ran(tm
     text = build_report(root, tmp_path / "results")["written"].read_text()
     assert "**Joint** (paper" in text and "| Joint | Joint | 5 passes over the union | split-MNIST |" in text
     assert "### cells_joint\n" not in text.split("Other experiments")[1].split("## ")[0]  # not an ad-hoc sweep
+
+
+def test_a_variant_run_under_other_cpu_kernels_is_not_paired_with_the_default(tmp_path):
+    # the kernels are part of a run's environment (clsuite.numerics): a variant measured under other
+    # kernels than its default would mix the numerical noise into the effect
+    root = tmp_path / "cells_joint"
+    put(root, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")
+    put(root, "joint", joint_cfg(5), (92.0, 94.5, 93.0, 96.0), tag="e5")
+    runs = load_experiment(root).runs
+    assert len(cl.rows(cl.BY_NAME["joint"], runs)) == 1
+    other = runs.assign(numerics=[("portable" if f["method.epochs"] == 5 else n) for f, n in zip(runs["flat"], runs["numerics"], strict=True)])  # fmt: skip
+    assert cl.rows(cl.BY_NAME["joint"], other) == []

@@ -8,7 +8,7 @@ Steps (:func:`notes`, :func:`table`):
    a sweep run into another folder with ``experiment=...`` counts) or that bears a sweep's name,
    one row per distinct run (``clsuite.analysis.load``), of the cell's methods only.
 2. Runs are compared within one (benchmark, method, reading) and one environment (code version,
-   threads, device, torch: ``ENV``); where several environments hold runs, the one with the most
+   threads, device, torch, CPU kernels: ``ENV``); where several environments hold runs, the one with the most
    runs is used. The *default* runs are those that :attr:`Cell.is_default` accepts; every other
    setting of the keys that vary among the runs is a *variant*, named by the keys it changes
    (:attr:`Cell.labels` gives each its reference).
@@ -39,7 +39,7 @@ from clsuite.analysis.stats import Paired, paired
 from clsuite.config import CONF_DIR
 from clsuite.io import GRID_FILE, read_object
 
-ENV = ("code", "torch_threads", "device", "torch")
+ENV = ("code", "torch_threads", "device", "torch", "numerics")
 NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
     "no measured effect", "explains the gap", "explains part", "overshoots", "away from the paper",
 )  # fmt: skip
