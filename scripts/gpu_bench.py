@@ -124,8 +124,8 @@ def worker(args) -> list[dict]:
     import torch
     from hydra import compose, initialize_config_dir
 
-    import clsuite.data.benchmarks as benchmarks_mod
     import clsuite.data.datamodule as datamodule_mod
+    import clsuite.data.sources as sources_mod
     from clsuite.callbacks import MemoryUpdate, evaluate
     from clsuite.experiment import build
 
@@ -141,7 +141,7 @@ def worker(args) -> list[dict]:
             torch.cuda.synchronize()
 
     cache: dict = {}
-    real_load = benchmarks_mod.load_source
+    real_load = sources_mod.load_source
 
     def load_source(source, root, download, verify, **kw):
         if source in ("cifar10", "cifar100"):
@@ -153,7 +153,7 @@ def worker(args) -> list[dict]:
             return cache[source]
         return real_load(source, root, download, verify, **kw)
 
-    benchmarks_mod.load_source = load_source
+    sources_mod.load_source = load_source
     if hasattr(datamodule_mod, "load_source"):
         datamodule_mod.load_source = load_source
 

@@ -15,9 +15,9 @@ from clsuite.memory.buffer import Memory
 from clsuite.memory.task_ring import TaskRingBuffer
 from clsuite.methods.agem import AGEM, agem_project
 from clsuite.methods.gem import GEM, gem_project
-from clsuite.methods.grads import flat_grad, flat_params, grad_vector, write_grad
 from clsuite.methods.oewc import OnlineEWC, empirical_fisher
 from clsuite.methods.si import SI
+from clsuite.models.grads import flat_grad, flat_params, grad_vector, write_grad
 from tests.conftest import run_cfg
 
 

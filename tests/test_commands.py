@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clsuite import commands
+from clsuite import commands, home
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,19 +43,19 @@ def test_hint_names_the_command_that_works_here_with_this_interpreter(monkeypatc
     python = Path(sys.executable)
     monkeypatch.chdir(ROOT)
     py = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
-    assert commands.hint("aggregate", "card") == f"{py} scripts/aggregate.py card"
-    assert commands.hint("wandb", "card") == f"{py} scripts/wandb_sync.py card"
-    assert commands.hint("paper", "table2", "--seeds", "5") == f"{py} src/run.py paper table2 --seeds 5"
+    assert home.hint("aggregate", "card") == f"{py} scripts/aggregate.py card"
+    assert home.hint("wandb", "card") == f"{py} scripts/wandb_sync.py card"
+    assert home.hint("paper", "table2", "--seeds", "5") == f"{py} src/run.py paper table2 --seeds 5"
     monkeypatch.chdir(tmp_path)  # elsewhere: the paths in full
-    assert commands.hint("aggregate", "card") == f"{python} {ROOT / 'scripts' / 'aggregate.py'} card"
-    monkeypatch.setattr(commands, "CHECKOUT", Path("/nonexistent"))  # an installed package: no checkout
-    monkeypatch.setattr(commands.shutil, "which", lambda name: str(python.parent / "clsuite"))
-    assert commands.hint("aggregate", "card") == "clsuite aggregate card"
-    assert commands.hint("paper", "table2", "--seeds", "10") == "clsuite paper table2 --seeds 10"
-    monkeypatch.setattr(commands.shutil, "which", lambda name: "/elsewhere/bin/clsuite")  # another environment's
-    assert commands.hint("aggregate", "card") == f"{python} -m clsuite aggregate card"
-    monkeypatch.setattr(commands.shutil, "which", lambda name: None)
-    assert commands.hint("report") == f"{python} -m clsuite report"
+    assert home.hint("aggregate", "card") == f"{python} {ROOT / 'scripts' / 'aggregate.py'} card"
+    monkeypatch.setattr(home, "CHECKOUT", Path("/nonexistent"))  # an installed package: no checkout
+    monkeypatch.setattr(home.shutil, "which", lambda name: str(python.parent / "clsuite"))
+    assert home.hint("aggregate", "card") == "clsuite aggregate card"
+    assert home.hint("paper", "table2", "--seeds", "10") == "clsuite paper table2 --seeds 10"
+    monkeypatch.setattr(home.shutil, "which", lambda name: "/elsewhere/bin/clsuite")  # another environment's
+    assert home.hint("aggregate", "card") == f"{python} -m clsuite aggregate card"
+    monkeypatch.setattr(home.shutil, "which", lambda name: None)
+    assert home.hint("report") == f"{python} -m clsuite report"
 
 
 def test_help_and_dash_dash_help_list_every_verb(capsys):

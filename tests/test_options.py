@@ -20,9 +20,9 @@ from clsuite.experiment import build
 from clsuite.learner import ContinualLearner
 from clsuite.memory.buffer import Memory
 from clsuite.methods.gem import GEM, gem_project
-from clsuite.methods.grads import flat_grad, grad_vector
 from clsuite.methods.oewc import OnlineEWC
 from clsuite.methods.si import SI
+from clsuite.models.grads import flat_grad, grad_vector
 from clsuite.models.nets import MLP
 from clsuite.replay import ccmr, mir
 from clsuite.replay.ccmr import CCMRReplay

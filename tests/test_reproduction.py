@@ -17,7 +17,7 @@ import pytest
 
 from clsuite.analysis import figures as fg
 from clsuite.analysis.report import SECTIONS, main_report
-from clsuite.commands import hint
+from clsuite.home import hint
 from clsuite.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from clsuite import sweep  # noqa: F401  (registers the config's resolvers)
 from clsuite.compose import error_line, sweep_values
 from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
 

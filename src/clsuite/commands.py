@@ -10,11 +10,8 @@
 
 A checkout runs the same functions as ``python src/run.py [verb] ...`` and ``python scripts/<verb>.py``
 (``scripts/aggregate.py``, ``report.py``, ``wandb_sync.py``); ``python -m clsuite [verb] ...`` works
-wherever the package is importable. :func:`hint` names the form that works where the process runs,
-with the interpreter that runs it (``sys.executable``, which has the suite's dependencies; a bare
-``python`` may not): ``.venv/bin/python scripts/aggregate.py table2`` in a checkout, ``clsuite
-aggregate table2`` where the package is installed and its console command is this environment's,
-else ``/path/to/python -m clsuite aggregate table2``.
+wherever the package is importable. ``clsuite.home.hint`` names the form that works where the process
+runs.
 
 An argument that is a verb only counts as one in the first place; overrides always hold ``=``
 (``method=mir``) and options start with ``-``, so neither is taken for a verb.
@@ -22,8 +19,6 @@ An argument that is a verb only counts as one in the first place; overrides alwa
 
 from __future__ import annotations
 
-import shlex
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,8 +84,6 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "wandb": _wandb,
     "help": _help,
 }
-SCRIPTS = {"aggregate": "aggregate.py", "report": "report.py", "wandb": "wandb_sync.py"}  # a checkout's scripts/
-CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root when this file is src/clsuite/commands.py
 
 
 def split_verb(argv: list[str]) -> tuple[str, list[str]]:
@@ -98,31 +91,6 @@ def split_verb(argv: list[str]) -> tuple[str, list[str]]:
     if argv and argv[0] in VERBS:
         return argv[0], argv[1:]
     return "run", argv
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory when it lies inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def in_checkout() -> bool:
-    """This package is ``<repository>/src/clsuite`` (not an installed copy)."""
-    return (CHECKOUT / "src" / "run.py").is_file() and (CHECKOUT / "conf").is_dir()
-
-
-def hint(verb: str, *args: str) -> str:
-    """The command line of ``verb`` that works here, with the interpreter running now (module docstring)."""
-    python = _shown(Path(sys.executable))
-    if in_checkout():
-        script = CHECKOUT / "scripts" / SCRIPTS[verb] if verb in SCRIPTS else CHECKOUT / "src" / "run.py"
-        return shlex.join([python, _shown(script), *([] if verb in SCRIPTS else [verb]), *args])
-    console = shutil.which("clsuite")
-    if console and Path(console).absolute().parent == Path(sys.executable).absolute().parent:
-        return shlex.join(["clsuite", verb, *args])
-    return shlex.join([python, "-m", "clsuite", verb, *args])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,22 +13,24 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Mapping
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.schema import RESUME_MODES, SEED_MAX, ConfigError, check  # noqa: F401  (re-exported)
+from clsuite.home import CONF_DIR, SWEEPS_DIR, n_parallel_jobs  # noqa: F401  (re-exported)
+from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
+from clsuite.schema import RESUME_MODES, SEED_MAX, ConfigError, check, dotted_get  # noqa: F401  (re-exported)
 
-
-def _data_dir(name: str) -> Path:
-    packaged = Path(__file__).resolve().parent / name  # pip install . (hatch force-include)
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / name
-
-
-CONF_DIR = _data_dir("conf")
-SWEEPS_DIR = _data_dir("sweeps")  # the paper sweeps (clsuite.paper): sweeps/ or the package's copy
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
+RESOLVERS = {  # ${clsuite_n_jobs:} (launcher=joblib), ${clsuite_run_id:} (hydra.run.dir), ${clsuite_dirname:...}
+    "clsuite_n_jobs": n_parallel_jobs,
+    "clsuite_run_id": lambda: RUN_ID,
+    "clsuite_dirname": job_dirname,
+}
+for _name, _fn in RESOLVERS.items():  # registered wherever the config is read
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn, use_cache=_name == "clsuite_run_id")
 
 
 def group_options(group: str, extra_dirs=()) -> list[str]:
@@ -97,9 +99,7 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
             for v in value.split(","):
                 if (v.strip() or not key.startswith("~")) and (msg := unknown_option(bare, v.strip(), extra)):
                     raise ConfigError(msg)
-        from clsuite.paths import NAMED, safe_name  # values that become folder names, before Hydra makes one
-
-        if bare in NAMED:
+        if bare in NAMED:  # values that become folder names, before Hydra makes one
             for v in _sweep_values(value):
                 safe_name(v, bare)
 
@@ -111,20 +111,15 @@ def _sweep_values(value: str) -> list[str]:
     return [v.strip().strip("'\"") for v in value.split(",")]
 
 
-# ----------------------------------------------------------------------------- values
-
-
-def dotted_get(cfg, dotted: str, default=None):
-    """``cfg["a"]["b"]`` for ``"a.b"`` in a DictConfig or a plain dict; ``default`` where a level is missing."""
-    node = cfg
-    for k in dotted.split("."):
-        if not isinstance(node, Mapping) or k not in node:
-            return default
-        node = node[k]
-    return node
-
-
 # ----------------------------------------------------------------------------- the check
+
+
+def check_names(cfg) -> None:
+    """Every config value of ``clsuite.paths.NAMED``: names that become folder names."""
+    for key in NAMED:
+        value = dotted_get(cfg, key)
+        if value is not None:
+            safe_name(value, key)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -132,14 +127,13 @@ def validate(cfg: DictConfig) -> None:
 
     The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules),
     W&B when it is required, then the data files the run will read (there, readable)."""
-    from clsuite.paths import check_names  # names that become folder names (clsuite.paths)
-
     check_names(cfg)
     check(cfg)
     _check_logger(cfg)
-    from clsuite.data import sources  # the reader registry: the files a source reads (none: generated)
+    from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
+    from clsuite.data.files import absent, unreadable
 
-    source = sources.get(cfg.benchmark.source)  # (a known source: checked by the schema)
+    source = sources.get(cfg.benchmark.source)  # the files a source reads (none: generated); known: the schema
     if source.files is None:
         return
     d = cfg.data
@@ -150,8 +144,6 @@ def validate(cfg: DictConfig) -> None:
             f"{cfg.benchmark.source}'s files (e.g. DATA_DIR=../shared/datasets), or pass data.download=true on a "
             "machine with network"
         )
-    from clsuite.data.files import absent, unreadable
-
     rels = source.file_list(OmegaConf.to_container(cfg.benchmark, resolve=True))
     if problem := unreadable(root, rels, folders=source.folders):
         raise ConfigError(problem)
@@ -165,7 +157,39 @@ def _check_logger(cfg: DictConfig) -> None:
     logger = cfg.get("logger")
     if logger is None or logger.get("name") != "wandb" or not logger.get("required"):
         return
-    from clsuite.wandb_sync import cannot_start
-
     if why := cannot_start(logger):
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
+
+
+def wandb_settings(logger_cfg) -> dict:
+    """project / entity / mode from the ``logger`` config, else conf/logger/wandb.yaml; $WANDB_MODE wins."""
+    default = OmegaConf.load(Path(CONF_DIR) / "logger" / "wandb.yaml")
+    lc = logger_cfg or {}
+    return {
+        "project": lc.get("project") or default.project,
+        "entity": lc.get("entity") or default.entity,
+        "mode": os.environ.get("WANDB_MODE") or lc.get("mode") or default.mode,
+    }
+
+
+def cannot_start(logger_cfg) -> str | None:
+    """Why W&B cannot start here, when that is known before a run: wandb not importable, or online
+    (``mode``, ``$WANDB_MODE``) without an API key (``WANDB_API_KEY``, ``.netrc``, its settings),
+    where ``wandb.init`` refuses. None otherwise (what only a start can tell is left to it)."""
+    try:
+        import wandb  # noqa: F401
+    except Exception as e:
+        return f"wandb cannot be imported ({type(e).__name__}: {e})"
+    if wandb_settings(logger_cfg)["mode"] != "online":
+        return None
+    try:
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib.wbauth import authenticate
+
+        host = wandb_setup.singleton().settings.base_url
+        auth = authenticate.authenticate_session(host=host, source="clsuite", prompt=False, update_session=False)
+    except Exception:  # (another wandb version: its own start decides)
+        return None
+    if auth is None:
+        return "online (mode, $WANDB_MODE) without an API key: set WANDB_API_KEY or run `wandb login`, or log offline"
+    return None

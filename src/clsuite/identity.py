@@ -47,11 +47,12 @@ import copy
 import functools
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from clsuite.home import CONF_DIR, cpu_count
 
 # Keys of the resolved config that cannot change a run's result. The folder names of sweep jobs
 # leave out the same keys (conf/config.yaml hydra.job.config.override_dirname.exclude_keys;
@@ -200,8 +201,6 @@ def code_hash(package_dir, conf_dir) -> str:
 @functools.cache
 def code_identity() -> dict:
     """``{"hash"}``: :func:`code_hash` of the package and configs this process runs (once per process)."""
-    from clsuite.config import CONF_DIR
-
     return {"hash": code_hash(PACKAGE_DIR, CONF_DIR)}
 
 
@@ -331,13 +330,6 @@ def data_identity(cfg) -> dict:
 
 
 # ----------------------------------------------------------------------------- 4. env
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def threads_of(cfg) -> int:

@@ -37,6 +37,7 @@ import torch
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import OmegaConf
 
+from clsuite.config import wandb_settings
 from clsuite.io import RESULTS_FILE
 from clsuite.results import read_run
 from clsuite.wandb_sync import (
@@ -46,7 +47,6 @@ from clsuite.wandb_sync import (
     mark_mirrored,
     results_sha,
     row_metrics,
-    wandb_settings,
 )
 
 KINDS = ("csv", "wandb", "none")

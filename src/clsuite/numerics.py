@@ -48,7 +48,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from clsuite.config import ConfigError
+from clsuite.errors import ConfigError
 
 MODES = ("native", "portable")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}

@@ -38,19 +38,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from clsuite.analysis.paper_values import TARGETS
 from clsuite.config import SWEEPS_DIR
 
-# target -> what it makes (the paper's order; `make paper` runs them in this order)
-TARGETS = {
-    "table2": "Table II",
-    "memory": "Figs. 5, 6 (Acc, BWT against M)",
-    "first_task": "Fig. 7 (the first task through the stream)",
-    "cifar100": "Fig. 8 (split-CIFAR100; needs its files)",
-    "imbalance": "Fig. 9 (imbalance lambda)",
-    "tau": "Fig. 10 (tau)",
-    "ablation": "Fig. 11 (C-CMR, E-BRS against M)",
-    "ablation_cifar100": "Fig. 12 (the ablation on split-CIFAR100; needs its files)",
-}
 GROUPS = {
     "all": "every target above, in order (= make paper)",
     "choices": "the paper's open choices (= make fig-choices)",
@@ -166,7 +156,7 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         return _fail(str(e))
     if "--dry-run" in argv:
-        from clsuite.commands import hint
+        from clsuite.home import hint
 
         ledger = "then the paired ledger: results/choices/choices.md (clsuite.analysis.choices)"
         for kind, args in steps:

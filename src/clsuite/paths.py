@@ -10,6 +10,10 @@ refused (``ConfigError``: one ``error:`` line, exit 2, before anything is writte
 - holds a control character (a newline, a NUL, ...);
 - is longer than :data:`MAX_NAME` bytes (a file name stops at 255; a run folder joins several).
 
+A sweep job's folder is Hydra's override dirname; one longer than :data:`MAX_DIRNAME` characters is
+shortened to a prefix plus a hash of the whole (:func:`job_dirname`; the job writes its overrides
+inside, ``overrides.json``). ``clsuite.config`` registers the resolvers that use them.
+
 An explicit ``hydra.run.dir`` / ``hydra.sweep.dir`` is the user's choice of folder (Hydra's
 convention) and is not checked here; ``clsuite.sweep.callback`` refuses a run folder that holds
 another run's results.
@@ -17,10 +21,15 @@ another run's results.
 
 from __future__ import annotations
 
-from clsuite.config import ConfigError, dotted_get
+import hashlib
+import uuid
+
+from clsuite.errors import ConfigError
 
 MAX_NAME = 100
 NAMED = ("experiment", "benchmark.name", "method.name")  # config keys whose values name folders
+MAX_DIRNAME = 200  # a job folder name longer than this is hashed
+RUN_ID = uuid.uuid4().hex[:6]  # this process's run: the last part of a single run's folder name
 
 
 def safe_name(value, what: str = "name") -> str:
@@ -45,9 +54,10 @@ def safe_name(value, what: str = "name") -> str:
     return name
 
 
-def check_names(cfg) -> None:
-    """Every config value of :data:`NAMED` (``config.validate`` calls this)."""
-    for key in NAMED:
-        value = dotted_get(cfg, key)
-        if value is not None:
-            safe_name(value, key)
+def job_dirname(name: str) -> str:
+    """The override dirname, or a prefix of it plus a hash when it is too long for a folder name."""
+    if len(name.encode()) <= MAX_DIRNAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    prefix = name.encode()[: MAX_DIRNAME - 40].decode(errors="ignore").rsplit(",", 1)[0]
+    return f"{prefix},hash={digest}"

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from clsuite.errors import ConfigError
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
@@ -50,8 +52,14 @@ MISSING = object()  # value()'s marker of a key absent from the config
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
 
 
-class ConfigError(ValueError):
-    pass
+def dotted_get(cfg, dotted: str, default=None):
+    """``cfg["a"]["b"]`` for ``"a.b"`` in a DictConfig or a plain dict; ``default`` where a level is missing."""
+    node = cfg
+    for k in dotted.split("."):
+        if not isinstance(node, Mapping) or k not in node:
+            return default
+        node = node[k]
+    return node
 
 
 # ----------------------------------------------------------------------------- specs

@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.config import ConfigError, dotted_get
+from clsuite.config import ConfigError, dotted_get, wandb_settings
 from clsuite.io import (
     GRID_FILE,
     OVERRIDES_FILE,
@@ -203,44 +203,6 @@ def mark_mirrored(run, out_dir, content_sha: str | None, mode: str) -> None:
 
 
 # ----------------------------------------------------------------------------- one run
-
-
-def wandb_settings(logger_cfg) -> dict:
-    """project / entity / mode from the ``logger`` config, else conf/logger/wandb.yaml; $WANDB_MODE wins."""
-    from omegaconf import OmegaConf
-
-    from clsuite.config import CONF_DIR
-
-    default = OmegaConf.load(Path(CONF_DIR) / "logger" / "wandb.yaml")
-    lc = logger_cfg or {}
-    return {
-        "project": lc.get("project") or default.project,
-        "entity": lc.get("entity") or default.entity,
-        "mode": os.environ.get("WANDB_MODE") or lc.get("mode") or default.mode,
-    }
-
-
-def cannot_start(logger_cfg) -> str | None:
-    """Why W&B cannot start here, when that is known before a run: wandb not importable, or online
-    (``mode``, ``$WANDB_MODE``) without an API key (``WANDB_API_KEY``, ``.netrc``, its settings),
-    where ``wandb.init`` refuses. None otherwise (what only a start can tell is left to it)."""
-    try:
-        import wandb  # noqa: F401
-    except Exception as e:
-        return f"wandb cannot be imported ({type(e).__name__}: {e})"
-    if wandb_settings(logger_cfg)["mode"] != "online":
-        return None
-    try:
-        from wandb.sdk import wandb_setup
-        from wandb.sdk.lib.wbauth import authenticate
-
-        host = wandb_setup.singleton().settings.base_url
-        auth = authenticate.authenticate_session(host=host, source="clsuite", prompt=False, update_session=False)
-    except Exception:  # (another wandb version: its own start decides)
-        return None
-    if auth is None:
-        return "online (mode, $WANDB_MODE) without an API key: set WANDB_API_KEY or run `wandb login`, or log offline"
-    return None
 
 
 def init_run(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None):
@@ -565,8 +527,8 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     """Every results file of ``multirun/<experiment>/`` without a W&B run gets one; then the aggregate run."""
     exp_dir = Path(multirun_dir) / experiment
     if not exp_dir.is_dir():
-        from clsuite.commands import hint
-        from clsuite.paper import TARGETS
+        from clsuite.analysis.paper_values import TARGETS
+        from clsuite.home import hint
 
         first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")

@@ -46,8 +46,8 @@ ENV = ("code", "torch_threads", "device", "torch")
 
 
 def command() -> str:
-    """What runs the choices' sweeps, in the form that works here (``clsuite.commands.hint``)."""
-    from clsuite.commands import hint
+    """What runs the choices' sweeps, in the form that works here (``clsuite.home.hint``)."""
+    from clsuite.home import hint
 
     return hint("paper", "choices", "--launcher", "joblib")
 

@@ -44,15 +44,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clsuite.config import dotted_get
+from clsuite.analysis.stats import CONDITIONS, KEYS
 from clsuite.identity import code_identity, config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.numerics import label as numerics_label
 from clsuite.results import read_run
+from clsuite.schema import dotted_get
 
-CONDITIONS = ("memory", "tau", "lambda")
-KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
 CONDITION_LABELS = {"memory": "M", "lambda": "λ", "tau": "τ"}  # the paper's symbols, in tables and figures
 
 

@@ -14,6 +14,19 @@ from dataclasses import dataclass, field
 
 from clsuite.metrics import METRICS
 
+# the paper's tables and figures: target -> what it makes (the paper's order; `make paper` runs them in this
+# order; clsuite.paper runs a target)
+TARGETS = {
+    "table2": "Table II",
+    "memory": "Figs. 5, 6 (Acc, BWT against M)",
+    "first_task": "Fig. 7 (the first task through the stream)",
+    "cifar100": "Fig. 8 (split-CIFAR100; needs its files)",
+    "imbalance": "Fig. 9 (imbalance lambda)",
+    "tau": "Fig. 10 (tau)",
+    "ablation": "Fig. 11 (C-CMR, E-BRS against M)",
+    "ablation_cifar100": "Fig. 12 (the ablation on split-CIFAR100; needs its files)",
+}
+
 SOURCE = "Li, Tang, Li: AdaER (paper/adaer.tex), Table II and Sec. V text"
 
 # Transcribed tables: one line per row, as printed.

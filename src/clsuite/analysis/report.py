@@ -62,10 +62,10 @@ from clsuite.analysis.load import (
     order_readings,
     select,
 )
+from clsuite.analysis.paper_values import TARGETS
 from clsuite.analysis.stats import summarize
-from clsuite.commands import hint
 from clsuite.config import ConfigError
-from clsuite.paper import TARGETS
+from clsuite.home import hint
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -217,7 +217,7 @@ class Section:
 
     @property
     def command(self) -> str:
-        """What fills it, in the form that works where this process runs (``clsuite.commands.hint``)."""
+        """What fills it, in the form that works where this process runs (``clsuite.home.hint``)."""
         args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
         return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
 

@@ -28,8 +28,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from clsuite.analysis.load import KEYS
 from clsuite.metrics import QUANTITIES
+
+CONDITIONS = ("memory", "tau", "lambda")  # the swept conditions of the paper's figures
+KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
 
 LEVEL = 0.95
 EXACT_UP_TO = 16  # seeds; above, the sign-flip test draws 2^16 random sign patterns

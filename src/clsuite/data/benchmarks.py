@@ -13,8 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from clsuite.data import sources
-
 
 @dataclass
 class TaskData:
@@ -24,30 +22,6 @@ class TaskData:
     train: tuple[torch.Tensor, torch.Tensor]
     val: tuple[torch.Tensor, torch.Tensor]
     test: tuple[torch.Tensor, torch.Tensor]
-
-
-def load_source(
-    source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None, cache_dir: str | None = None
-):
-    """The (x_train, y_train, x_test, y_test) arrays of ``source``, read by its registered reader
-    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options;
-    ``cache_dir``: where a reader that caches decoded arrays keeps them (``data.cache_dir``)."""
-    return sources.read({**(benchmark or {}), "source": source}, root, download, verify, cache_dir)
-
-
-def make_synthetic(num_classes=10, shape=(1, 8, 8), train_per_class=60, test_per_class=20, seed=0, noise=0.35):
-    """Learnable Gaussian clusters as uint8 images: one prototype per class."""
-    rng = np.random.default_rng(seed)
-    protos = rng.uniform(0, 1, size=(num_classes, *shape))
-
-    def draw(n):
-        y = np.repeat(np.arange(num_classes), n)
-        x = protos[y] + noise * rng.standard_normal((len(y), *shape))
-        return (np.clip(x, 0, 1) * 255).astype(np.uint8), y.astype(np.int64)
-
-    xtr, ytr = draw(train_per_class)
-    xte, yte = draw(test_per_class)
-    return xtr, ytr, xte, yte
 
 
 def class_order(num_classes: int, order: str, seed: int) -> list[int]:

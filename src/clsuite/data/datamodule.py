@@ -12,7 +12,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from clsuite.data.benchmarks import load_source, split_tasks
+from clsuite.data.benchmarks import split_tasks
+from clsuite.data.sources import load_source
 
 SCENARIOS = ("class_il", "task_il", "domain_il")
 

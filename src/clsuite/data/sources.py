@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from clsuite.data import files as F
 from clsuite.data import imagefolder as IF
 
@@ -123,7 +125,29 @@ register(
 
 @register("synthetic", classes="synthetic.num_classes", train_per_class="synthetic.train_per_class")
 def read_synthetic(root, benchmark, *, download, verify):
-    """Learnable Gaussian clusters (``clsuite.data.benchmarks.make_synthetic``), no files."""
-    from clsuite.data.benchmarks import make_synthetic
-
+    """Learnable Gaussian clusters (:func:`make_synthetic`), no files."""
     return make_synthetic(**(benchmark.get("synthetic") or {}))
+
+
+def load_source(
+    source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None, cache_dir: str | None = None
+):
+    """The (x_train, y_train, x_test, y_test) arrays of ``source``, read by its registered reader
+    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options;
+    ``cache_dir``: where a reader that caches decoded arrays keeps them (``data.cache_dir``)."""
+    return read({**(benchmark or {}), "source": source}, root, download, verify, cache_dir)
+
+
+def make_synthetic(num_classes=10, shape=(1, 8, 8), train_per_class=60, test_per_class=20, seed=0, noise=0.35):
+    """Learnable Gaussian clusters as uint8 images: one prototype per class."""
+    rng = np.random.default_rng(seed)
+    protos = rng.uniform(0, 1, size=(num_classes, *shape))
+
+    def draw(n):
+        y = np.repeat(np.arange(num_classes), n)
+        x = protos[y] + noise * rng.standard_normal((len(y), *shape))
+        return (np.clip(x, 0, 1) * 255).astype(np.uint8), y.astype(np.int64)
+
+    xtr, ytr = draw(train_per_class)
+    xte, yte = draw(test_per_class)
+    return xtr, ytr, xte, yte

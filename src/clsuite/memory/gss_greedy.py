@@ -39,7 +39,7 @@ RaptorMai's ``gss_greedy_update.py``):
   per-mini-batch gradients of G with ``torch.func.vmap(grad(...))``, no
   backward per sample; for an MLP with ``mem_batch=1`` the same per-sample
   gradients, bit for bit, from one batched backward
-  (``clsuite.methods.grads.per_sample_grads``), normalised in place. The network
+  (``clsuite.models.grads.per_sample_grads``), normalised in place. The network
   does not change inside one update call, so G is drawn once per incoming batch.
 - ``cosines: gram`` (the default): for the MLP with ``mem_batch=1`` the cosines
   come from per-layer Gram products,
@@ -76,7 +76,7 @@ from torch.func import functional_call, grad, vmap
 
 from clsuite.memory.base import UpdatePolicy
 from clsuite.memory.buffer import Memory
-from clsuite.methods.grads import linear_factors, per_sample_grads
+from clsuite.models.grads import linear_factors, per_sample_grads
 
 COSINES = ("exact", "gram")
 

@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 
 from clsuite.methods.base import Plugin
-from clsuite.methods.grads import flat_grad, grad_vector, write_grad
+from clsuite.models.grads import flat_grad, grad_vector, write_grad
 
 
 def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> torch.Tensor:

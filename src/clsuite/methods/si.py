@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from clsuite.methods.base import Plugin
-from clsuite.methods.grads import flat_grad, flat_params, write_grad
+from clsuite.models.grads import flat_grad, flat_params, write_grad
 
 
 class SI(Plugin):

@@ -5,18 +5,18 @@
 - ``grid``: the jobs of a sweep, composed and validated before any starts, folders checked;
 - ``summary``: what a sweep did, counted from the jobs' own files (the exit status);
 - ``callback``: the Hydra callback that ties the grid, ``grid.json`` and the summary together;
-- ``gpus``: a GPU per job (lock-file pool); ``names``: job folder names and config resolvers;
+- ``gpus``: a GPU per job (lock-file pool); job folder names: ``clsuite.paths``;
 - ``env``: the ``CLSUITE_*`` settings; the job lock itself: ``clsuite.locks``.
 """
 
 from clsuite.locks import HOST, JobLock, holder_alive
+from clsuite.paths import MAX_DIRNAME, RUN_ID, job_dirname
 from clsuite.sweep.callback import SweepCallback, callback_failed, last_summary
 from clsuite.sweep.env import env_flag, resume_mode
 from clsuite.sweep.gpus import cpu_count, gpu_count, gpu_slot, jobs_per_gpu, n_parallel_jobs
 from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
 from clsuite.sweep.index import INDEX_DIR, index_result, reindex
 from clsuite.sweep.job import Job, error_line
-from clsuite.sweep.names import MAX_DIRNAME, RUN_ID, job_dirname
 from clsuite.sweep.summary import job_state, summarize
 
 __all__ = [

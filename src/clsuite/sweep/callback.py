@@ -23,10 +23,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite import identity as ident
-from clsuite.config import ConfigError
+from clsuite.config import ConfigError, check_names
 from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_bytes_atomic, write_json_atomic
 from clsuite.locks import HOST
-from clsuite.paths import check_names
 from clsuite.sweep.env import env_flag
 from clsuite.sweep.grid import (
     check_folders,
@@ -221,7 +220,7 @@ class SweepCallback(_HydraCallback):
             print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:
             print(f"  failed: {line}", file=sys.stderr)
-        from clsuite.commands import hint
+        from clsuite.home import hint
 
         print(f"  tables and figures: {hint('aggregate', str(exp))}", file=sys.stderr)
         from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from clsuite.config import RESUME_MODES
+from clsuite.schema import RESUME_MODES
 
 
 def env_flag(name: str, default: bool = True) -> bool:

@@ -13,30 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from clsuite import identity as ident
+from clsuite.home import cpu_count, gpu_count, jobs_per_gpu, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.sweep.env import env_flag
-
-
-def gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # (a broken CUDA install means: no GPU)
-        return 0
-
-
-def jobs_per_gpu() -> int:
-    return max(1, int(os.environ.get("CLSUITE_JOBS_PER_GPU", "1")))
-
-
-cpu_count = ident.cpu_count
-
-
-def n_parallel_jobs() -> int:
-    """Default joblib ``n_jobs``: one per GPU slot when there are GPUs, else one per CPU core."""
-    n = gpu_count()
-    return n * jobs_per_gpu() if n else cpu_count()
 
 
 def _lock_dir() -> Path:

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite.config import ConfigError, unknown_option
 from clsuite.identity import config_hash
-from clsuite.sweep.names import job_dirname
+from clsuite.paths import job_dirname
 
 PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id", "hydra:job.id")  # a subdir per job
 _VALIDATED: set[tuple[str, ...]] = set()  # jobs (their overrides) validate_grid composed and validated in this process

@@ -1,0 +1,82 @@
+"""Where the suite lives and runs: its folders, the command line that works here, the cores and GPUs.
+
+A leaf (no ``clsuite`` import), so that every layer may ask it. ``CONF_DIR`` / ``SWEEPS_DIR``: the
+packaged copies ``clsuite/conf`` and ``clsuite/sweeps`` in an installed wheel, the repository's
+``conf/`` and ``sweeps/`` in a checkout. :func:`hint` names the form of a verb that works where the
+process runs, with the interpreter that runs it (``sys.executable``, which has the suite's
+dependencies; a bare ``python`` may not): ``.venv/bin/python scripts/aggregate.py table2`` in a
+checkout, ``clsuite aggregate table2`` where the package is installed and its console command is this
+environment's, else ``/path/to/python -m clsuite aggregate table2``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root when this file is src/clsuite/home.py
+
+
+def _data_dir(name: str) -> Path:
+    packaged = Path(__file__).resolve().parent / name  # pip install . (hatch force-include)
+    return packaged if packaged.is_dir() else CHECKOUT / name
+
+
+CONF_DIR = _data_dir("conf")
+SWEEPS_DIR = _data_dir("sweeps")  # the paper sweeps (clsuite.paper): sweeps/ or the package's copy
+SCRIPTS = {"aggregate": "aggregate.py", "report": "report.py", "wandb": "wandb_sync.py"}  # a checkout's scripts/
+
+
+def in_checkout() -> bool:
+    """This package is ``<repository>/src/clsuite`` (not an installed copy)."""
+    return (CHECKOUT / "src" / "run.py").is_file() and (CHECKOUT / "conf").is_dir()
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def hint(verb: str, *args: str) -> str:
+    """The command line of ``verb`` that works here, with the interpreter running now (module docstring)."""
+    python = _shown(Path(sys.executable))
+    if in_checkout():
+        script = CHECKOUT / "scripts" / SCRIPTS[verb] if verb in SCRIPTS else CHECKOUT / "src" / "run.py"
+        return shlex.join([python, _shown(script), *([] if verb in SCRIPTS else [verb]), *args])
+    console = shutil.which("clsuite")
+    if console and Path(console).absolute().parent == Path(sys.executable).absolute().parent:
+        return shlex.join(["clsuite", verb, *args])
+    return shlex.join([python, "-m", "clsuite", verb, *args])
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # (a broken CUDA install means: no GPU)
+        return 0
+
+
+def jobs_per_gpu() -> int:
+    return max(1, int(os.environ.get("CLSUITE_JOBS_PER_GPU", "1")))
+
+
+def n_parallel_jobs() -> int:
+    """Default joblib ``n_jobs`` (``${clsuite_n_jobs:}``): one per GPU slot when there are GPUs, else one
+    per CPU core."""
+    n = gpu_count()
+    return n * jobs_per_gpu() if n else cpu_count()
