@@ -1,4 +1,4 @@
-"""clsuite.collector: one collection, then the survivors frozen, at the start of every run."""
+"""clsuite.runtime.collect_and_freeze: one collection, then the survivors frozen, at the start of every run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from clsuite import collector, experiment
+from clsuite import experiment, runtime
 from tests.conftest import run_cfg
 
 
@@ -23,7 +23,7 @@ def test_earlier_cycles_are_freed_and_the_survivors_frozen():
     kept = Node()
     kept.me = kept
     try:
-        collector.collect_and_freeze()
+        runtime.collect_and_freeze()
         assert gc.get_freeze_count() > 0
         assert ref() is None  # collected before the freeze: frozen garbage would never be freed
         assert not any(o is kept for o in gc.get_objects())  # in the permanent generation: passes skip it

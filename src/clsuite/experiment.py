@@ -28,7 +28,6 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.allocator import keep_freed_memory
 from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
 from clsuite.checkpoint import (
     WEIGHTS_FILE,
@@ -40,7 +39,6 @@ from clsuite.checkpoint import (
     structure_problem,
 )
 from clsuite.checkpoint import run_store_dir as default_store
-from clsuite.collector import collect_and_freeze
 from clsuite.config import ConfigError
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.identity import identity, pin_threads, seal, threads_of
@@ -54,6 +52,7 @@ from clsuite.numerics import apply as apply_numerics
 from clsuite.numerics import check as check_numerics
 from clsuite.numerics import summary as numerics_summary
 from clsuite.progress import task_progress_bar
+from clsuite.runtime import collect_and_freeze, keep_freed_memory
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
@@ -186,8 +185,8 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     apply_numerics(cfg.trainer.numerics)  # before the process's first torch computation (clsuite.numerics)
     check_numerics(cfg.trainer.numerics)
     pin_threads(threads_of(cfg))
-    keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.allocator)
-    collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.collector)
+    keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.runtime)
+    collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.runtime)
     dm, learner, device = build(cfg)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:

@@ -43,90 +43,27 @@ of its own canonical JSON, so a hand edit is detected (:func:`seal_ok`).
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
-import json
 import subprocess
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from clsuite.home import CONF_DIR, cpu_count
-
-# Keys of the resolved config that cannot change a run's result. The folder names of sweep jobs
-# leave out the same keys (conf/config.yaml hydra.job.config.override_dirname.exclude_keys;
-# tests/test_sweeps.py checks that the two lists agree). Threads and the device are not config
-# identity: what the run actually used is in the env part.
-IGNORED_KEYS = (
-    "experiment",
-    "resume",
-    "checkpoint",  # when a run saves its state (clsuite.checkpoint): a resumed run's numbers are the same
-    "checkpoint_every",
-    "keep_weights",
-    "logger",
-    "launcher",
-    "trainer.progress_bar",
-    "trainer.log_every_n_steps",
-    "trainer.threads",
-    "trainer.device_index",
-    "trainer.accelerator",
-    "data.root",
-    "data.download",
-    "data.verify_md5",
-    "data.cache_dir",  # where decoded arrays are kept: keyed by the archive's checksum and the decoder
+from clsuite.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
+    IGNORED_KEYS,
+    _container,
+    canonical,
+    config_hash,
+    normalize,
+    seal,
+    seal_ok,
+    sha256,
 )
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (src/clsuite/ -> ..), when run from a checkout
 
 
 # ----------------------------------------------------------------------------- 1. config
-
-
-def _container(cfg) -> dict:
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    return copy.deepcopy(cfg)
-
-
-def _drop_nulls(d):
-    if isinstance(d, dict):
-        return {k: _drop_nulls(v) for k, v in d.items() if v is not None}
-    return d
-
-
-def normalize(cfg) -> dict:
-    """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values.
-
-    A key added to the configs later with a null default leaves the identity of the runs made
-    before it unchanged: absent and null compare equal.
-    """
-    d = _drop_nulls(_container(cfg))
-    d.pop("hydra", None)
-    for key in IGNORED_KEYS:
-        *parents, leaf = key.split(".")
-        node = d
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-            if node is None:
-                break
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return d
-
-
-def canonical(obj) -> str:
-    """One JSON text per value: sorted keys, no spaces, keys as strings (a JSON round trip first)."""
-    plain = json.loads(json.dumps(obj, default=str, allow_nan=True))
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def config_hash(cfg) -> str:
-    return sha256(canonical(normalize(cfg)))[:20]
 
 
 def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -476,21 +413,3 @@ def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:
         if diff:
             out.append((reason, ", ".join(diff)))
     return out or [("edited", "the identity's key does not match its parts")]
-
-
-# ----------------------------------------------------------------------------- the seal
-
-
-def _payload(results: dict) -> dict:
-    return {k: v for k, v in results.items() if k != "digest"}
-
-
-def seal(results: dict) -> dict:
-    """Add ``digest``: sha256 of the results' canonical JSON (everything but the digest)."""
-    results["digest"] = sha256(canonical(_payload(results)))
-    return results
-
-
-def seal_ok(results: dict) -> bool:
-    """False when the file was edited after it was written (or carries no digest)."""
-    return results.get("digest") == sha256(canonical(_payload(results)))

@@ -9,7 +9,7 @@ Checks, in order (the first that fails is the reason):
    (``[]`` or ``3`` is malformed); a check that raises on a hostile file is a reason too;
 2. ``status`` is ``finished``;
 3. the **seal**: a ``digest`` is present and equals the sha256 of the rest of the file
-   (``clsuite.identity.seal_ok``): a file without one is *unsealed*, a file whose digest does not
+   (:func:`seal_ok`): a file without one is *unsealed*, a file whose digest does not
    match was *edited* after it was written;
 4. the **schema** (:func:`schema_problem`): ``benchmark`` and ``method`` strings, ``seed`` and
    ``memory`` whole numbers; ``b`` a list of T finite accuracies in [0, 100]; ``R`` a T x T
@@ -27,12 +27,16 @@ run's own file, not a forger who recomputes it. Files written by the code since 
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from clsuite import identity as ident
+from omegaconf import DictConfig, OmegaConf
+
 from clsuite.io import Unreadable, load_json
 from clsuite.metrics import METRICS, all_metrics
 
@@ -87,7 +91,7 @@ def problem(res) -> str | None:
         return f"status {res.get('status')!r}, not 'finished'"
     if "digest" not in res:
         return "unsealed (no digest): not written by a run, or edited"
-    if not ident.seal_ok(res):
+    if not seal_ok(res):
         return "edited after it was written (its digest does not match its content)"
     return schema_problem(res)
 
@@ -153,12 +157,12 @@ def identity_problem(identity, cfg: dict) -> str | None:
     key = identity.get("key")
     if not isinstance(key, str) or not _HEX64.fullmatch(key):
         return f"identity.key is not a sha256: {key!r}"
-    if ident.canonical(identity.get("config")) != ident.canonical(ident.normalize(cfg)):
+    if canonical(identity.get("config")) != canonical(normalize(cfg)):
         return "identity.config is not the file's config (normalised)"
     code = identity.get("code")
     if isinstance(code, dict) and "hash" in code and "data" in identity and "env" in identity:
         parts = {k: identity[k] for k in ("config", "code", "data", "env")}
-        if ident.sha256(ident.canonical(parts)) != key:
+        if sha256(canonical(parts)) != key:
             return "identity.key is not the hash of the identity's parts"
     return None
 
@@ -167,3 +171,94 @@ def code_hash_of(res: dict) -> str | None:
     """The content hash of the code that made a run (None for files made before content hashes)."""
     code = (res.get("identity") or {}).get("code") or {}
     return code.get("hash") if isinstance(code, dict) else None
+
+
+# ----------------------------------------------------------------------------- the config part of an identity
+
+
+# Keys of the resolved config that cannot change a run's result. The folder names of sweep jobs
+# leave out the same keys (conf/config.yaml hydra.job.config.override_dirname.exclude_keys;
+# tests/test_sweeps.py checks that the two lists agree). Threads and the device are not config
+# identity: what the run actually used is in the env part.
+IGNORED_KEYS = (
+    "experiment",
+    "resume",
+    "checkpoint",  # when a run saves its state (clsuite.checkpoint): a resumed run's numbers are the same
+    "checkpoint_every",
+    "keep_weights",
+    "logger",
+    "launcher",
+    "trainer.progress_bar",
+    "trainer.log_every_n_steps",
+    "trainer.threads",
+    "trainer.device_index",
+    "trainer.accelerator",
+    "data.root",
+    "data.download",
+    "data.verify_md5",
+    "data.cache_dir",  # where decoded arrays are kept: keyed by the archive's checksum and the decoder
+)
+
+
+def _container(cfg) -> dict:
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return copy.deepcopy(cfg)
+
+
+def _drop_nulls(d):
+    if isinstance(d, dict):
+        return {k: _drop_nulls(v) for k, v in d.items() if v is not None}
+    return d
+
+
+def normalize(cfg) -> dict:
+    """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values.
+
+    A key added to the configs later with a null default leaves the identity of the runs made
+    before it unchanged: absent and null compare equal.
+    """
+    d = _drop_nulls(_container(cfg))
+    d.pop("hydra", None)
+    for key in IGNORED_KEYS:
+        *parents, leaf = key.split(".")
+        node = d
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return d
+
+
+def canonical(obj) -> str:
+    """One JSON text per value: sorted keys, no spaces, keys as strings (a JSON round trip first)."""
+    plain = json.loads(json.dumps(obj, default=str, allow_nan=True))
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def config_hash(cfg) -> str:
+    return sha256(canonical(normalize(cfg)))[:20]
+
+
+# ----------------------------------------------------------------------------- the seal
+
+
+def _payload(results: dict) -> dict:
+    return {k: v for k, v in results.items() if k != "digest"}
+
+
+def seal(results: dict) -> dict:
+    """Add ``digest``: sha256 of the results' canonical JSON (everything but the digest)."""
+    results["digest"] = sha256(canonical(_payload(results)))
+    return results
+
+
+def seal_ok(results: dict) -> bool:
+    """False when the file was edited after it was written (or carries no digest)."""
+    return results.get("digest") == sha256(canonical(_payload(results)))

@@ -15,7 +15,7 @@ and write only through ``memory.append`` / ``memory.replace`` / ``memory.place``
 ``learner.logit_mask(t)``, ``learner.task_classes``) but must not train it.
 Per-slot data of its own goes into a field it declares (``memory.declare``, e.g.
 ``ClassRingBuffer``'s arrival times): checkpointed with the memory. Its other state
-(its attributes) is checkpointed through ``state_dict`` (``clsuite.state``).
+(its attributes) is checkpointed through ``state_dict`` (``clsuite.runtime``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from clsuite.memory.buffer import Memory
-from clsuite.state import AttributeState
+from clsuite.runtime import AttributeState
 
 
 class UpdatePolicy(AttributeState, ABC):

@@ -24,12 +24,12 @@ Call order::
         plugin.on_task_end(learner, k, datamodule)       # Fisher, anchors, previous network
         (the row R[k, :] is measured, with plugin.predict(learner, x, t) when it returns scores)
         (a task-end checkpoint may be written: plugin.state_dict(), by default its attributes;
-         on resume plugin.load_state_dict(state, learner) after the network's weights: clsuite.state)
+         on resume plugin.load_state_dict(state, learner) after the network's weights: clsuite.runtime)
 """
 
 from __future__ import annotations
 
-from clsuite.state import AttributeState
+from clsuite.runtime import AttributeState
 
 
 class Plugin(AttributeState):

@@ -16,7 +16,7 @@ write ``learner.memory.score`` (the interference scores E-BRS reads),
 (``memory.declare``); it must not change the network, the optimizer or the
 memory's samples. Randomness comes from torch's global generator (seeded per
 run, saved in checkpoints), so a policy is reproducible for a seed; its
-attributes are its checkpointed state (``clsuite.state``).
+attributes are its checkpointed state (``clsuite.runtime``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from clsuite.state import AttributeState
+from clsuite.runtime import AttributeState
 
 
 class ReplayPolicy(AttributeState, ABC):
