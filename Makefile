@@ -158,7 +158,7 @@ help:                    ## this list: every target with its `##` note
 
 EXP ?= table2
 aggregate: setup       ## tables and figures from the runs on disk (any multirun/ folder): make aggregate EXP="memory tau"
-	$(PY) scripts/aggregate.py $(EXP)
+	$(PY) src/run.py aggregate $(EXP)
 
 # Numerics (docs/NUMERICS.md): Table II of this code on this machine, under the CPU kernels of
 # NUMERICS=native|portable -> multirun/machines_<NUMERICS>/ (compare machines: copy another machine's
@@ -189,7 +189,7 @@ noise: setup             ## ER, MIR, C-CMR, E-BRS, AdaER under every CPU kernel 
 DOCS ?=
 .PHONY: report
 report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1: also docs/, if every section has runs)
-	$(PY) scripts/report.py $(if $(DOCS),--docs)
+	$(PY) src/run.py report $(if $(DOCS),--docs)
 
 # ---------------------------------------------------------------------------------------------
 # W&B from the results files on disk, no training: a W&B run for every grid point that has none
@@ -197,4 +197,4 @@ report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1:
 # tables; offline (multirun/<exp>/*/wandb/, results/<exp>/wandb/) unless WANDB_MODE=online.
 .PHONY: wandb
 wandb: setup           ## W&B runs + charts of an experiment from its results files: make wandb EXP=table2
-	$(PY) scripts/wandb_sync.py $(EXP)
+	$(PY) src/run.py wandb $(EXP)
