@@ -92,8 +92,8 @@ def test_sweep_composes_with_its_grid(name):
 def test_sweep_fixed_keys():
     assert compose_sweep("table2").memory == 100
     assert compose_sweep("cifar100", "benchmark=split_cifar100").benchmark.iters_per_batch == 5
-    # W&B: the experiment leads the tags and the group (one table cell: clsuite.wandb_sync.describe)
-    from clsuite.wandb_sync import describe
+    # W&B: the experiment leads the tags and the group (one table cell: clsuite.wandb_run.describe)
+    from clsuite.wandb_run import describe
 
     d = describe(OmegaConf.to_container(compose_sweep("tau", "logger=wandb", "tau=0.3"), resolve=False))
     assert d["tags"][0] == "tau" and d["group"].startswith("tau ") and "tau=0.3" in d["group"]

@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 
 from clsuite.metrics import METRICS
 from clsuite.progress import keep_report, sweep_progress
-from clsuite.wandb_sync import describe, log_from_results, offline_runs, read_offline_run, sync_experiment
+from clsuite.wandb_run import describe, log_from_results
+from clsuite.wandb_sync import offline_runs, read_offline_run, sync_experiment
 from tests.conftest import make_cfg
 from tests.results_fixtures import fake_R, write_run
 
@@ -144,7 +145,7 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
 
 
 def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
-    from clsuite.wandb_sync import csv_history
+    from clsuite.wandb_run import csv_history
 
     job = tmp_path / "multirun" / "exp" / "method=er,seed=0"
     res = train_logged(job, "method=er", logger="csv")  # log_every_n_steps=5

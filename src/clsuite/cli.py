@@ -198,7 +198,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
                 shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an earlier, interrupted attempt's
                 job.log(how)
                 print(f"{how} {job.name}: results exist (Acc={results['metrics']['acc']:.2f})")
-                from clsuite.wandb_sync import mirror_finished  # logger=wandb: a W&B run from the results
+                from clsuite.wandb_run import mirror_finished  # logger=wandb: a W&B run from the results
 
                 mirror_finished(cfg, job.out_dir, how, hc.overrides.task)
                 return results["metrics"]["acc"]

@@ -20,9 +20,9 @@ results file is written. ``logger.required=true`` makes W&B required: a run that
 W&B is then one ``error:`` line (:class:`LoggerUnavailable`, exit 2) before training.
 
 W&B gets a run per
-job (name, group, tags: ``clsuite.wandb_sync.describe``); at its end the results file adds
+job (name, group, tags: ``clsuite.wandb_run.describe``); at its end the results file adds
 the run's identity to its config, b, the final metrics and the accuracy matrix
-(``clsuite.wandb_sync.log_results``), and the run is finished (failed when the job raised), so
+(``clsuite.wandb_run.log_results``), and the run is finished (failed when the job raised), so
 that every multirun job is its own W&B run.
 """
 
@@ -40,7 +40,7 @@ from omegaconf import OmegaConf
 from clsuite.config import wandb_settings
 from clsuite.io import RESULTS_FILE
 from clsuite.results import read_run
-from clsuite.wandb_sync import (
+from clsuite.wandb_run import (
     STEP_AXIS,
     init_run,
     log_results,

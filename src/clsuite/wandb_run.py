@@ -1,0 +1,307 @@
+"""Weights & Biases, one run: what a run logs, how runs are named and grouped, the mirror of a results file.
+
+Only sealed, well-formed results files (``clsuite.results.read_run``) are mirrored; the others are
+named (``left out``) and never synced. An experiment's runs and its aggregate run: ``clsuite.wandb_sync``.
+
+1. **One W&B run per grid point.** A run that trains logs live (``clsuite.loggers``); a sweep job
+   that is skipped (finished before) or reused (same identity in another experiment) is logged
+   from its ``results.json`` (:func:`log_from_results`, config ``source: skipped | reused``, tag
+   ``from_results``), and this script does the same for every results file of an experiment that
+   no W&B run mirrors yet (``source: synced``). ``<job>/wandb/mirror.json`` names the run that
+   mirrors the folder's results file (by its SHA-256), so a grid point is logged once however
+   often the sweep is resumed; when the results change (a rerun), the folder's earlier runs move
+   to ``<job>/wandb/superseded/``, out of what ``wandb sync <job>/wandb/offline-run-*`` uploads.
+2. **Names and groups.** group = one cell of a table: the experiment and every key that tells
+   conditions apart (benchmark, method, M, reading, tau, lambda, lr and any other key the sweep or
+   the command line sets), so the runs of a group are its seeds; job_type = the method; the name
+   and the tags carry every key, the seed included (:func:`describe`); only keys the method reads:
+   no M for a method without memory, tau only where a policy reads it (C-CMR, AdaER), lambda
+   only when the stream is imbalanced (lambda > 0).
+3. **What a run holds.** Tasks are numbered 1..T, as in the figures. Axis ``task`` (= i + 1 after
+   the i-th row of R): ``acc/task<j+1>`` = R[i, j] for the tasks trained so far (a task not trained
+   yet is absent, not 0) and ``acc/seen`` = their mean; axis ``train/step`` (incoming batches
+   trained on, all tasks): ``train/loss`` and its parts ``train/loss_current``,
+   ``train/loss_replay`` where the loss has them (a run pushed from its results file replays them
+   from its folder's CSV logger output, ``csv/metrics.csv``, when that file belongs to these
+   results: :func:`csv_history`); summary: ``final/<metric>`` for every metric of
+   ``clsuite.metrics.METRICS``, ``b/task<j+1>``, times; the table ``accuracy_matrix`` (b, then R);
+   config: the resolved config, ``source``, and the results file's ``identity`` (config, code,
+   data, env), reading, versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from clsuite.config import dotted_get, wandb_settings
+from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, write_json_atomic
+from clsuite.metrics import METRICS
+from clsuite.results import read_run
+
+MIRROR_FILE = "mirror.json"  # <folder>/wandb/: the W&B run that mirrors the folder's results file
+TASK_AXIS = "task"  # row i of R
+STEP_AXIS = "train/step"  # incoming batches trained on so far (learner.train_steps)
+
+# Override keys that do not tell conditions apart (where and how a run is logged, launched, resumed,
+# on which device); the thread count does (it moves results), so ``trainer.threads`` stays.
+_NOT_A_CONDITION = (
+    "experiment",
+    "resume",
+    "logger",
+    "launcher",
+    "hydra",
+    "data.root",
+    "data.download",
+    "data.verify_md5",
+)
+_NOT_A_CONDITION += ("trainer.progress_bar", "trainer.log_every_n_steps", "trainer.device_index", "trainer.accelerator")
+_NAMED = ("benchmark", "method", "memory", "memory_per_class", "reading", "tau", "lambda", "lr", "seed")
+
+
+# ----------------------------------------------------------------------------- naming
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def swept_keys(overrides) -> dict[str, str]:
+    """``{key: value}`` of the overrides that set a condition (not logging, launching, devices)."""
+    out = {}
+    for o in overrides or ():
+        key, sep, value = str(o).partition("=")
+        key = key.lstrip("+~")
+        if sep and key != "trainer" and not any(key == k or key.startswith(k + ".") for k in _NOT_A_CONDITION):
+            out[key] = value
+    return out
+
+
+def describe(cfg: dict, overrides=()) -> dict:
+    """W&B name, group, job_type and tags of a run of ``cfg`` (a resolved config as a dict).
+
+    ``overrides`` (the job's Hydra overrides, or its folder name split at commas) adds every
+    other key the sweep or the command line set (``batch_size=10``, ...) to the name, the tags
+    and the group: runs that differ in anything but the seed never share a group.
+    """
+    method = cfg.get("method") or {}
+    known = "replay" in method or "update" in method  # a results file written without them: name every key
+    has_memory = not known or bool(method.get("replay") or method.get("update"))  # Online, Joint, oEWC, SI: none
+    parts = [
+        ("benchmark", dotted_get(cfg, "benchmark.name")),
+        ("method", dotted_get(cfg, "method.name")),
+        ("M", f"{cfg.get('memory')}{'/class' if cfg.get('memory_per_class') else ''}" if has_memory else None),
+        ("reading", cfg.get("reading")),
+        ("tau", cfg.get("tau") if not known or _reads(method, "tau") else None),  # C-CMR's: not ER's, MIR's, ...
+        ("lambda", cfg.get("lambda") or None),  # the stream's imbalance: named when there is one
+        ("lr", cfg.get("lr")),
+    ]
+    named = {"benchmark.name", "method.name", *_NAMED}
+    parts += [(k, v) for k, v in sorted(swept_keys(overrides).items()) if k not in named]
+    parts = [(k, _fmt(v)) for k, v in parts if v is not None]
+    seed = ("seed", _fmt(cfg.get("seed")))
+    exp = str(cfg.get("experiment", "default"))
+    label = lambda kv: kv[1] if kv[0] in ("benchmark", "method") else f"{kv[0]}={kv[1]}"  # noqa: E731
+    return {
+        "parts": dict(parts),
+        "name": _short(" ".join(label(kv) for kv in [*parts, seed])),
+        "group": _short(" ".join([exp, *(label(kv) for kv in parts)])),
+        "job_type": str(dotted_get(cfg, "method.name")),
+        "tags": [exp, *(label(kv)[:64] for kv in [*parts, seed])],
+    }
+
+
+def _reads(node, key: str) -> bool:
+    """Whether the method's resolved config (its replay, update and plugin) has ``key`` anywhere."""
+    if isinstance(node, dict):
+        return key in node or any(_reads(v, key) for v in node.values())
+    return isinstance(node, list) and any(_reads(v, key) for v in node)
+
+
+def _short(text: str, limit: int = 128) -> str:
+    """W&B caps names and groups at 128 characters: a longer one keeps its start and a hash of the whole."""
+    return text if len(text) <= limit else f"{text[: limit - 10]} ~{_sha(text)[:8]}"
+
+
+# ----------------------------------------------------------------------------- one mirror per folder
+
+
+def _sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def results_sha(out_dir) -> str | None:
+    """SHA-256 of the folder's results file (None when it has none)."""
+    try:
+        return _sha(read_regular(Path(out_dir) / RESULTS_FILE))
+    except (OSError, Unreadable):
+        return None
+
+
+def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
+    """Whether the folder's W&B run (``wandb/mirror.json``) already mirrors this content, in this mode."""
+    m = read_object(Path(out_dir) / "wandb" / MIRROR_FILE) or {}
+    return content_sha is not None and m.get("sha256") == content_sha and m.get("mode") == mode
+
+
+def supersede(out_dir) -> None:
+    """Move the folder's earlier W&B runs into ``wandb/superseded/`` (kept, but not synced by
+    ``wandb sync <job>/wandb/offline-run-*``): a folder's runs mirror its current results only."""
+    d = Path(out_dir) / "wandb"
+    old = [p for p in d.glob("*run-*") if p.is_dir() and not p.is_symlink()] if d.is_dir() else []
+    for p in old:
+        (d / "superseded").mkdir(exist_ok=True)
+        os.replace(p, d / "superseded" / p.name)
+    (d / MIRROR_FILE).unlink(missing_ok=True)
+
+
+def mark_mirrored(run, out_dir, content_sha: str | None, mode: str) -> None:
+    if content_sha is not None:
+        write_json_atomic(
+            Path(out_dir) / "wandb" / MIRROR_FILE, {"run_id": run.id, "sha256": content_sha, "mode": mode}
+        )
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def init_run(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None):
+    """A W&B run for the job in ``out_dir`` with its name, group, tags and axes; the folder's
+    earlier W&B runs are superseded."""
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
+    d = describe(cfg, overrides)
+    supersede(out_dir)
+    tags = [*d["tags"], *(lc.get("tags") or [])] + ([] if source == "ran" else ["from_results", source])
+    run = wandb.init(
+        **wandb_settings(lc),
+        name=lc.get("run_name") or d["name"],
+        group=lc.get("group") or d["group"],
+        job_type=d["job_type"],
+        tags=list(dict.fromkeys(tags)),
+        dir=str(out_dir),
+        config={**cfg, "source": source},
+        reinit="create_new",
+    )
+    define_axes(run)
+    return run
+
+
+def define_axes(run) -> None:
+    """Per-task keys on the ``task`` axis, training keys on ``train/step`` (never global_step)."""
+    run.define_metric(TASK_AXIS)
+    run.define_metric("acc/*", step_metric=TASK_AXIS)
+    run.define_metric(STEP_AXIS)
+    run.define_metric("train/*", step_metric=STEP_AXIS)
+
+
+def row_metrics(i: int, accs, seen: int) -> dict:
+    """The keys of row i of R, tasks numbered 1..T as in the figures: ``task`` = i + 1,
+    ``acc/task<j+1>`` = R[i, j] for the ``seen`` tasks trained so far (the others absent), and
+    ``acc/seen`` = their mean."""
+    accs = [float(a) for a in accs][:seen]
+    return {TASK_AXIS: i + 1, **{f"acc/task{j + 1}": a for j, a in enumerate(accs)}, "acc/seen": float(np.mean(accs))}
+
+
+def log_results(run, res: dict) -> None:
+    """What a run logs at its end, from its results file: identity, b, final metrics, R table."""
+    R, b = res.get("R") or [], res.get("b") or []
+    meta = {
+        k: res[k] for k in ("identity", "reading", "versions", "device", "memory_capacity", "reused_from") if k in res
+    }
+    run.config.update(meta, allow_val_change=True)
+    m = res.get("metrics", {})
+    run.summary.update({f"final/{k}": m.get(k) for k in METRICS})
+    run.summary.update({f"b/task{j + 1}": v for j, v in enumerate(b)})
+    run.summary.update({k: res[k] for k in ("wall_time_s", "train_time_s") if k in res})
+    if R:
+        import wandb
+
+        cols = ["row", *(f"task{j + 1}" for j in range(len(R[0])))]
+        rows = [[f"after task {i + 1}", *r] for i, r in enumerate(R)]
+        rows = ([["b (init)", *b]] if len(b) == len(R[0]) else []) + rows
+        run.log({"accuracy_matrix": wandb.Table(columns=cols, data=rows)})
+
+
+CSV_FILE = Path("csv") / "metrics.csv"  # clsuite.loggers: the CSV logger's output in a run folder
+
+
+def csv_history(out_dir, res: dict) -> list[dict]:
+    """The loss rows (``train/step``, ``train/loss``, its parts) the run logged to ``csv/metrics.csv``.
+
+    Only when the file belongs to these results: its per-task rows (``acc/seen``) must be the
+    rows of R the results hold, and its steps within the run's; else (no file, another run's
+    file, a run logged with logger=none) no rows.
+    """
+    import csv
+
+    try:
+        text = read_regular(Path(out_dir) / CSV_FILE).decode()
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except (OSError, Unreadable, csv.Error, UnicodeDecodeError):
+        return []
+    R, total = res.get("R") or [], sum(res.get("steps_per_task") or [])
+    square = bool(R) and len(R) == len(R[0])
+    want = [float(np.mean(r[: i + 1 if square else len(r)])) for i, r in enumerate(R)]
+    try:
+        seen = [float(r["acc/seen"]) for r in rows if r.get("acc/seen")]
+        loss = [
+            {k: (int(float(v)) if k == STEP_AXIS else float(v)) for k, v in r.items() if k.startswith("train/") and v}
+            for r in rows
+            if r.get("train/loss")
+        ]
+    except (TypeError, ValueError):
+        return []
+    same = len(seen) == len(want) and np.allclose(seen, want, rtol=0, atol=1e-6)
+    if not same or any(h.get(STEP_AXIS, total + 1) > total for h in loss):
+        return []
+    return loss
+
+
+def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None) -> bool:
+    """A W&B run for a job that did not train (skipped, reused, synced), from its results file.
+
+    Replays the loss rows its run logged (:func:`csv_history`) on the ``train/step`` axis and the
+    rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the results file
+    is missing or this grid point already has a W&B run. Returns whether it logged.
+    """
+    found, sha = read_run(Path(out_dir) / RESULTS_FILE), results_sha(out_dir)
+    lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
+    if not found.ok or mirrored(out_dir, sha, wandb_settings(lc)["mode"]):
+        return False  # no sealed results file (clsuite.results): nothing to mirror
+    res = found.data
+    run = init_run(cfg, out_dir, source=source, overrides=overrides, logger_cfg=lc)
+    try:
+        for h in csv_history(out_dir, res):
+            run.log(h)
+        R = res.get("R") or []
+        square = len(R) == len(R[0]) if R else False
+        for i, row in enumerate(R):
+            run.log(row_metrics(i, row, seen=i + 1 if square else len(row)))
+        log_results(run, res)
+    finally:
+        run.finish()
+    mark_mirrored(run, out_dir, sha, wandb_settings(lc)["mode"])
+    return True
+
+
+def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
+    """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb.
+
+    A W&B failure (no network in online mode, ...) is a warning: the job's results stand.
+    """
+    if cfg.logger.name != "wandb":
+        return
+    from omegaconf import OmegaConf
+
+    try:
+        log_from_results(OmegaConf.to_container(cfg, resolve=True), out_dir, source=how, overrides=overrides)
+    except Exception as e:
+        print(f"warning: {Path(out_dir).name}: no W&B run from its results ({type(e).__name__}: {e})", file=sys.stderr)
