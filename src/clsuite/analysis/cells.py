@@ -90,9 +90,9 @@ CELLS = (
           "method.replay._target_=BalancedReplay, method.replay.by=task": "equal shares per past task (Avalanche)",
           "method.replay.exclude_current_task=false": "R from the whole memory, current task too (Mammoth agem_r)",
           "method.update._target_=ClassRingBuffer": "ring buffer per class, filled during the task (A-GEM's code)",
-          "method.update._target_=TaskReservoir, method.update.n_tasks=null, method.update.per_task=null":
-              "a random M // T of each task (Avalanche)",
-          "method.update._target_=TaskReservoir, method.update.n_tasks=null, method.update.per_task=10":
+          # (a label names only the keys whose value differs from the default's: per_task=null is the default's)
+          "method.update._target_=TaskReservoir": "a random M // T of each task (Avalanche)",
+          "method.update._target_=TaskReservoir, method.update.per_task=10":
               "one batch (10) per task (Mammoth agem's end_task)"}),
     Cell("stored_logits", "MIR's stored logits", ("mir", "ccmr", "ebrs", "adaer"),
          ("choices_logits_on_overwrite",), "make cell-logits", _reading_value("logits_on_overwrite"),
