@@ -30,6 +30,8 @@ RECORDS = {  # measurements the report does not make: each names its machine and
     "PARITY.md": "GSS, iCaRL, HAL beside Mammoth",
     "GPU.md": "GPU tests and CIFAR times",
     "CHECKPOINTS.md": "checkpoint size and write time",
+    "NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines (issue 29's runs)",
+    "CELLS.md": "Table II cells checked by measurement (issue 33's runs), until the report's docs copy is rebuilt",
 }
 FIGURE = re.compile(r"(?<![\w.])[-−+]?\d+\.\d+(?![\w]|\.\d)")
 
