@@ -4,8 +4,10 @@ the run's own Acc; the weights map onto Mammoth's MLP layout; the table is docs/
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -108,3 +110,33 @@ def test_mammoths_arguments_are_the_suites_setting(cfg):
             30, 10, 10, 0.1, 1)  # fmt: skip
     assert (a["gss"]["batch_num"], a["hal"]["hal_lambda"], a["hal"]["beta"], a["hal"]["gamma"]) == (1, 0.1, 0.5, 0.1)
     assert a["icarl"]["opt_wd"] == 1e-5 and a["icarl"]["optim_wd"] == 0.0
+
+
+def test_a_stopped_harness_keeps_every_finished_pair(tmp_path, monkeypatch):
+    (tmp_path / "mammoth" / "models").mkdir(parents=True)
+    (tmp_path / "mammoth" / "models" / "gss.py").write_text("")
+    monkeypatch.setattr(mammoth_side, "checkout_commit", lambda root: mammoth_side.PINNED)
+    monkeypatch.setattr(mammoth_side, "load", lambda root: {})
+    monkeypatch.setattr(harness, "provenance", lambda root: {"mammoth_commit": mammoth_side.PINNED})
+    monkeypatch.setattr("clsuite.numerics.apply", lambda mode: None)
+    monkeypatch.setattr(
+        suite_side, "compose", lambda *a, **k: SimpleNamespace(trainer=SimpleNamespace(numerics="native"))
+    )
+    done = []
+
+    def measure(method, bench, seed, *rest):
+        if len(done) == 2:
+            raise KeyboardInterrupt  # the user stops it during the third pair
+        done.append(seed)
+        return 80.0 + seed, 79.0
+
+    monkeypatch.setattr(harness, "measure", measure)
+    out = tmp_path / "parity.json"
+    args = ["--mammoth", str(tmp_path / "mammoth"), "--methods", "hal", "--seeds", "0", "1", "2", "--out", str(out)]
+    with pytest.raises(KeyboardInterrupt):
+        harness.main(args)
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and saved["rows"][0]["suite"] == {"0": 80.0, "1": 81.0}
+    done.clear()
+    monkeypatch.setattr(harness, "measure", lambda *a: (80.0, 79.0))
+    assert harness.main(args) == 0 and json.loads(out.read_text())["complete"] is True

@@ -20,7 +20,8 @@ Both sides run in one process under ``trainer.numerics=portable`` (``clsuite.num
 CPU kernels on any x86-64 machine, so that the table reproduces elsewhere; ``--suite
 trainer.numerics=native`` for this machine's own) and one torch thread. Prints the Markdown table
 and writes every number, with the suite's commit and code hash, the Mammoth commit, the kernels
-and the machine, to ``--out`` (JSON). ``--suite KEY=VALUE``: one-change diagnostics
+and the machine, to ``--out`` (JSON), after every pair: a stopped harness keeps what it finished
+(``complete``: false). ``--suite KEY=VALUE``: one-change diagnostics
 of docs/PARITY.md (``method.plugin.hal_lambda=0.01``, ``replay_loss=concat``, ...);
 ``PARITY_NOFLIP=1``: Mammoth's iCaRL without the flipped class means. Exit 2 with one ``error:``
 line when the checkout is missing or not Mammoth's. Slow: one suite run and one Mammoth run per
@@ -95,6 +96,13 @@ def provenance(mammoth: Path) -> dict:
     }
 
 
+def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> None:
+    """Every number so far, atomically (``complete``: false until the last pair is done)."""
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps({"provenance": prov, "complete": complete, "rows": rows}, indent=1))
+    tmp.replace(out)
+
+
 def measure(method: str, benchmark: str, seed: int, reading: str, suite_extra, classes) -> tuple[float, float]:
     cfg = suite_side.compose(method, benchmark, seed, reading, suite_extra)
     mat = suite_side.materials(cfg)
@@ -135,7 +143,8 @@ def main(argv=None) -> int:
     apply(first.trainer.numerics)  # before this process's first torch computation, as a run does
     torch.set_num_threads(1)
     classes = mammoth_side.load(root)
-    rows = []
+    rows, out, prov = [], Path(a.out), provenance(root)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for method in a.methods:
         for bench in a.benchmarks:
             row = {"method": method, "benchmark": bench, "reading": a.reading, "suite_overrides": a.suite,
@@ -144,12 +153,10 @@ def main(argv=None) -> int:
                 s, m = measure(method, bench, seed, a.reading, a.suite, classes)
                 row["suite"][seed], row["mammoth"][seed] = s, m
                 print(f"{method} {bench} seed {seed}: suite {s:.2f}, Mammoth {m:.2f}", file=sys.stderr, flush=True)
+                write(out, prov, [*rows, row], complete=False)  # a stopped harness keeps every finished pair
             rows.append(row)
-    text = table(rows)
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"provenance": provenance(root), "rows": rows}, indent=1))
-    print(text)
+    write(out, prov, rows, complete=True)
+    print(table(rows))
     print(f"\n(every number: {out})", file=sys.stderr)
     return 0
 
