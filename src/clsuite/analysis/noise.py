@@ -98,10 +98,10 @@ def seeds_needed(delta: float, sd_d: float, power: float = POWER, level: float =
     return n_max
 
 
-def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
-    """Step 3, one row per (benchmark, pair of methods)."""
+def _differences(runs: pd.DataFrame, pairs):
+    """(benchmark, "A vs B", per-seed differences as a seeds x kernel sets frame) per pair of methods,
+    over the seeds that both methods ran under every kernel set (at least 2)."""
     wide = _complete(runs)
-    rows = []
     for bench in wide.index.get_level_values("benchmark").unique():
         for a, b in pairs:
             try:
@@ -109,40 +109,35 @@ def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
             except KeyError:
                 continue
             seeds = x.index.intersection(y.index)
-            if len(seeds) < 2:
-                continue
-            d = (x.loc[seeds] - y.loc[seeds]).to_numpy()  # seeds x kernel sets
-            sd_d = math.sqrt(np.mean(np.var(d, axis=0, ddof=1)))
-            flips = int(((d > 0).any(axis=1) & (d < 0).any(axis=1)).sum())
-            rows.append({
-                "benchmark": bench, "pair": f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", "seeds": len(seeds),
-                "kernel_sets": d.shape[1], "d_mean": float(d.mean()), "sd_d": sd_d,
-                "sd_d_num": math.sqrt(np.mean(np.var(d, axis=1, ddof=1))), "sign_flips": flips,
-                **{f"n_{delta:g}": seeds_needed(delta, sd_d) for delta in DELTAS},
-            })  # fmt: skip
+            if len(seeds) >= 2:
+                yield bench, f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", x.loc[seeds] - y.loc[seeds]
+
+
+def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
+    """Step 3, one row per (benchmark, pair of methods)."""
+    rows = []
+    for bench, pair, diff in _differences(runs, pairs):
+        d = diff.to_numpy()  # seeds x kernel sets
+        sd_d = math.sqrt(np.mean(np.var(d, axis=0, ddof=1)))
+        flips = int(((d > 0).any(axis=1) & (d < 0).any(axis=1)).sum())
+        rows.append({
+            "benchmark": bench, "pair": pair, "seeds": d.shape[0],
+            "kernel_sets": d.shape[1], "d_mean": float(d.mean()), "sd_d": sd_d,
+            "sd_d_num": math.sqrt(np.mean(np.var(d, axis=1, ddof=1))), "sign_flips": flips,
+            **{f"n_{delta:g}": seeds_needed(delta, sd_d) for delta in DELTAS},
+        })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def outcomes_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
     """Step 4, one row per (benchmark, pair, kernel set): the comparison over the seeds every kernel set ran."""
-    wide = _complete(runs)
     rows = []
-    for bench in wide.index.get_level_values("benchmark").unique():
-        for a, b in pairs:
-            try:
-                x, y = wide.loc[(bench, a)], wide.loc[(bench, b)]
-            except KeyError:
-                continue
-            seeds = x.index.intersection(y.index)
-            if len(seeds) < 2:
-                continue
-            d = x.loc[seeds] - y.loc[seeds]  # seeds x kernel sets
-            judged = {k: one_sample(d[k].to_numpy()) for k in d.columns}
-            moves = len({outcome(p) for p in judged.values()}) > 1
-            for kernels, p in judged.items():
-                rows.append({"benchmark": bench, "pair": f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", "kernels": kernels,
-                             "seeds": p.n, "mean": p.mean, "low": p.low, "high": p.high, "outcome": outcome(p),
-                             "moves": moves})  # fmt: skip
+    for bench, pair, diff in _differences(runs, pairs):
+        judged = {k: one_sample(diff[k].to_numpy()) for k in diff.columns}
+        moves = len({outcome(p) for p in judged.values()}) > 1
+        for kernels, p in judged.items():
+            rows.append({"benchmark": bench, "pair": pair, "kernels": kernels, "seeds": p.n, "mean": p.mean,
+                         "low": p.low, "high": p.high, "outcome": outcome(p), "moves": moves})  # fmt: skip
     return pd.DataFrame(rows)
 
 
