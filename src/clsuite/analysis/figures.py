@@ -363,6 +363,7 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
     for ax in axes[-1, :]:
         ax.set_xlabel("evaluated on task j", fontsize=7)
     per = " x ".join(["method", *(short(k) for k in swept)])
+    fig.subplots_adjust(top=1 - 0.8 / fig.get_figheight())  # the two title lines sit above the panels' titles
     fig.suptitle(_title(f"{title}\none panel per {per}"), fontsize=10)
     bar = fig.colorbar(im, ax=axes, fraction=0.02)
     bar.set_label("accuracy (%), mean over the panel's n seeds", fontsize=7)
