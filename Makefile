@@ -42,7 +42,7 @@ format: setup
 BENCH_ARGS ?=
 bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
-	$(PY) scripts/bench_checkpoint.py
+	$(PY) scripts/bench.py --measure checkpoint
 
 bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/NUMERICS.md)
 	$(PY) scripts/bench.py --numerics native portable $(BENCH_ARGS)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# On a GPU machine: the GPU tests, then the GPU benchmark (scripts/gpu_bench.py).
+# On a GPU machine: the GPU tests, then the GPU benchmark (scripts/bench.py --device cuda).
 #
-#   bash scripts/gpu_check.sh [gpu_bench.py arguments...]
+#   bash scripts/gpu_check.sh [scripts/bench.py arguments...]
 #
 # Python packages the machine lacks (hydra-core, omegaconf, antlr4, quadprog, ...) are taken
 # from .whl/ when it exists (wheels made on a machine with network: see README, "GPU") and
 # installed into /tmp/site, on PYTHONPATH. The machine's own torch is used: print its version.
-# Results: stdout, and under $OUT (default ./gpu_check_out): pytest log, gpu_bench.{json,log}.
+# Results: stdout, and under $OUT (default ./gpu_check_out): pytest log, bench.{json,log,md}.
 # TEST_TIMEOUT, BENCH_TIMEOUT (seconds) bound the two parts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ test_rc=${PIPESTATUS[0]}
 if grep -q "^SKIPPED" "$OUT/pytest_gpu.log"; then echo "error: GPU tests were skipped"; test_rc=1; fi
 
 echo "== benchmark"
-timeout "${BENCH_TIMEOUT:-3600}" $PY scripts/gpu_bench.py --out "$OUT" "$@"
+timeout "${BENCH_TIMEOUT:-3600}" $PY scripts/bench.py --device cuda --out "$OUT" "$@"
 bench_rc=$?
 echo "== exit: tests $test_rc, bench $bench_rc"
 exit $((test_rc || bench_rc))

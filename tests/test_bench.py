@@ -1,0 +1,102 @@
+"""scripts/bench.py (`make bench`, `make bench-numerics`, the GPU benchmark): bad input is one error
+line before any process starts; the tables' medians and ratios on given rows; (slow) a small run of
+the jobs, stream and net measurements on the CPU."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scripts" / "bench.py"
+
+
+def bench_module():
+    spec = importlib.util.spec_from_file_location("bench_script", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--methods", "er", "nope"], "error: unknown method(s) nope; valid: "),
+        (["--measure", "stream", "--benchmarks", "split_mnist,mnist"], "error: unknown benchmark(s) mnist; valid: "),
+        (["--device", "cuda", "--measure", "jobs"], "error: --device cuda measures the stream only"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_2(args, line):
+    p = run(*args)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.startswith(line) and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def job(method, r, train_s, work, wall_s, label="new"):
+    return {"benchmark": "split_mnist", "method": method, "round": r, "label": label, "train_s": train_s, "steps": 10,
+            "work_per_batch": work, "wall_s": wall_s, "eval_s": 0.5, "cpu_s": 2 * train_s, "cpu": "X", "torch": "T",
+            "imports_s": 1.0}  # fmt: skip
+
+
+def test_jobs_table_medians_against_er_and_rounds_after_the_first():
+    b = bench_module()
+    args = argparse.Namespace(benchmark=["split_mnist"], repeats=3, methods=["er", "gss"], root=ROOT, set=[])
+    rows = [job("er", r, 1.0 + r, 60, 4.0 + r) for r in range(3)] + [job("gss", r, 3.0, 120, 6.0) for r in range(3)]
+    text, summary = b.report_jobs(args, rows, rows, ["new"], (1.0, 2.0, 3.0))
+    # ER: 0.1, 0.2, 0.3 s per batch (median 0.2); job wall over rounds 1, 2: 5 and 6 s, of which 3 s outside
+    assert "| er | 200.00 | 1.00 | 1.00 | 5.50 | 3.00 | 55 | 0.50 |" in text
+    assert "| gss | 300.00 | 1.50 | 2.00 | 6.00 | 3.00 | 50 | 0.50 |" in text
+    assert "ER's first job (round 0: reads the data files): 3.00 s outside training of 4.00 s" in text
+    assert summary["gss"] == pytest.approx(
+        {"ms_per_batch": 300, "time_vs_er": 1.5, "work_vs_er": 2, "outside_share": 0.5}
+    )
+
+
+def test_variants_side_by_side_with_ratios_to_the_first():
+    b = bench_module()
+    args = argparse.Namespace(benchmark=["split_mnist"], repeats=2)
+    rows = [job("er", r, 1.0, 60, 4.0, "native") for r in range(2)]
+    rows += [job("er", 0, 2.0, 60, 4.0, "portable"), job("er", 1, 4.0, 60, 4.0, "portable")]
+    text, summary = b.report_jobs(args, rows, rows, ["native", "portable"], (1.0, 2.0, 3.0))
+    assert "| benchmark | method | ms/batch native | ms/batch portable | ms/batch portable / native | CPU s/job" in text
+    assert "| split_mnist | er | 100.00 | 300.00 | 3.00 | 2.00 | 6.00 | 3.00 |" in text
+    assert summary["split_mnist er"]["CPU s/job"] == {"native": 2.0, "portable": 6.0}
+
+
+def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
+    b = bench_module()
+    ok = {"benchmark": "split_cifar10", "method": "er", "label": "new", "device": "H", "torch": "T",
+          "ms_per_batch": 10.0, "eval_s": 0.05, "peak_mb": 160.0, "projected_full_run_s": 90.0,
+          "syncs_per_batch": 1.5, "sync_sites": {"memory/buffer.py:1 x": 1.5}, "gpu_busy_ms_per_batch": 2.5}  # fmt: skip
+    failed = {"benchmark": "split_cifar10", "method": "mir", "label": "new", "error": "RuntimeError: boom"}
+    text, _ = b.report_stream(argparse.Namespace(), [ok], [ok, failed], ["new"], (1.0, 2.0, 3.0))
+    assert "| split_cifar10 | er | new | 10.00 | 0.05 | 160 | 1.5 | 25% | 1.5 min |" in text
+    assert "| split_cifar10 | mir | new | ERROR RuntimeError: boom | - | - | - | - | - |" in text
+    assert "  split_cifar10 er new: 1.5/batch\n       1.5  memory/buffer.py:1 x" in text
+
+
+@pytest.mark.slow
+def test_each_measurement_runs_on_the_cpu(tmp_path):
+    """The jobs, stream and net measurements, a few batches each, through their child processes."""
+    p = run("--methods", "er", "--repeats", "1", "--benchmark", "synthetic", "--out", str(tmp_path / "jobs"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "| er | " in p.stdout and "| 1.00 | 1.00 |" in p.stdout
+    saved = json.loads((tmp_path / "jobs" / "bench.json").read_text())
+    assert saved["complete"] and saved["rows"][0]["steps"] > 0 and saved["summary"]["er"]["time_vs_er"] == 1.0
+    p = run("--measure", "stream", "--benchmark", "synthetic", "--methods", "er", "--batches", "2", "--warmup", "1")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "device: cpu" in p.stdout and "| synthetic | er | new |" in p.stdout
+    p = run("--measure", "net", "--numerics", "native", "--arch", "mlp", "--shape", "1", "28", "28", "--batches", "1",
+            "--warmup", "0", "--eval", "4")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "| native | " in p.stdout and "aten " in p.stdout
