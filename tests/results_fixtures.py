@@ -7,7 +7,7 @@ seen are at 0); ``write_run`` writes one sealed ``results.json`` with the fields
 accepts; ``edit_run`` changes one and seals it again; ``paper_suite`` fills
 ``multirun/`` with every paper experiment on two benchmarks, used to draw the figures in tests.
 
-    .venv/bin/python -m tests.results_fixtures /tmp/fake_multirun     # then: python scripts/report.py --multirun-dir ...
+    .venv/bin/python -m tests.results_fixtures /tmp/fake_multirun     # then: python src/run.py report --multirun-dir ...
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ fails when the adjustment is removed (``family_wise=False`` shows the former ver
 from __future__ import annotations
 
 import math
-import runpy
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from scipy import stats
 from clsuite.analysis import claims as cl
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import load_runs
-from clsuite.analysis.report import _claim_json, _rules
+from clsuite.analysis.report import _claim_json, _rules, main_claims
 from clsuite.analysis.stats import Paired, one_sample
 from tests.results_fixtures import fake_R, write_run
 from tests.test_aggregate import _t4_two_sided_p
@@ -136,10 +134,9 @@ def test_claims_table_and_what_moved_from_the_same_runs(tmp_path, capsys):
     (mir,) = [c for c in _claim_json(new)["comparisons"] if c["label"] == "AdaER vs MIR, Acc"]  # claims.json
     assert (mir["outcome"], mir["outcome_raw"]) == (cl.RAW_ONLY, cl.CONTRADICTED) and mir["p_adj"] > cl.ALPHA
     assert "Holm's step-down" in _rules() and "contradicted raw, not after Holm" in _rules()  # the report says so
-    # the script prints both tables from the same runs and the verdicts that moved
-    main = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "claims.py"))["main"]
-    assert main(["--multirun-dir", str(tmp_path / "multirun")]) == 0
+    # `clsuite claims` prints both tables from the same runs and the verdicts that moved
+    assert main_claims(["--multirun-dir", str(tmp_path / "multirun")]) == 0
     out = capsys.readouterr().out
     assert out.index("(former rule:") < out.index("(contradicted: Holm") < out.index("### Verdicts that moved")
-    assert main(["--multirun-dir", str(tmp_path / "nothing")]) == 2
+    assert main_claims(["--multirun-dir", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.startswith("error: --multirun-dir")

@@ -36,18 +36,26 @@ def test_analysis_verbs_reach_their_functions(verb, tmp_path, capsys):
     assert e.value.code == 2 and "error: " in capsys.readouterr().err and "nope" in str(tmp_path / "nope")
 
 
+@pytest.mark.parametrize("verb", ["claims", "choices"])
+def test_claims_and_choices_are_verbs_that_need_runs(verb, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        commands.main([verb, "--multirun-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and str(tmp_path) in err
+
+
 def test_hint_names_the_command_that_works_here_with_this_interpreter(monkeypatch, tmp_path):
-    """A checkout: its scripts with the interpreter running now (the system ``python`` may lack the
+    """A checkout: src/run.py (or its scripts) with the interpreter running now (the system ``python`` may lack the
     suite's dependencies); installed: the console command when it is this environment's, else
     ``<this python> -m clsuite``."""
     python = Path(sys.executable)
     monkeypatch.chdir(ROOT)
     py = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
-    assert home.hint("aggregate", "card") == f"{py} scripts/aggregate.py card"
+    assert home.hint("aggregate", "card") == f"{py} src/run.py aggregate card"
     assert home.hint("wandb", "card") == f"{py} scripts/wandb_sync.py card"
     assert home.hint("paper", "table2", "--seeds", "5") == f"{py} src/run.py paper table2 --seeds 5"
     monkeypatch.chdir(tmp_path)  # elsewhere: the paths in full
-    assert home.hint("aggregate", "card") == f"{python} {ROOT / 'scripts' / 'aggregate.py'} card"
+    assert home.hint("aggregate", "card") == f"{python} {ROOT / 'src' / 'run.py'} aggregate card"
     monkeypatch.setattr(home, "CHECKOUT", Path("/nonexistent"))  # an installed package: no checkout
     monkeypatch.setattr(home.shutil, "which", lambda name: str(python.parent / "clsuite"))
     assert home.hint("aggregate", "card") == "clsuite aggregate card"
@@ -87,7 +95,7 @@ def test_sweep_then_aggregate_through_the_verbs(tmp_path):
     p = subprocess.run([*run, "sweep", *fast, "method=er,online", "experiment=card"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    assert f"tables and figures: {sys.executable} {ROOT / 'scripts' / 'aggregate.py'} card" in p.stderr
+    assert f"tables and figures: {sys.executable} {ROOT / 'src' / 'run.py'} aggregate card" in p.stderr
     assert "reading=mir_code" in p.stdout  # every printed run summary names its reading
     p = subprocess.run([*run, "aggregate", "card"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

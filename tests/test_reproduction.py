@@ -1,4 +1,4 @@
-"""The reproduction report (scripts/report.py) and the CIFAR path, end to end.
+"""The reproduction report (clsuite report) and the CIFAR path, end to end.
 
 Fast: the report is built from hand-made results files (tests/results_fixtures.py, no training):
 it never touches docs/ without runs, names what is missing, labels unknown methods by their name. Slow: ER, MIR and AdaER train end to end with the reduced ResNet-18 on CIFAR-shaped

@@ -5,13 +5,14 @@
     clsuite paper TARGET [...]        a paper table or figure, sweep + tables (= make TARGET): clsuite.paper.main
     clsuite aggregate EXP [...]       tables and figures of multirun/EXP/: clsuite.analysis.report.main_aggregate
     clsuite report [--docs]           the reproduction report from multirun/: clsuite.analysis.report.main_report
+    clsuite claims [--rule R]         the paper's claims judged from multirun/, printed: clsuite.analysis.report.main_claims
+    clsuite choices                   the paper's open choices, paired by seed: clsuite.analysis.choices.main
     clsuite wandb EXP [...]           W&B runs and charts from results files: clsuite.wandb_sync.main
     clsuite help [VERB]               the verbs and the config keys (= clsuite --help), or one verb's options
 
-A checkout runs the same functions as ``python src/run.py [verb] ...`` and ``python scripts/<verb>.py``
-(``scripts/aggregate.py``, ``report.py``, ``wandb_sync.py``); ``python -m clsuite [verb] ...`` works
-wherever the package is importable. ``clsuite.home.hint`` names the form that works where the process
-runs.
+A checkout runs the same functions as ``python src/run.py [verb] ...``; ``python -m clsuite [verb] ...``
+works wherever the package is importable. ``clsuite.home.hint`` names the form that works where the
+process runs.
 
 An argument that is a verb only counts as one in the first place; overrides always hold ``=``
 (``method=mir``) and options start with ``-``, so neither is taken for a verb.
@@ -19,9 +20,9 @@ An argument that is a verb only counts as one in the first place; overrides alwa
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 
 def _run(argv: list[str]) -> int:
@@ -35,28 +36,10 @@ def _sweep(argv: list[str]) -> int:
     return _run(argv if {"-m", "--multirun"} & set(argv) else ["-m", *argv])
 
 
-def _aggregate(argv: list[str]) -> int:
-    from clsuite.analysis.report import main_aggregate
-
-    return main_aggregate(argv)
-
-
-def _report(argv: list[str]) -> int:
-    from clsuite.analysis.report import main_report
-
-    return main_report(argv, root=Path.cwd())
-
-
-def _wandb(argv: list[str]) -> int:
-    from clsuite.wandb_sync import main
-
-    return main(argv)
-
-
-def _paper(argv: list[str]) -> int:
-    from clsuite.paper import main
-
-    return main(argv)
+def _call(target: str) -> Callable[[list[str]], int]:
+    """The verb whose work is ``module:function`` (imported when the verb runs)."""
+    module, function = target.split(":")
+    return lambda argv: getattr(importlib.import_module(module), function)(argv)
 
 
 def _help(argv: list[str]) -> int:
@@ -78,10 +61,12 @@ def _help(argv: list[str]) -> int:
 VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "sweep": _sweep,
-    "paper": _paper,
-    "aggregate": _aggregate,
-    "report": _report,
-    "wandb": _wandb,
+    "paper": _call("clsuite.paper:main"),
+    "aggregate": _call("clsuite.analysis.report:main_aggregate"),
+    "report": _call("clsuite.analysis.report:main_report"),  # from the working directory's multirun/
+    "claims": _call("clsuite.analysis.report:main_claims"),
+    "choices": _call("clsuite.analysis.choices:main"),
+    "wandb": _call("clsuite.wandb_sync:main"),
     "help": _help,
 }
 

@@ -26,6 +26,8 @@ usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment
                                                   ablation, ablation_cifar100, all, choices (clsuite help paper)
        clsuite aggregate EXP [...]                tables and figures of multirun/EXP/ -> results/EXP/
        clsuite report [--docs]                    the reproduction report from multirun/ -> results/report/
+       clsuite claims [--rule holm|interval|both] the paper's claims judged from multirun/, printed (writes nothing)
+       clsuite choices                            the paper's open choices, paired by seed -> results/choices/
        clsuite wandb EXP [...]                    W&B runs and charts of an experiment, from its results files
        clsuite help [VERB]                        this text, or one verb's options
        clsuite --cfg job [KEY=VALUE ...]          print the composed config, run nothing

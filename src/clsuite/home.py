@@ -4,7 +4,7 @@ A leaf (no ``clsuite`` import), so that every layer may ask it. ``CONF_DIR`` / `
 packaged copies ``clsuite/conf`` and ``clsuite/sweeps`` in an installed wheel, the repository's
 ``conf/`` and ``sweeps/`` in a checkout. :func:`hint` names the form of a verb that works where the
 process runs, with the interpreter that runs it (``sys.executable``, which has the suite's
-dependencies; a bare ``python`` may not): ``.venv/bin/python scripts/aggregate.py table2`` in a
+dependencies; a bare ``python`` may not): ``.venv/bin/python src/run.py aggregate table2`` in a
 checkout, ``clsuite aggregate table2`` where the package is installed and its console command is this
 environment's, else ``/path/to/python -m clsuite aggregate table2``.
 """
@@ -27,7 +27,7 @@ def _data_dir(name: str) -> Path:
 
 CONF_DIR = _data_dir("conf")
 SWEEPS_DIR = _data_dir("sweeps")  # the paper sweeps (clsuite.paper): sweeps/ or the package's copy
-SCRIPTS = {"aggregate": "aggregate.py", "report": "report.py", "wandb": "wandb_sync.py"}  # a checkout's scripts/
+SCRIPTS = {"wandb": "wandb_sync.py"}  # a checkout's scripts/
 
 
 def in_checkout() -> bool:

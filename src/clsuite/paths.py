@@ -2,7 +2,7 @@
 
 The experiment (``multirun/<experiment>/``, ``outputs/<experiment>/``, ``results/<experiment>/``),
 the benchmark and method names (a single run's folder ``<time>_<benchmark>_<method>_<id>``) and
-the arguments of ``scripts/aggregate.py`` / ``scripts/wandb_sync.py`` name folders. A name is
+the arguments of ``clsuite aggregate`` / ``clsuite wandb`` name folders. A name is
 refused (``ConfigError``: one ``error:`` line, exit 2, before anything is written) when it
 
 - is empty, ``.`` or ``..``, or starts with ``.`` (hidden and bookkeeping folders: ``.index``);

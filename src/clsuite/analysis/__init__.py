@@ -5,7 +5,7 @@
 - ``stats``: mean, sample std, n per cell; paired differences over seeds (t interval, paired t, sign-flip);
 - ``claims``: the paper's claims as paired comparisons, and the one verdict rule;
 - ``tables`` / ``figures``: Markdown + LaTeX tables, PNG + PDF figures;
-- ``report``: per-experiment outputs (``scripts/aggregate.py``) and the report (``scripts/report.py``).
+- ``report``: per-experiment outputs (``clsuite aggregate``) and the report (``clsuite report``).
 
 Metric names, labels, units and directions come from ``clsuite.metrics`` (``METRICS``, ``QUANTITIES``).
 """

@@ -45,7 +45,7 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    it is the test the interval inverts (rules 1 and 4 agree at m = 1), and the sign-flip p is
    discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
    0.00098 with 10, just under 0.025 / 24 = 0.00104. The former rule (any interval below 0 falsifies, no correction) is
-   ``judge(..., family_wise=False)``, kept to compare the two (``scripts/claims.py --rule both``).
+   ``judge(..., family_wise=False)``, kept to compare the two (``clsuite claims --rule both``).
 
 The paper's numbers quoted in its text (``paper_values.QUOTES``) are set beside ours with a 95%
 t interval over seeds (relative numbers computed per seed) and whether the interval contains the

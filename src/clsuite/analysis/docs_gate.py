@@ -1,4 +1,4 @@
-"""The gate of ``make report DOCS=1`` (``scripts/report.py --docs``): which runs may reach docs/.
+"""The gate of ``make report DOCS=1`` (``clsuite report --docs``): which runs may reach docs/.
 
 The committed report is what a reader trusts without rerunning anything, so docs/ is written
 only when every run the report would show

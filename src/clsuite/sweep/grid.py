@@ -4,7 +4,7 @@
 params + command-line overrides, Hydra's basic sweeper's order), checks it
 (:func:`unknown_options`, :func:`validate_grid`, then :func:`check_folders`: one ``error:`` line,
 exit 2, before any job starts; a bad value is named before the folders it would share) and only then writes ``<sweep dir>/grid.json``, the expected job
-folders ``scripts/aggregate.py`` checks for missing and failed runs. The jobs it validated are
+folders ``clsuite aggregate`` checks for missing and failed runs. The jobs it validated are
 recorded (:func:`was_validated`), and the sweeper (``hydra_plugins.clsuite_sweeper``) then skips
 Hydra's own check, which composes every job once more, one after the other, before the first
 starts (Table II: 280 compositions, about 20 s with one of two cores idle).
