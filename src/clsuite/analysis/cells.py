@@ -24,19 +24,17 @@ Steps (:func:`notes`, :func:`table`):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
 
+from clsuite.analysis import choices as ch
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.load import Experiment, experiment_names, load_experiment
+from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, varying_keys
 from clsuite.analysis.stats import Paired, paired
-from clsuite.config import CONF_DIR
 from clsuite.io import GRID_FILE, read_object
 
 ENV = ("code", "torch_threads", "device", "torch", "numerics")
@@ -45,14 +43,10 @@ NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
 )  # fmt: skip
 
 
-def _reading_value(key: str) -> Callable[[dict, str], bool]:
-    """Default = the reading's own value of ``key`` (conf/reading/<reading>.yaml)."""
-
-    def is_default(flat: dict, reading: str) -> bool:
-        path = Path(CONF_DIR) / "reading" / f"{reading}.yaml"
-        return path.is_file() and flat.get(key) == OmegaConf.load(path).get(key)
-
-    return is_default
+def _reading_value(choice: str) -> Callable[[dict, str], bool]:
+    """Default = the reading's own value of an open choice (``clsuite.analysis.choices.Choice.default``)."""
+    c = ch.BY_EXPERIMENT[ch.PREFIX + choice]
+    return lambda flat, reading: (d := c.default(reading)) is not ch.NO_DEFAULT and flat.get(c.key) == d
 
 
 def _agem_default(flat: dict, reading: str) -> bool:
@@ -103,9 +97,9 @@ CELLS = (
 BY_NAME = {c.name: c for c in CELLS}
 
 
-def _sweep_of(e: Experiment) -> str | None:
-    """The sweep (``--config-name``) that made the experiment, from its grid's command line."""
-    argv = ((e.status or {}).get("grid") or {}).get("argv") or []
+def _sweep_of(grid: dict) -> str | None:
+    """The sweep (``--config-name``) that made an experiment, from its grid's command line."""
+    argv = (grid or {}).get("argv") or []
     for i, a in enumerate(argv):
         if a in ("--config-name", "-cn") and i + 1 < len(argv):
             return str(argv[i + 1])
@@ -116,7 +110,7 @@ def _sweep_of(e: Experiment) -> str | None:
 
 def owner(e: Experiment) -> Cell | None:
     """The cell whose sweep made ``e`` (or whose sweep bears its name), if any."""
-    sweep = _sweep_of(e)
+    sweep = _sweep_of((e.status or {}).get("grid"))
     return next((c for c in CELLS if e.name in c.sweeps or sweep in c.sweeps), None)
 
 
@@ -125,8 +119,7 @@ def find(multirun) -> dict[str, Experiment]:
     root, out = Path(multirun), {}
     sweeps = {s for c in CELLS for s in c.sweeps}
     for name in experiment_names(root):
-        grid = read_object(root / name / GRID_FILE) or {}
-        if name in sweeps or _sweep_of(Experiment(name, root / name, pd.DataFrame(), {"grid": grid})) in sweeps:
+        if name in sweeps or _sweep_of(read_object(root / name / GRID_FILE)) in sweeps:
             out[name] = load_experiment(root / name)
     return out
 
@@ -136,22 +129,12 @@ def cell_runs(cell: Cell, experiments: dict[str, Experiment]) -> tuple[pd.DataFr
     mine = [e for e in experiments.values() if not e.empty and owner(e) is cell]
     if not mine:
         return pd.DataFrame(), []
-    runs = pd.concat([e.runs for e in mine]).drop_duplicates("key")
+    runs = distinct_runs(mine)
     return runs[runs["method"].isin(cell.methods)], sorted(e.name for e in mine)
 
 
-def _show(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, str) and v.startswith("clsuite."):
-        return v.rsplit(".", 1)[1]  # a class: its name
-    return str(v)
-
-
 def _label(flat: dict, base: dict, keys: list[str]) -> str:
-    return ", ".join(f"{k}={_show(flat.get(k))}" for k in keys if flat.get(k) != base.get(k))
+    return ", ".join(f"{k}={ch.show(flat.get(k))}" for k in keys if flat.get(k) != base.get(k))
 
 
 @dataclass(frozen=True)
@@ -200,9 +183,7 @@ def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
     runs = runs.assign(env=runs[list(ENV)].astype(str).agg("|".join, axis=1))
     for (bench, method, reading), g in runs.groupby(["benchmark", "method", "reading"], sort=False):
         g = g[g["env"] == g["env"].value_counts().index[0]]  # one environment: the one with most runs
-        keys = sorted(
-            {k for f in g["flat"] for k in f if len({json.dumps(x.get(k), default=str) for x in g["flat"]}) > 1}
-        )
+        keys = sorted(varying_keys(g["flat"]))
         is_def = g["flat"].map(lambda f, r=reading: bool(cell.is_default(f, r)))
         base = g[is_def]
         if base.empty:
@@ -230,14 +211,10 @@ def table(all_rows: list[Row]) -> tb.Table:
         "whether the interval holds 0 (no measured effect), the gap to the paper (explains the gap), lies short of "
         "it (explains part), beyond it (overshoots), or on the other side (away from the paper).",
     )  # fmt: skip
-    last = None
     for r in all_rows:
-        if last is not None and r.cell != last:
-            t.rule()
-        last = r.cell
         t.add([r.cell.title, pv.method_label(r.method), r.name, pv.bench_label(r.benchmark), r.reading, r.diff.n,
                f"{r.default_acc:.1f}", f"{r.variant_acc:.1f}", r.diff.interval(),
-               "" if r.gap is None else f"{r.gap:+.1f}", r.verdict])  # fmt: skip
+               "" if r.gap is None else f"{r.gap:+.1f}", r.verdict], group=r.cell)  # fmt: skip
     return t
 
 

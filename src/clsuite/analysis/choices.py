@@ -103,11 +103,13 @@ BY_EXPERIMENT = {c.experiment: c for c in CHOICES}
 
 
 def show(v) -> str:
-    """A value as the command line writes it: null, true/false, 0, inf, 50, insertion."""
+    """A value as the command line writes it: null, true/false, 0, inf, 50, insertion; a class by its name."""
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, str) and v.startswith("clsuite."):
+        return v.rsplit(".", 1)[1]
     if isinstance(v, float):
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
@@ -184,14 +186,10 @@ def table(rows: list[Row]) -> tb.Table:
         note="Δ = value − default, per seed, mean over the seeds both arms have (n), 95% Student-t interval. "
         "Acc higher is better, Forget lower is better. Everything but the choice is the reading's setting.",
     )  # fmt: skip
-    last = None
     for r in rows:
-        if last is not None and r.choice != last:
-            t.rule()
-        last = r.choice
         t.add([r.choice.name, r.reading, f"{r.value} ({r.default})", pv.bench_label(r.benchmark),
                pv.method_label(r.method), r.n, f"{r.default_acc:.1f}", r.diffs["acc"].interval(),
-               r.diffs["forget"].interval()])  # fmt: skip
+               r.diffs["forget"].interval()], group=r.choice)  # fmt: skip
     return t
 
 

@@ -1,20 +1,8 @@
-"""The gate of ``make report DOCS=1`` (``clsuite report --docs``): which runs may reach docs/.
-
-The committed report is what a reader trusts without rerunning anything, so docs/ is written
-only when every run the report would show
-
-1. is **sealed** and well formed (``clsuite.results.read_run``) and no results file of the
-   experiments was left out (an edited or unsealed file would silently drop a seed);
-2. was made by the **committed code** (its ``identity.code.hash`` equals the content hash of the
-   code at ``git HEAD``, :func:`committed_code`) or by an **accepted earlier code**: an entry of
-   ``docs/accepted_code.json`` (:data:`ACCEPTED_FILE`) naming the code hash, the commit that made
-   it and why its results stand (e.g. the later commits changed no computation of R), less the
-   methods its ``except_methods`` names (methods whose code changed since: their runs of that
-   code are refused);
-3. ran on the **real data sets**: not ``benchmark.source=synthetic``, and every data file of its
-   identity has an md5.
-
-Otherwise the refusal names each run and why (``ungated``), and docs/ is left untouched.
+"""The gate of ``make report DOCS=1`` (``clsuite report --docs``): which runs may reach docs/
+(docs/INTEGRITY.md, section 3). Every run the report shows must be sealed with no results file
+left out, made by the committed code (:func:`committed_code`) or by a code accepted in
+``docs/accepted_code.json`` (less the methods its ``except_methods`` names), and on the real data
+sets; otherwise :func:`ungated` names each run and why, and docs/ is left untouched.
 """
 
 from __future__ import annotations

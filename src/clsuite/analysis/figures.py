@@ -34,6 +34,7 @@ from matplotlib.lines import Line2D
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.load import CONDITIONS, select, short
+from clsuite.analysis.stats import n_range
 from clsuite.metrics import QUANTITIES
 
 METHOD_STYLE = {
@@ -116,14 +117,14 @@ def _per_benchmark(df: pd.DataFrame):
     return (*_panels(len(benches)), benches)
 
 
-def _finish(fig, axes, title: str, handles: list, n_seeds: str, stem: Path) -> list[Path]:
+def _finish(fig, axes, title: str, handles: list, ns, stem: Path) -> list[Path]:
     seen: dict[str, object] = {}
     for h in handles:
         seen.setdefault(h.get_label(), h)
     fig.suptitle(_title(title), fontsize=11)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 7), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, -0.01))  # fmt: skip
-    fig.text(0.99, 0.005 + 0.06 * (1 + (len(seen) - 1) // 7), f"ours: mean ± 1 std over {n_seeds} seeds",
+    fig.text(0.99, 0.005 + 0.06 * (1 + (len(seen) - 1) // 7), f"ours: mean ± 1 std over {n_range(ns)} seeds",
              ha="right", fontsize=8, color="0.3")  # fmt: skip
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -131,31 +132,24 @@ def _finish(fig, axes, title: str, handles: list, n_seeds: str, stem: Path) -> l
     return _save(fig, stem)
 
 
-def _seeds(n) -> str:
-    n = sorted({int(v) for v in n})
-    return str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
-
-
 def _paper_points(benchmark: str, method: str, quantity: str, cond: dict) -> list[float]:
     """The paper's values of ``quantity`` for this method under ``cond``: Table II, then its text."""
-    out = []
-    t2 = pv.TABLE2_CONDITIONS
-    if all(np.isclose(float(cond.get(k, t2[k])), t2[k]) for k in CONDITIONS):
-        v = pv.table2_value(benchmark, method, quantity)
-        out += [v] if v is not None else []
+    v = pv.table2_value(benchmark, method, quantity) if pv.under(cond) else None
+    out = [] if v is None else [v]
     for q in pv.QUOTES:
-        c = {**t2, **q.at}
-        if (q.kind, q.benchmark, q.method, q.quantity) == ("abs", benchmark, method, quantity) and all(
-            np.isclose(float(cond.get(k, t2[k])), float(c[k])) for k in CONDITIONS
-        ):
+        if (q.kind, q.benchmark, q.method, q.quantity) == ("abs", benchmark, method, quantity) and pv.under(cond, q.at):
             out += [q.value] if q.value not in out else []
     return out
 
 
-def _paper_marker(ax, x: float, y: float, marker: str, colour) -> None:
-    """The paper's value: a hollow marker in the series' colour inside a black edge."""
-    ax.plot([x], [y], ls="none", marker=marker, ms=9, mfc="none", mec="k", mew=1.0)
-    ax.plot([x], [y], ls="none", marker=marker, ms=6, mfc="none", mec=colour, mew=1.2)
+def _paper_markers(ax, x: float, benchmark: str, method: str, quantity: str, row, marker: str, colour) -> list:
+    """The paper's values for the setting of ``row`` (its conditions): hollow markers in the series'
+    colour inside a black edge at ``x``; their legend handles."""
+    ys = _paper_points(benchmark, method, quantity, {k: row[k] for k in CONDITIONS})
+    for y in ys:
+        ax.plot([x], [y], ls="none", marker=marker, ms=9, mfc="none", mec="k", mew=1.0)
+        ax.plot([x], [y], ls="none", marker=marker, ms=6, mfc="none", mec=colour, mew=1.2)
+    return [PAPER_HANDLE] * len(ys)
 
 
 def _bounds_ylim(ax, quantity: str) -> None:
@@ -199,9 +193,7 @@ def vs_condition(
             ax.errorbar(x, y, yerr=_clip(quantity, y, sm[f"{quantity}_std"]), color=colour, marker=marker, ms=5,
                         capsize=2, lw=1.2, label=pv.method_label(m))  # fmt: skip
             for xi, (_, r) in zip(x, sm.iterrows()):
-                for v in _paper_points(b, m, quantity, {k2: r[k2] for k2 in CONDITIONS}):
-                    _paper_marker(ax, xi, v, marker, colour)
-                    handles.append(PAPER_HANDLE)
+                handles += _paper_markers(ax, xi, b, m, quantity, r, marker, colour)
         handles += _joint_line(ax, sb, quantity)
         if log:
             ax.set_xscale("log", base=2)
@@ -210,7 +202,7 @@ def vs_condition(
         ax.set(title=pv.bench_label(b), xlabel=xlabel or AXIS[x_key], ylabel=QUANTITIES[quantity].axis_label)
         _bounds_ylim(ax, quantity)
         handles = [*ax.get_legend_handles_labels()[0], *handles]
-    return _finish(fig, axes, title, handles, _seeds(s["n"]), stem)
+    return _finish(fig, axes, title, handles, s["n"], stem)
 
 
 def levels(
@@ -229,14 +221,12 @@ def levels(
         ax.errorbar(sb[x_key], y, yerr=_clip(quantity, y, sb[f"{quantity}_std"]), color=colour,
                     ls=LINESTYLES[k % len(LINESTYLES)], marker="o", capsize=2, label=pv.bench_label(b))  # fmt: skip
         for _, r in sb.iterrows():
-            for v in _paper_points(b, method, quantity, {k2: r[k2] for k2 in CONDITIONS}):
-                _paper_marker(ax, r[x_key], v, "o", colour)
-                paper = True
+            paper |= bool(_paper_markers(ax, r[x_key], b, method, quantity, r, "o", colour))
     ax.set_xticks(sorted(s[x_key].unique()))
     ax.set(xlabel=AXIS[x_key], ylabel=QUANTITIES[quantity].axis_label, title=pv.method_label(method))
     _bounds_ylim(ax, quantity)
     handles = ax.get_legend_handles_labels()[0] + ([PAPER_HANDLE] if paper else [])
-    return _finish(fig, axes, title, handles, _seeds(s["n"]), stem)
+    return _finish(fig, axes, title, handles, s["n"], stem)
 
 
 def first_task(runs: pd.DataFrame, title: str, stem: Path, by: str = "method") -> list[Path]:
@@ -275,16 +265,14 @@ def first_task(runs: pd.DataFrame, title: str, stem: Path, by: str = "method") -
             ax.fill_between(x, lo, hi, color=colour, alpha=0.12, lw=0)
             ns.append(len(col))
             method = g if by == "method" else rg["method"].iloc[0]
-            cond = {c: rg[c].iloc[0] for c in CONDITIONS}
-            for v in _paper_points(b, method, "first_task_final", cond):
-                _paper_marker(ax, len(mean) + (k - (len(groups) - 1) / 2) * dodge, v, marker, colour)
-                handles.append(PAPER_HANDLE)
+            x_paper = len(mean) + (k - (len(groups) - 1) / 2) * dodge
+            handles += _paper_markers(ax, x_paper, b, method, "first_task_final", rg.iloc[0], marker, colour)
         T = max((R.shape[1] for R in rb["R"] if R.ndim == 2), default=1)
         ax.set_xticks(range(1, T + 1) if T <= 10 else range(1, T + 1, max(1, T // 10)))
         ax.set(title=pv.bench_label(b), xlabel="after training task i (tasks numbered 1..T)",
                ylabel="accuracy on task 1 (%)", ylim=(-2, 102))  # fmt: skip
         handles = [*ax.get_legend_handles_labels()[0], *handles]
-    return _finish(fig, axes, title, handles, _seeds(ns or [0]), stem)
+    return _finish(fig, axes, title, handles, ns or [0], stem)
 
 
 def bars(summary: pd.DataFrame, quantity: str, title: str, stem: Path, **where) -> list[Path]:
@@ -309,7 +297,7 @@ def bars(summary: pd.DataFrame, quantity: str, title: str, stem: Path, **where) 
     ax.set_xticks(range(len(benches)), [pv.bench_label(b) for b in benches])
     ax.set(ylabel=QUANTITIES[quantity].axis_label)
     _bounds_ylim(ax, quantity)
-    return _finish(fig, axes, title, ax.get_legend_handles_labels()[0], _seeds(s["n"]), stem)
+    return _finish(fig, axes, title, ax.get_legend_handles_labels()[0], s["n"], stem)
 
 
 def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
@@ -368,22 +356,3 @@ def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
     bar = fig.colorbar(im, ax=axes, fraction=0.02)
     bar.set_label("accuracy (%), mean over the panel's n seeds", fontsize=7)
     return _save(fig, stem, ("png",), dpi=110)
-
-
-def heatmap(R, path, title: str = "") -> Path:
-    """One run's accuracy matrix as an annotated heatmap (PNG), tasks numbered 1..T."""
-    R = np.asarray(R, dtype=float)
-    fig, ax = plt.subplots(figsize=(1 + 0.6 * R.shape[1], 1 + 0.5 * R.shape[0]))
-    im = ax.imshow(R, vmin=0, vmax=100, cmap="viridis")
-    if R.size <= 100:
-        for (i, j), v in np.ndenumerate(R):
-            ax.text(j, i, f"{v:.0f}", ha="center", va="center", color="w" if v < 60 else "k", fontsize=8)
-    ax.set_xticks(range(R.shape[1]), range(1, R.shape[1] + 1))
-    ax.set_yticks(range(R.shape[0]), range(1, R.shape[0] + 1))
-    ax.set(xlabel="evaluated on task j", ylabel="after training task i")
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046, label="accuracy (%)")
-    fig.tight_layout()
-    fig.savefig(Path(path), dpi=120)
-    plt.close(fig)
-    return Path(path)

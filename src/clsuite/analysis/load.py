@@ -15,20 +15,16 @@ Steps (``load_experiment``):
    (``reused_from``) and the same job reached twice count once.
 4. ``variant``: config keys, other than the grouping keys, that take several values within one
    group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
-4b. One run per seed of a cell (:func:`one_per_seed`): two runs of one cell and seed with different
-   identities (other code, threads, data) are never pooled: the current code's run is kept, else
-   the newest; the others are listed (``seed_duplicates``).
+4b. One run per seed of a cell (:func:`one_per_seed`; the rule: docs/INTEGRITY.md, section 2), the
+   others listed (``seed_duplicates``).
 5. Status against the sweep's ``grid.json``: finished (the grid's folders that hold their own
    run), failed (``failed.json`` and no results), missing (expected, neither finished nor failed),
    outside the grid (left by an earlier sweep), stale files, and whether the runs mix code versions
    (content hashes of the code) or environments (thread counts move results: PROTOCOL, "compare
    runs only when everything that moves numbers is equal").
 
-A folder of the grid counts only the run the grid asked for there: a results file whose
-normalised config is not the one the grid recorded for the folder (``config_hash``, written by
-``clsuite.sweep.grid.validate_grid``; another job's file copied in) is left out with the reason,
-never counted (``rejected``; ``--strict`` fails on it). Of two copies of one run, the grid's own
-is kept (3 and 4), so a copy elsewhere never takes a cell from its folder.
+A folder of the grid counts only the run the grid asked for there (its ``config_hash``), and of
+two copies of one run the grid's own is kept: docs/INTEGRITY.md, section 2.
 
 The reading (``paper_text`` / ``mir_code``, the paper's open choices settled two ways) is the
 top-level ``reading`` of the results file; files from before readings existed are ``unlabelled``.
@@ -234,17 +230,19 @@ def job_overrides(job: str) -> str:
     return ",".join(i for i in split_items(Path(job).name) if i.split("=", 1)[0] not in grouping)
 
 
+def varying_keys(flats) -> set[str]:
+    """The keys whose value differs between flattened configs (a key one of them lacks: null there)."""
+    flats = list(flats)
+    keys = {k for f in flats for k in f}
+    return {k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1}
+
+
 def variants(rows: list[dict]) -> list[str]:
     """``key=value,...`` of the config keys that vary within one group of the grouping keys."""
-    group = [tuple(str(r[k]) for k in ("benchmark", "method", "reading", *CONDITIONS)) for r in rows]
-    keys = sorted({k for r in rows for k in r["flat"]})
-    varying = []
-    for k in keys:
-        seen: dict[tuple, set] = {}
-        for g, r in zip(group, rows):
-            seen.setdefault(g, set()).add(json.dumps(r["flat"].get(k), sort_keys=True, default=str))
-        if any(len(v) > 1 for v in seen.values()):
-            varying.append(k)
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(str(r[k]) for k in KEYS if k != "variant"), []).append(r["flat"])
+    varying = sorted(set().union(*map(varying_keys, groups.values())))
     return [",".join(f"{k}={r['flat'].get(k)}" for k in varying) for r in rows]
 
 
@@ -346,15 +344,8 @@ def load_failures(exp_dir) -> list[dict]:
         if (path.parent / RESULTS_FILE).is_file():
             continue
         rec = read_object(path) or {"error": "unreadable failed.json"}
-        out.append(
-            {
-                "job": str(path.parent.relative_to(exp_dir)),
-                "error": rec.get("error", ""),
-                "attempt": rec.get("attempt", 1),
-                "time": rec.get("time", ""),
-                "host": rec.get("host", ""),
-            }
-        )
+        fields = {k: rec.get(k, default) for k, default in (("error", ""), ("attempt", 1), ("time", ""), ("host", ""))}
+        out.append({"job": str(path.parent.relative_to(exp_dir)), **fields})
     return out
 
 
@@ -411,6 +402,12 @@ def load_experiment(exp_dir) -> Experiment:
     exp_dir = Path(exp_dir)
     runs, dropped, left_out = load_runs(exp_dir, with_left_out=True)
     return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, runs, dropped, load_failures(exp_dir), left_out))
+
+
+def distinct_runs(experiments) -> pd.DataFrame:
+    """The runs of several experiments, each run (identity) once however many experiments reuse it."""
+    frames = [e.runs for e in experiments if not e.empty]
+    return pd.concat(frames, ignore_index=True).drop_duplicates("key") if frames else pd.DataFrame()
 
 
 def experiment_names(multirun) -> list[str]:

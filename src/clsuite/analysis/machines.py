@@ -36,13 +36,12 @@ import pandas as pd
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import CLAIMS, UNRESOLVED, judge
 from clsuite.analysis.load import select
-from clsuite.analysis.tables import Table
+from clsuite.analysis.tables import UNSEPARATED, Table
+from clsuite.metrics import METRICS
 
 READING = "mir_code"
 QUANTITIES = ("acc", "forget", "bwt")
-LABELS = {"acc": "Acc", "forget": "Forget", "bwt": "BWT"}
 TABLE2_CLAIMS = tuple(c for c in CLAIMS if c.experiment == "table2")
-_UNRESOLVED_TEXT = "seeds cannot separate them"  # clsuite.analysis.tables.claim_details' word for UNRESOLVED
 
 
 @dataclass
@@ -113,7 +112,7 @@ def read_report(path: Path) -> Source:
         for row in lines[2:]:
             row = [c.strip() for c in row]
             for q in QUANTITIES:
-                col = f"{LABELS[q]} {READING}"
+                col = f"{METRICS[q].label} {READING}"
                 if col not in header or not (m := _CELL.match(row[header.index(col)])):
                     continue
                 mean, std, n = m.groups()
@@ -134,7 +133,7 @@ def read_report(path: Path) -> Source:
             outcome = outcome.strip()
             comps.append({"claim": claim.key, "benchmark": by_bench[bench], "label": label, "mean": float(mean),
                           "low": float(low), "high": float(high), "n": int(n),
-                          "outcome": UNRESOLVED if outcome == _UNRESOLVED_TEXT else outcome})  # fmt: skip
+                          "outcome": UNRESOLVED if outcome == UNSEPARATED else outcome})  # fmt: skip
     name = f"{machines.group(1) if machines else 'unknown machine'}, native (report {Path(path).stem})"
     return Source(name, pd.DataFrame(cells), pd.DataFrame(comps), verdicts, resolution=0.05)
 
@@ -238,13 +237,8 @@ def markdown(experiments: dict, crossmachine: Path | None) -> list[str]:
     if len(srcs) < 2:
         return []
     names = [s.name for s in srcs]
-    out = [
-        "Sources (the first is the reference): "
-        + "; ".join(f"**{chr(65 + i)}** {n}" for i, n in enumerate(names))
-        + ".",
-        "",
-    ]
     letter = {n: chr(65 + i) for i, n in enumerate(names)}
+    out = ["Sources (the first is the reference): " + "; ".join(f"**{letter[n]}** {n}" for n in names) + ".", ""]
     cells = moved_cells(srcs)
     t = Table(
         f"Table II cells ({READING}) whose mean moved with the machine by more than its standard error",
@@ -254,7 +248,7 @@ def markdown(experiments: dict, crossmachine: Path | None) -> list[str]:
         + ".",
     )  # fmt: skip
     for r in cells[cells["moved"]].itertuples():
-        t.add([pv.bench_label(r.benchmark), pv.method_label(r.method), LABELS[r.quantity],
+        t.add([pv.bench_label(r.benchmark), pv.method_label(r.method), METRICS[r.quantity].label,
                f"{r.ref_mean:.1f} ± {r.ref_se:.1f}", letter[r.source], f"{r.mean:.1f} ± {r.se:.1f}",
                f"{r.diff:+.1f}", f"{r.se_diff:.1f}"])  # fmt: skip
     out.append(t.markdown())

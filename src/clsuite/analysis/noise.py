@@ -36,24 +36,21 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import outcome
+from clsuite.analysis.load import distinct_runs
 from clsuite.analysis.stats import one_sample
 from clsuite.analysis.tables import Table
 
 PAIRS = (("adaer", "mir"), ("adaer", "ccmr"), ("adaer", "ebrs"), ("adaer", "er"), ("mir", "er"))
 DELTAS = (1.0, 2.0, 5.0)  # points of Acc
 POWER = 0.8
-NAMES = {"er": "ER", "mir": "MIR", "ccmr": "C-CMR", "ebrs": "E-BRS", "adaer": "AdaER"}
 
 
 def noise_runs(experiments: dict) -> pd.DataFrame:
     """The runs of ``noise_*`` and ``machines_*`` experiments, one code (step 1), with a kernel-set column."""
-    frames = [e.runs for n, e in experiments.items() if n.startswith(("noise_", "machines_")) and not e.empty]
-    if not frames:
-        return pd.DataFrame()
-    runs = pd.concat(frames, ignore_index=True).drop_duplicates("key")
-    runs = runs[runs["numerics"] != "unrecorded"]
-    if runs.empty:
+    runs = distinct_runs(e for n, e in experiments.items() if n.startswith(("noise_", "machines_")))
+    if runs.empty or (runs := runs[runs["numerics"] != "unrecorded"]).empty:
         return runs
     code = runs["code"].value_counts().index[0]
     return runs[runs["code"] == code]
@@ -110,7 +107,7 @@ def _differences(runs: pd.DataFrame, pairs):
                 continue
             seeds = x.index.intersection(y.index)
             if len(seeds) >= 2:
-                yield bench, f"{NAMES.get(a, a)} vs {NAMES.get(b, b)}", x.loc[seeds] - y.loc[seeds]
+                yield bench, f"{pv.method_label(a)} vs {pv.method_label(b)}", x.loc[seeds] - y.loc[seeds]
 
 
 def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:
@@ -156,7 +153,7 @@ def markdown(experiments: dict) -> list[str]:
         + "; ".join(sets) + f". Code {runs['code'].iloc[0]}, {runs['cpu'].iloc[0]}.",
     )  # fmt: skip
     for r in noise.itertuples():
-        t.add([r.benchmark, NAMES.get(r.method, r.method), r.kernel_sets, r.seeds, f"{r.acc_mean:.1f}",
+        t.add([r.benchmark, pv.method_label(r.method), r.kernel_sets, r.seeds, f"{r.acc_mean:.1f}",
                f"{r.sd_seed:.2f}", f"{r.sd_num:.2f}", f"{r.ratio:.2f}", f"{r.max_move:.1f}", r.identical_seeds])  # fmt: skip
     comp = comparisons_table(runs)
     c = Table(

@@ -10,6 +10,7 @@ copied as printed, typos included (see :data:`TABLE2_NOTES`). Metric names and l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from clsuite.metrics import METRICS
@@ -82,6 +83,13 @@ TABLE2_NOTES = (
     "ER and MIR print identical FWT on split-MNIST (-7.07) and split-FMNIST (-6.89): expected with GEM's FWT in class-IL (PROTOCOL 5).",
     "Online, Joint and iCaRL: FWT printed N/A; Joint: Forget and BWT N/A (one model on the union, no stream).",
 )
+
+
+def under(cond: dict, at: dict | None = None) -> bool:
+    """Whether ``cond`` (M, tau, lambda; a key it lacks counts as Table II's) is Table II's conditions
+    (with ``at``: Table II's conditions changed by ``at``, a quote's)."""
+    ref = {**TABLE2_CONDITIONS, **(at or {})}
+    return all(math.isclose(float(cond.get(k, v)), float(ref[k])) for k, v in TABLE2_CONDITIONS.items())
 
 
 def table2_value(benchmark: str, method: str, metric: str) -> float | None:
@@ -193,10 +201,6 @@ QUOTES: tuple[Quote, ...] = (
           "first_task_final", 42.1, {}, "gain", {"method": "er"}),
 )
 # fmt: on
-
-
-def quotes_for(experiment: str) -> list[Quote]:
-    return [q for q in QUOTES if q.experiment == experiment]
 
 
 def method_label(method: str) -> str:

@@ -4,30 +4,14 @@
     clsuite report                    # every experiment -> results/report/REPRODUCTION.md + figures/
     clsuite report --docs             # ... and docs/REPRODUCTION.md + docs/figures/, if every section has runs
 
-``aggregate(experiment)`` writes into ``results/<experiment>/``: ``<experiment>.md`` / ``.tex``
-(the section's tables), its figures (PNG + PDF), ``runs.csv`` (one row per distinct run),
-``summary.csv`` (one row per cell) and ``status.json``. What is built depends on the experiment:
-a paper experiment (:data:`SECTIONS`: ``table2``, ``memory``, ``first_task``, ``tau``,
-``imbalance``, ``ablation``, ``cifar100``, ``ablation_cifar100``) gets the paper's layout; any
-other folder of ``multirun/`` is an ad-hoc sweep and gets a plain table of its swept axes. The
-report's section "The paper's open choices" is ``clsuite.analysis.choices`` (``multirun/choices_*/``).
-
-The section of Table II's CIFAR-10 row on CIFAR-10's JPEG copy (:data:`CIFAR10_JPEG`, issue 32)
-has the Table II layout, with the paper's CIFAR-10 values beside, labelled as the official data's;
-its n and time per cell, the AdaER claims judged on its runs alone (:func:`other_data`) and the
-paper's CIFAR-10 quotes beside ours; the claims of the summary never read it.
-
-``build_report`` never destroys: it writes ``results/report/`` and touches ``docs/`` only with
-``docs=True``, only when every required section has runs (the CIFAR-100 sections and the CIFAR-10
-JPEG copy's are optional: the data or the CPU days may be missing) and only when every run it shows passes the docs gate
-(``clsuite.analysis.docs_gate``: sealed, the committed or an accepted code, real data; the
-refusal names the runs). It never deletes a file in ``docs/``; figures it
-writes replace those of the same name. Exit status of ``clsuite report``: 0 when a report was
-written (sections without runs are named, with the command that fills them, on stderr and in
-the report); 1 when there is no run at all (nothing written) or when ``--docs`` was asked and a
-required section has no runs or a run fails the gate (``docs/`` untouched, ``results/report/`` written): a build step
-that did not do what it was asked must fail, so that ``make report DOCS=1`` cannot pass
-silently on a fresh clone.
+What :func:`aggregate` writes into ``results/<experiment>/`` and what the report holds and when it
+may write docs/: docs/REPRODUCING.md ("Aggregation", "Report"). A paper experiment
+(:data:`SECTIONS`) gets the paper's layout, any other folder of ``multirun/`` a plain table of its
+swept axes; the CIFAR-10 JPEG copy's section (:data:`CIFAR10_JPEG`) has Table II's layout with its
+claims judged apart (:func:`other_data`). Exit status of ``clsuite report``: 0 when a report was
+written; 1 when there is no run at all, or when ``--docs`` was asked and a required section has no
+runs or a run fails the docs gate (``clsuite.analysis.docs_gate``; docs/ untouched): a build step
+that did not do what it was asked fails, so ``make report DOCS=1`` cannot pass on a fresh clone.
 """
 
 from __future__ import annotations
@@ -39,6 +23,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -56,6 +41,7 @@ from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
     KEYS,
     Experiment,
+    distinct_runs,
     experiment_names,
     job_overrides,
     load_experiment,
@@ -75,7 +61,7 @@ Built = tuple[list[tb.Table], list[Path]]
 
 
 def _table2(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    t2 = select(s, **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+    t2 = select(s, **pv.TABLE2_CONDITIONS)
     off = s[~s.index.isin(t2.index) & (s["variant"] == "")]  # M, tau or lambda other than Table II's
     extra = [tb.adhoc(off, f"{e.name}: runs under other conditions than Table II's")] if not off.empty else []
     return tb.table2(s, f"Table II ({e.name})") + extra, _heatmaps(e, out, "Table II runs")
@@ -124,10 +110,6 @@ def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"),
             title = f"{f}{what}: {name} against the memory size M{t}"
             figs += fg.vs_condition(sr, q, "memory", title, out / f"{stem}_{q}{x}", xlabel=axis)
     return tables, figs
-
-
-def _ablation(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    return _memory(e, out, s, ("Fig. 11 (ablation)", "Ablation"), ", C-CMR and E-BRS against ER, MIR, AdaER")
 
 
 def _first_task(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
@@ -190,10 +172,6 @@ def _cifar100(e: Experiment, out: Path, s: pd.DataFrame, fig: str = "Fig. 8") ->
     return tables, figs
 
 
-def _ablation_cifar100(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    return _cifar100(e, out, s, "Fig. 12 (ablation)")
-
-
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
     different key per method, which no grouping key shows)."""
@@ -233,9 +211,10 @@ SECTIONS = (
     Section("first_task", "The first task through the stream (Fig. 7)", _first_task),
     Section("tau", "τ (Fig. 10)", _tau),
     Section("imbalance", "Imbalance λ (Fig. 9)", _imbalance),
-    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)", _ablation),
+    Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)",
+            partial(_memory, fig=("Fig. 11 (ablation)", "Ablation"), what=", C-CMR and E-BRS against ER, MIR, AdaER")),
     Section("cifar100", "split-CIFAR100 (Fig. 8)", _cifar100, optional=True, needs="the CIFAR-100 files"),
-    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", _ablation_cifar100, optional=True,
+    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", partial(_cifar100, fig="Fig. 12 (ablation)"), optional=True,
             needs="the CIFAR-100 files"),
     Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _table2,
             optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
@@ -297,7 +276,7 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
 
 def provenance(experiments: dict[str, Experiment]) -> list[str]:
     """Machines, versions, code and compute, read from the results files (each distinct run once)."""
-    runs = pd.concat([e.runs for e in experiments.values() if not e.empty]).drop_duplicates("key")
+    runs = distinct_runs(experiments.values())
 
     def counts(col) -> str:
         return ", ".join(f"{k} ({v} runs)" for k, v in runs[col].value_counts().items())
@@ -318,21 +297,13 @@ def provenance(experiments: dict[str, Experiment]) -> list[str]:
 def reading_fit(s: pd.DataFrame) -> tb.Table:
     """Per reading and benchmark: mean |ours - paper| of Acc over the methods the paper reports."""
     t = tb.Table("Which reading is closer to the paper's Table II", ["reading", "benchmark", "methods", "mean |ours − paper| Acc (points)", "ours below the paper"])  # fmt: skip
-    s = select(s[s["variant"] == ""], **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+    s = select(s[s["variant"] == ""], **pv.TABLE2_CONDITIONS)
     for (r, b), g in s.groupby(["reading", "benchmark"]):
         paper = g["method"].map(lambda m, b=b: pv.table2_value(b, m, "acc"))
         ok = paper.notna()
         if ok.any():
-            gap = g.loc[ok, "acc_mean"] - paper[ok].astype(float)
-            t.add(
-                [
-                    r,
-                    pv.bench_label(b),
-                    int(ok.sum()),
-                    f"{gap.abs().mean():.1f}",
-                    f"{int((gap < 0).sum())} of {int(ok.sum())}",
-                ]
-            )
+            gap, n = g.loc[ok, "acc_mean"] - paper[ok].astype(float), int(ok.sum())
+            t.add([r, pv.bench_label(b), n, f"{gap.abs().mean():.1f}", f"{int((gap < 0).sum())} of {n}"])
     return t
 
 
@@ -378,10 +349,10 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     """n, seeds and time per run of each Table II cell."""
     t = tb.Table("Runs per cell", ["method", "reading", "n", "seeds", "wall time per run (s)", "training per run (s)"],
                  note="Times: mean over the cell's runs (one torch thread; they move with the machine's load).")  # fmt: skip
-    t2 = select(s, **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+    t2 = select(s, **pv.TABLE2_CONDITIONS)
     for m in pv.order_methods(t2["method"]):
         for r in order_readings(t2[t2["method"] == m]["reading"]):
-            g = select(runs, method=m, reading=r, **{k: pv.TABLE2_CONDITIONS[k] for k in ("memory", "tau", "lambda")})
+            g = select(runs, method=m, reading=r, **pv.TABLE2_CONDITIONS)
             g = g[g["variant"] == ""]
             seeds = ", ".join(str(x) for x in sorted(g["seed"].unique()))
             t.add([pv.method_label(m), r, g["seed"].nunique(), seeds, tb.fmt(g["wall_time_s"].mean(), digits=0),
@@ -540,24 +511,13 @@ def _rules() -> str:
 
 
 def _claim_json(j) -> dict:
-    return {
-        "claim": j.claim.key,
-        "reading": j.reading,
-        "verdict": j.verdict,
-        "family_wise": j.family_wise,
-        "comparisons": [
-            {
-                "benchmark": c.benchmark,
-                "label": c.label,
-                "outcome": o,
-                "outcome_raw": c.outcome,
-                "p_below": c.result.p_below,
-                "p_adj": p,
-                **c.result.__dict__,
-            }
-            for c, o, p in zip(j.comparisons, j.outcomes, j.p_adj, strict=True)
-        ],
-    }
+    comparisons = [
+        {"benchmark": c.benchmark, "label": c.label, "outcome": o, "outcome_raw": c.outcome,
+         "p_below": c.result.p_below, "p_adj": p, **c.result.__dict__}
+        for c, o, p in zip(j.comparisons, j.outcomes, j.p_adj, strict=True)
+    ]  # fmt: skip
+    return {"claim": j.claim.key, "reading": j.reading, "verdict": j.verdict, "family_wise": j.family_wise,
+            "comparisons": comparisons}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -50,6 +50,12 @@ def summarize(runs: pd.DataFrame, keys=KEYS) -> pd.DataFrame:
     return out.reset_index()
 
 
+def n_range(ns) -> str:
+    """The seeds of several cells: ``10``, or ``5–10`` where they differ (``–``: none)."""
+    ns = sorted({int(n) for n in ns})
+    return "–" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+
+
 @dataclass(frozen=True)
 class Paired:
     """The per-seed difference of two arms: its mean, interval and tests."""

@@ -40,6 +40,7 @@ from clsuite.analysis.claims import (
     sign_flip_floor_note,
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
+from clsuite.analysis.stats import n_range
 from clsuite.metrics import METRICS, QUANTITIES
 
 NOTE = (
@@ -75,12 +76,9 @@ def paper_number(v) -> str:
 
 def paper_cell(benchmark: str, method: str, quantity: str, cond: dict) -> float | str | None:
     """The paper's Table II value when ``cond`` is Table II's condition, else ``""`` (no bracket)."""
-    t2 = pv.TABLE2_CONDITIONS
     if quantity not in METRICS or method not in pv.TABLE2.get(benchmark, {}) or cond.get("variant"):
         return ""
-    if any(not math.isclose(float(cond[k]), float(t2[k])) for k in CONDITIONS if k in cond):
-        return ""
-    return pv.table2_value(benchmark, method, quantity)
+    return pv.table2_value(benchmark, method, quantity) if pv.under(cond) else ""
 
 
 def _tex(s: str) -> str:
@@ -97,13 +95,14 @@ class Table:
         self.title, self.header, self.groups, self.note = title, header, groups, note
         self.rows: list[list[str]] = []
         self.rules: list[int] = []  # a \midrule before these row indices
+        self._group = None
 
-    def add(self, row: list) -> None:
-        self.rows.append([str(c) for c in row])
-
-    def rule(self) -> None:
-        if self.rows:
+    def add(self, row: list, group=None) -> None:
+        """A row; a rule before it where ``group`` (Table II's method group, a ledger's choice) changes."""
+        if self.rows and group != self._group:
             self.rules.append(len(self.rows))
+        self._group = group
+        self.rows.append([str(c) for c in row])
 
     def markdown(self, level: int = 3) -> str:
         head = self.header
@@ -152,12 +151,6 @@ def _n(s: pd.Series | None) -> str:
     return "–" if s is None else str(int(s["n"]))
 
 
-def _n_range(ns: list[int]) -> str:
-    """The seeds of a row's cells: ``10``, or ``5–10`` where they differ."""
-    ns = sorted(set(ns))
-    return "–" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-
-
 def _one(summary: pd.DataFrame, **where) -> pd.Series | None:
     s = select(summary, **where)
     return None if s.empty else s.iloc[0]
@@ -165,7 +158,7 @@ def _one(summary: pd.DataFrame, **where) -> pd.Series | None:
 
 def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
     """One table per benchmark: methods x (metric x reading, paper); Table II's conditions only."""
-    s = select(summary[summary["variant"] == ""], **{k: pv.TABLE2_CONDITIONS[k] for k in CONDITIONS})
+    s = select(summary[summary["variant"] == ""], **pv.TABLE2_CONDITIONS)
     readings = order_readings(s["reading"])
     n_all = int(s["n"].max()) if not s.empty else None
     group_of = {m: i for i, g in enumerate(pv.METHOD_GROUPS) for m in g}
@@ -179,19 +172,14 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
         groups = [*((METRICS[q].label, len(readings) + paper) for q in METRICS), ("n", len(readings))]
         note = NOTE if ref == b else NOTE + OTHER_DATA_NOTE.format(bench=pv.bench_label(b), ref=pv.bench_label(ref))
         t = Table(f"{title}: {pv.bench_label(b)}", header, groups, note)
-        last = None
         for m in pv.order_methods(sb["method"]):
-            grp = group_of.get(m, len(pv.METHOD_GROUPS))
-            if last is not None and grp != last:
-                t.rule()
-            last = grp
             row = [pv.method_label(m)]
             for q in METRICS:
                 row += [_cell(_one(sb, method=m, reading=r), q, n_all) for r in readings]
                 if paper:
                     row.append(paper_number(pv.table2_value(ref, m, q)) if m in pv.TABLE2[ref] else "")
             row += [_n(_one(sb, method=m, reading=r)) for r in readings]
-            t.add(row)
+            t.add(row, group=group_of.get(m, len(pv.METHOD_GROUPS)))
         tables.append(t)
     return tables
 
@@ -229,7 +217,7 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
             p = "" if c is None else paper_cell(b, r["method"], quantity, {k: c[k] for k in CONDITIONS})
             row.append(_cell(c, quantity, n_all) + ("" if p == "" else f" [{paper_number(p)}]"))
             ns += [] if c is None else [int(c["n"])]
-        t.add([*row, _n_range(ns)])
+        t.add([*row, n_range(ns)])
     return t
 
 
@@ -295,6 +283,9 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
 
 
 # ----------------------------------------------------------------------------- claims
+
+
+UNSEPARATED = "seeds cannot separate them"  # claim_details' word for UNRESOLVED (machines reads it back)
 
 
 def _p(v: float) -> str:
@@ -384,21 +375,12 @@ def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
 def claim_details(j: Judged) -> Table:
     t = Table(
         f"{j.claim.text} ({j.reading})",
-        [
-            "benchmark",
-            "comparison",
-            "n",
-            "mean d (> 0: the claim holds) [95% CI]",
-            "p (paired t)",
-            "p (sign-flip, exact)",
-            "p (t, one-sided d < 0)",
-            f"p_adj (Holm, m = {j.m})",
-            "outcome",
-        ],
-    )
+        ["benchmark", "comparison", "n", "mean d (> 0: the claim holds) [95% CI]", "p (paired t)",
+         "p (sign-flip, exact)", "p (t, one-sided d < 0)", f"p_adj (Holm, m = {j.m})", "outcome"],
+    )  # fmt: skip
     for c, o, p_adj in zip(j.comparisons, j.outcomes, j.p_adj, strict=True):
         r = c.result
-        o = "seeds cannot separate them" if o == UNRESOLVED else o
+        o = UNSEPARATED if o == UNRESOLVED else o
         t.add([pv.bench_label(c.benchmark), c.label, r.n, r.interval(2), _p(r.p_t), _p(r.p_signflip), _p(r.p_below),
                _p(p_adj), o])  # fmt: skip
     return t
@@ -438,18 +420,8 @@ def quotes(checks: list[QuoteCheck]) -> Table:
     for c in checks:
         q, o = c.quote, c.ours
         ci = f"{o.mean:.1f}" if not o.defined else f"{o.mean:.1f} [{o.low:.1f}, {o.high:.1f}]"
-        t.add(
-            [
-                q.where,
-                q.quote,
-                pv.bench_label(q.benchmark),
-                c.reading,
-                paper_number(q.value),
-                f"{ci}, n={o.n}",
-                c.inside,
-                c.how,
-            ]
-        )
+        t.add([q.where, q.quote, pv.bench_label(q.benchmark), c.reading, paper_number(q.value), f"{ci}, n={o.n}",
+               c.inside, c.how])  # fmt: skip
     return t
 
 
