@@ -112,22 +112,20 @@ def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"),
     return tables, figs
 
 
+def _first_task_figs(e: Experiment, title: str, stem: Path, by: str = "method") -> list[Path]:
+    """Task 1's accuracy through the stream (``fg.first_task``), a figure per reading."""
+    return [
+        p for _, runs, t, x in _readings(e.runs) for p in fg.first_task(runs, f"{title}{t}", Path(f"{stem}{x}"), by)
+    ]
+
+
 def _first_task(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     tables = [
         tb.pivot(s, "Fig. 7: accuracy on task 1 after the last task (%)", "first_task_final", None),
-        tb.pivot(
-            s,
-            "Fig. 7: drop of the accuracy on task 1, after task 1 minus after the last task (% points)",
-            "first_task_drop",
-            None,
-        ),
-    ]
-    figs = []
-    for _, runs, t, x in _readings(e.runs):
-        figs += fg.first_task(
-            runs, f"Fig. 7: accuracy on task 1 as the tasks are learned{t}", out / f"fig7_first_task{x}"
-        )
-    return tables, figs
+        tb.pivot(s, "Fig. 7: drop of the accuracy on task 1, after task 1 minus after the last task (% points)",
+                 "first_task_drop", None),
+    ]  # fmt: skip
+    return tables, _first_task_figs(e, "Fig. 7: accuracy on task 1 as the tasks are learned", out / "fig7_first_task")
 
 
 def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
@@ -140,9 +138,8 @@ def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     for _, sr, t, x in _readings(s):
         figs += fg.levels(sr, "acc", "tau", f"Fig. 10a: AdaER's averaged test accuracy against τ{t}",
                           out / f"fig10a_tau_acc{x}")  # fmt: skip
-    for _, runs, t, x in _readings(e.runs):
-        figs += fg.first_task(runs, f"Fig. 10b-c: AdaER's accuracy on task 1 for each τ{t}",
-                              out / f"fig10bc_tau_first_task{x}", by="tau")  # fmt: skip
+    figs += _first_task_figs(e, "Fig. 10b-c: AdaER's accuracy on task 1 for each τ", out / "fig10bc_tau_first_task",
+                             by="tau")  # fmt: skip
     return tables, figs
 
 
@@ -166,9 +163,7 @@ def _cifar100(e: Experiment, out: Path, s: pd.DataFrame, fig: str = "Fig. 8") ->
         figs += fg.bars(
             sr, "acc", f"{fig}a: averaged test accuracy on split-CIFAR100{t}", out / f"{stem}a_cifar100_acc{x}"
         )
-    for _, runs, t, x in _readings(e.runs):
-        figs += fg.first_task(runs, f"{fig}b: accuracy on task 1 of split-CIFAR100{t}",
-                              out / f"{stem}b_cifar100_first_task{x}")  # fmt: skip
+    figs += _first_task_figs(e, f"{fig}b: accuracy on task 1 of split-CIFAR100", out / f"{stem}b_cifar100_first_task")
     return tables, figs
 
 
@@ -253,10 +248,8 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
             f"runs in `{exp_dir}/`. [x] and *paper* columns: the paper's values; every other number is this suite's.",
             *(["", held] if held else []), ""]  # fmt: skip
     md = head + [t.markdown() for t in tables] + ["### Figures", ""]
-    md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"] + [
-        "",
-        tb.status_markdown(e.status, str(exp_dir)),
-    ]
+    md += [f"- [{p.name}]({p.name})" for p in figs if p.suffix == ".png"]
+    md += ["", tb.status_markdown(e.status, str(exp_dir))]
     if section and section.experiment == "table2":
         md += ["### Notes on the paper's Table II", "", *[f"- {n}" for n in pv.TABLE2_NOTES], ""]
         md += [CELLS_HEAD, "", *cl.markdown(cl.find(multirun))]
