@@ -321,7 +321,8 @@ def report_net(args, ok, rows, labels, load):
         (tc, tw), (ec, ew) = r["train_ms"], r["eval_ms"]
         kernels = ", ".join(f"{a} {b}" for a, b in r["kernels"].items() if a != "mode")
         load = " / ".join(f"{v:.1f}" for v in r["load"])
-        body.append(f"{r['numerics']} | {tc:.0f} ({tw:.0f}) | {ec:.2f} ({ew:.2f}) | {kernels} | {load}")
+        tree = f" ({r['version']})" if len({x["version"] for x in ok}) > 1 else ""  # several code trees
+        body.append(f"{r['numerics']}{tree} | {tc:.0f} ({tw:.0f}) | {ec:.2f} ({ew:.2f}) | {kernels} | {load}")
     head = "numerics | train step: CPU ms (wall ms) | evaluation per image: CPU ms (wall ms) | kernels | load average"
     return (
         f"""{args.arch} {tuple(args.shape)}: SGD step on {args.batch} samples (mean of {args.batches}), forward per \
