@@ -1,41 +1,19 @@
-"""Task-end checkpoints: a killed run continues from its last finished task (docs/CHECKPOINTS.md).
+"""Task-end checkpoints: a killed run continues from its last finished task.
 
-Steps (driven by ``clsuite.experiment.run_experiment``):
+docs/CHECKPOINTS.md says what a checkpoint holds, where it lives, when it is trusted and what it
+costs. Steps (driven by ``clsuite.experiment.run_experiment``):
 
-1. **when**: :class:`Cadence` reads ``checkpoint`` (``task_end`` | ``every_k`` with
-   ``checkpoint_every`` | ``off`` | ``auto``: at a task end once :data:`AUTO_INTERVAL_S` passed
-   since the start or the last checkpoint); never after the last task (the results file follows
-   at once);
-2. **what**: ``trainer.save_checkpoint`` (Lightning's dict: ``state_dict`` = the network,
-   ``optimizer_states``, ``loops``, ``callbacks`` = the rows of R, b, per-class accuracies,
-   steps and train time of ``AccuracyMatrix``), with the learner's ``on_save_checkpoint``
-   (``continual``: the memory with every declared per-slot field, the replay and update
-   policies' and the plugin's state, the task counters) and :class:`TaskCheckpoint`'s
-   ``on_save_checkpoint`` (``clsuite``: the run's identity key, the next task, the wall time
-   so far, every random generator the run draws from: torch CPU and CUDA, numpy, python, and the
-   classes whose state ``continual`` holds);
-3. **how**: :class:`AtomicCheckpointIO` (Lightning's ``CheckpointIO`` plugin) writes the file
-   to a temporary name, fsyncs it and renames it, then its sha256 beside it (``.sha256``): a
-   file without a matching digest is partial or corrupt;
-4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` after task k of 1..T (``after-task-0003.ckpt``:
-   tasks 1-3 done, the run resumes at task 4; files named ``task-<k>.ckpt`` by earlier versions
-   count k the same way and are still read) in the job folder's
-   ``checkpoints/`` (sweeps) or in ``outputs/.checkpoints/<identity key>/`` (single runs,
-   :func:`run_store_dir`); the two newest are kept, all are deleted once the results file is
-   written;
-   a checkpoint is a side file: one that cannot be written, pruned or cleared (a folder that is a
-   file, read-only, full, ``/proc``) is one ``warning:`` line, once; the run goes on without
-   checkpoints and writes its results (it never costs the run);
-5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest matches, whose
-   identity key is the run's and whose state fits the freshly built run (:func:`structure_problem`:
-   the network's keys and shapes, the classes of the replay policy, update policy and plugin, the
-   memory's samples and declared fields, their state keys and tensor dimensions); a corrupt,
-   partial, foreign or misfitting one is a warning, never loaded. :func:`restore` puts every piece
-   back (generators last) and the run continues with the next task; on the CPU its R, b and metrics
-   equal an uninterrupted run's, bit for bit. The sha256 is a checksum, not a signature: it catches
-   a damaged or partial file, not an edit whose digest was recomputed; the structure catches a
-   checkpoint of another method, network or memory size relabelled as this run's, not one of the
-   same structure and another config (seed, lr, tau), which nothing in the file can tell apart.
+1. **when**: :class:`Cadence` (``checkpoint``, ``checkpoint_every``); never after the last task;
+2. **what**: Lightning's checkpoint, with the learner's ``continual`` state and
+   :class:`TaskCheckpoint`'s ``clsuite`` entry (identity key, next task, wall time, generators);
+3. **how**: :class:`AtomicCheckpointIO` writes it atomically, then its sha256 beside it;
+4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` (``task-<k>.ckpt`` of versions
+   before 0.3.0 is read too) in a sweep job's ``checkpoints/`` or :func:`run_store_dir`; the two
+   newest are kept, all deleted once the results file is written; a store that cannot be written
+   or cleared is one ``warning:`` line, never a lost result;
+5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest, identity key
+   and structure (:func:`structure_problem`) fit the run; :func:`restore` puts every piece back,
+   the generators last (on the CPU the run's R equals an uninterrupted one's, bit for bit).
 """
 
 from __future__ import annotations
@@ -55,10 +33,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from clsuite.io import Unreadable, os_error_line, read_regular, write_bytes_atomic
 
-# auto: at most one checkpoint per 5 minutes of run (docs/CHECKPOINTS.md: a split-CIFAR100 checkpoint
-# under mir_code is 132 MB and took 1.7-3.8 s to write on a CPU machine: 7-67% of a task on a GPU;
-# bounded to about 1% this way, and a killed run loses at most 5 minutes plus one task)
-AUTO_INTERVAL_S = 300.0
+AUTO_INTERVAL_S = 300.0  # auto: at most one checkpoint per 5 minutes (docs/CHECKPOINTS.md: why auto is time-based)
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1
 WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
@@ -103,6 +78,11 @@ def warn(msg: str) -> None:
 
 def digest_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    digest_path(path).unlink(missing_ok=True)
 
 
 class CorruptCheckpoint(Exception):
@@ -227,8 +207,7 @@ class CheckpointStore:
             keep = set(self.written[-KEEP:])
             for old in self.files():  # older ones, and any left by another identity or a partial write
                 if old not in keep:
-                    old.unlink(missing_ok=True)
-                    digest_path(old).unlink(missing_ok=True)
+                    _remove(old)
         except OSError as e:
             self._lost("cannot write checkpoints", e)
             return None
@@ -238,15 +217,11 @@ class CheckpointStore:
         """Delete every checkpoint of the folder (the run is finished), and the folder when empty.
         An OS error is a warning: the results are written, the files stay (docs/CHECKPOINTS.md)."""
         try:
-            for path in self.files():
-                path.unlink(missing_ok=True)
-                digest_path(path).unlink(missing_ok=True)
-            tmps = (
-                [t for prefix in PREFIXES for t in self.folder.glob(f".{prefix}*.tmp")] if self.folder.is_dir() else []
-            )
-            for tmp in tmps:  # a killed write's
-                tmp.unlink(missing_ok=True)
-            if self.folder.is_dir() and not any(self.folder.iterdir()):
+            if not self.folder.is_dir():
+                return
+            for path in [*self.files(), *(t for prefix in PREFIXES for t in self.folder.glob(f".{prefix}*.tmp"))]:
+                _remove(path)  # (a .tmp file: a killed write's)
+            if not any(self.folder.iterdir()):
                 self.folder.rmdir()
         except OSError as e:
             warn(f"cannot delete the finished run's checkpoints in {self.folder} ({os_error_line(e)}); its results "

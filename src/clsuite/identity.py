@@ -1,44 +1,21 @@
 """A run's identity: everything that can move its numbers, hashed into one key.
 
 A result may be skipped on a rerun, or copied into another experiment, only when the run that
-made it had the same identity as the run that would replace it (``clsuite.sweep.Job``):
+made it had the same identity as the run that would replace it (``clsuite.sweep.Job``). The four
+parts (docs/RUNS.md, "Identity", says what each holds and why):
 
-1. **config**: the resolved config without :data:`IGNORED_KEYS` (where the run is logged, how it
-   is launched, where the data files live, ...), without ``hydra`` and without null values
-   (:func:`normalize`);
-2. **code**: a hash of the *content* of the code a run executes (:func:`code_hash`): the sorted
-   (relative name, bytes) of every ``.py`` and ``.yaml`` file of the ``clsuite`` package (less
-   ``clsuite/analysis/``, which only reads results files after the runs and is never imported by
-   one) and of its config directory (``conf/`` in a checkout, ``clsuite/conf/`` in a wheel). Names
-   are relative (``clsuite/...``, ``conf/...``), so a checkout and an installed wheel of the same
-   code agree (tests/test_package.py builds a real wheel and compares). Outside the hash, safely:
-   ``src/run.py`` (a checkout's entry point: it only puts ``src/`` on ``sys.path`` and calls
-   ``clsuite.cli.main``, which the hash covers) and ``hydra_plugins/clsuite_launcher.py`` (it only
-   re-declares ``clsuite.launcher.JoblibLauncher`` in Hydra's plugin namespace; the launcher
-   decides where a job runs, never what it computes). The same code gives the same hash whatever
-   the commit: a README, docs or report commit leaves every finished result valid, while any
-   edit, addition, removal or rename of a file the hash covers changes it. Where the code came
-   from (the git commit, uncommitted changes under ``src/`` or ``conf/``, the package version:
-   :func:`provenance`) is recorded beside the parts as ``provenance``, outside the key.
-   Code from outside the package (:func:`outside_code`): a class a config names by ``_target_``
-   (a replay or update policy, a plugin) or a reader named ``module:name`` (``benchmark.source``)
-   whose top-level module is not ``clsuite`` adds ``code.outside = {module: hash}``, the same content
-   hash of that module's file (or of every ``.py`` / ``.yaml`` of its package); an installed
-   library's is its distribution and version. The yaml files of an outside config directory
-   (``--config-dir``, ``hydra.searchpath``) need no entry: what they set is in the config part;
-3. **data**: the md5 of every data file the run reads (the digests ``clsuite.data.files`` computes
-   for its own check, memoised: no file is hashed twice in a process);
-4. **env**: the torch and BLAS thread counts (both pinned by :func:`pin_threads` inside every job,
-   whatever the launcher: 1 vs 2 threads moves Acc by up to 3 points), the device type, the
-   torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``: ATen's capability,
-   MKL's branch, oneDNN / NNPACK; ``trainer.numerics=portable`` pins them, so that a portable
-   result stands for a run on any x86-64 CPU while a native one stands for this kernel set only).
+1. **config**: the resolved config less :data:`IGNORED_KEYS`, ``hydra`` and nulls (:func:`normalize`);
+2. **code**: the content hash of the package's ``.py`` / ``.yaml`` files less ``analysis/``, and of
+   its config directory, under relative names so that a checkout and a wheel agree
+   (:func:`code_hash`); ``outside``: the hash of each module outside the package that a
+   ``_target_`` or a ``module:name`` reader names (:func:`outside_code`). Where the code came from
+   (:func:`provenance`) is recorded beside the parts, outside the key;
+3. **data**: the md5 of every data file the run reads (:func:`data_identity`);
+4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
+   the torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``).
 
-``key`` = sha256 of the canonical JSON of the four parts (not of ``provenance``). :func:`differences`
-names the parts that differ between two identities (config / code / data / threads / device /
-torch), which the sweep summary counts; a results file from before content hashes (its code part
-``{"commit", "dirty_hash"}``) differs in code. A results file is also *sealed*: ``digest`` = sha256
-of its own canonical JSON, so a hand edit is detected (:func:`seal_ok`).
+``key`` = sha256 of the canonical JSON of the four parts. :func:`differences` names the parts
+that differ between two identities (the sweep summary counts them).
 """
 
 from __future__ import annotations
@@ -90,46 +67,39 @@ def _counted(rel: Path) -> bool:
     return rel.suffix in CODE_SUFFIXES and not any(p == "__pycache__" or p.startswith(".") for p in rel.parts)
 
 
+def _tree(top: Path, prefix: str) -> dict[str, Path]:
+    """``{prefix/relative name: path}`` of every ``.py`` / ``.yaml`` file under ``top`` (no caches)."""
+    return {
+        f"{prefix}/{p.relative_to(top).as_posix()}": p
+        for p in top.rglob("*")
+        if _counted(p.relative_to(top)) and p.is_file()
+    }
+
+
 def code_files(package_dir, conf_dir) -> dict[str, Path]:
-    """``{relative name: path}`` of the files :func:`code_hash` reads.
-
-    - every ``.py`` / ``.yaml`` under ``package_dir`` except :data:`NOT_RUN`, ``__pycache__``,
-      ``conf_dir`` when it lies inside the package (an installed wheel) and the paper sweeps a wheel
-      carries (:data:`PACKAGED_SWEEPS`: what a sweep file sets is in the config part; a checkout's
-      ``sweeps/`` lies outside the package): ``clsuite/<rel>``;
-    - every ``.py`` / ``.yaml`` under ``conf_dir``: ``conf/<rel>``.
-
-    A checkout (``src/clsuite`` + ``conf/``) and a wheel (``clsuite`` + ``clsuite/conf``) of the same
-    files give the same names.
-    """
+    """``{relative name: path}`` of the files :func:`code_hash` reads: ``clsuite/<rel>`` under
+    ``package_dir`` less :data:`NOT_RUN`, the paper sweeps a wheel carries (:data:`PACKAGED_SWEEPS`:
+    configs, in the config part) and ``conf_dir`` when it lies inside (a wheel); ``conf/<rel>``
+    under ``conf_dir``. A checkout and a wheel of the same files give the same names."""
     package_dir, conf_dir = Path(package_dir).resolve(), Path(conf_dir).resolve()
-    out: dict[str, Path] = {}
-    for p in package_dir.rglob("*"):
-        rel = p.relative_to(package_dir)
-        if (
-            not _counted(rel)
-            or not p.is_file()
-            or rel.parts[0] in (*NOT_RUN, PACKAGED_SWEEPS)
-            or p.is_relative_to(conf_dir)
-        ):
-            continue
-        out[f"{package_dir.name}/{rel.as_posix()}"] = p
-    for p in conf_dir.rglob("*"):
-        rel = p.relative_to(conf_dir)
-        if _counted(rel) and p.is_file():
-            out[f"conf/{rel.as_posix()}"] = p
-    return out
+    own = {
+        name: p
+        for name, p in _tree(package_dir, package_dir.name).items()
+        if p.relative_to(package_dir).parts[0] not in (*NOT_RUN, PACKAGED_SWEEPS) and not p.is_relative_to(conf_dir)
+    }
+    return {**own, **_tree(conf_dir, "conf")}
 
 
 def code_hash(package_dir, conf_dir) -> str:
-    """First 16 hex digits of the sha256 of the sorted (relative name, bytes) of :func:`code_files`.
+    """:func:`_files_hash` of :func:`code_files`: the content, not the commit (a docs-only commit
+    changes nothing; any edit, addition, removal or rename of a file a run executes changes it)."""
+    return _files_hash(code_files(package_dir, conf_dir))
 
-    The content, not the commit: the same code gives the same hash whatever commit holds it (a
-    README or docs-only commit changes nothing), and any edit, addition, removal or rename of a
-    file a run executes changes it.
-    """
+
+def _files_hash(files: dict[str, Path]) -> str:
+    """First 16 hex digits of the sha256 of the sorted (name, length, bytes) of ``files``."""
     h = hashlib.sha256()
-    for name, path in sorted(code_files(package_dir, conf_dir).items()):
+    for name, path in sorted(files.items()):
         data = path.read_bytes()
         h.update(f"{name}\0{len(data)}\0".encode() + data)
     return h.hexdigest()[:16]
@@ -186,19 +156,8 @@ def module_hash(name: str) -> str:
 
         dist = (packages_distributions().get(name) or [None])[0]
         return f"{dist} {version(dist)}" if dist else "installed"
-    files = {f"{name}{origin.suffix}": origin}
-    if spec.submodule_search_locations:  # a package: every file under it
-        top = origin.parent
-        files = {
-            f"{name}/{p.relative_to(top).as_posix()}": p
-            for p in top.rglob("*")
-            if _counted(p.relative_to(top)) and p.is_file()
-        }
-    h = hashlib.sha256()
-    for rel, path in sorted(files.items()):
-        data = path.read_bytes()
-        h.update(f"{rel}\0{len(data)}\0".encode() + data)
-    return h.hexdigest()[:16]
+    files = _tree(origin.parent, name) if spec.submodule_search_locations else {f"{name}{origin.suffix}": origin}
+    return _files_hash(files)
 
 
 def outside_code(config: dict) -> dict[str, str]:

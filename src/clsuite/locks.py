@@ -6,10 +6,9 @@
 3. a second process finding the file asks :func:`holder_alive`: same host, is the pid still that
    process; another host (a shared file system), has the heartbeat stopped for
    ``CLSUITE_LOCK_STALE_S`` seconds (default 600); a torn file (no record yet) younger than
-   ``TORN_GRACE_S`` is being written. A live holder: the job is left to it (the holder's record is
-   returned; the sweep summary counts it busy by the same rule, :func:`live_holder`); a dead one:
-   the stale lock is moved aside atomically (and put back if it turns out to be a fresh lock taken
-   meanwhile) and taken over;
+   ``TORN_GRACE_S`` is being written. A live holder keeps the job (the sweep summary counts it busy
+   by the same rule, :func:`live_holder`); a dead one's lock is moved aside atomically (put back if
+   it was a fresh lock taken meanwhile) and taken over;
 4. ``release`` removes the file only while it still carries this holder's token.
 """
 
@@ -55,29 +54,24 @@ def holder_alive(holder: dict, mtime: float) -> bool:
     return not (start and holder.get("start") and start != holder["start"])
 
 
+def _judge(path: Path) -> tuple[dict | None, dict | None]:
+    """(the live holder or None, the record read) of the lock file at ``path``; ``FileNotFoundError``
+    when it is gone. A torn file (no record yet) is alive while younger than :data:`TORN_GRACE_S`."""
+    record, mtime = read_object(path), path.stat().st_mtime
+    alive = time.time() - mtime < TORN_GRACE_S if record is None else holder_alive(record, mtime)
+    return (record or {"pid": "?", "host": "?", "note": "lock being written"}) if alive else None, record
+
+
 def live_holder(path: Path) -> dict | None:
-    """The live holder of the lock file at ``path`` (:class:`JobLock`'s rule: a torn file younger
-    than :data:`TORN_GRACE_S` is one being written), else None: no lock, or a stale one."""
-    try:
-        mtime = Path(path).stat().st_mtime
-    except OSError:
-        return None
-    holder = read_object(path)
-    if holder is None:
-        return {"pid": "?", "host": "?", "note": "lock being written"} if time.time() - mtime < TORN_GRACE_S else None
-    try:
-        return holder if holder_alive(holder, mtime) else None
-    except (TypeError, ValueError):
-        return None
+    """The live holder of the lock file at ``path`` (:class:`JobLock`'s rule), else None: no lock, or a stale one."""
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        return _judge(Path(path))[0]
+    return None
 
 
 class JobLock:
-    """``running.lock`` in a job folder: atomic create, holder pid + host, stale detection.
-
-    ``acquire()`` returns None when this process now holds the lock, else the holder's record.
-    A heartbeat thread touches the file every 30 s (a lock of another host is stale once the
-    heartbeat stops). ``release()`` removes it only while it is still this process's lock.
-    """
+    """``running.lock`` in a job folder (the module's steps): ``acquire()`` returns None when this
+    process now holds it, else the holder's record; ``release()`` removes it while it is still ours."""
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / LOCK_FILE
@@ -92,17 +86,13 @@ class JobLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                holder = read_object(self.path)
                 try:
-                    mtime = self.path.stat().st_mtime
+                    live, holder = _judge(self.path)
                 except FileNotFoundError:
                     continue
-                if holder is None:  # being written right now, or a torn file of a dead writer
-                    if time.time() - mtime < TORN_GRACE_S:
-                        return {"pid": "?", "host": "?", "note": "lock being written"}
-                elif holder_alive(holder, mtime):
-                    return holder
-                self._break(holder)
+                if live:
+                    return live
+                self._break(holder)  # a dead holder's, or a torn file of a dead writer
                 continue
             with os.fdopen(fd, "w") as f:
                 json.dump({**self.record, "time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID")}, f)

@@ -1,29 +1,16 @@
 """Loggers: CSV (default), W&B (offline unless asked) or none, and what a run logs to them.
 
 :func:`make_logger` opens the Lightning logger of a run; :class:`RunLogger` (a callback that
-``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs:
+``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs ``train/loss`` (and its
+parts) every ``trainer.log_every_n_steps`` incoming batches, reading the detached losses only then,
+and ``acc/task<j>``, ``acc/seen`` after each task (docs/WANDB.md, "What a run logs"). CSV writes
+both to ``csv/metrics.csv``.
 
-- every ``trainer.log_every_n_steps`` incoming batches: ``train/loss`` (the learner's
-  ``last_loss``) and, where the loss has them, ``train/loss_current`` and ``train/loss_replay``
-  (``learner.last_loss_parts``), against ``train/step`` (incoming batches trained on, all tasks).
-  The detached losses are read (``.item()``) only at those steps: no device sync on other steps;
-- after each task i: ``acc/task<j>`` = R[i, j], ``acc/seen`` = the mean over the tasks seen so
-  far, against the axis ``task`` = i.
-
-CSV writes both kinds of rows to ``csv/metrics.csv`` (``step`` = train/step).
-
-**A logger failure never costs a result.** W&B trouble (no API key with ``WANDB_MODE=online``,
-an unwritable cache or run folder, a file named ``wandb`` in the run's folder, a failed write)
-is one ``warning:`` line: a run whose W&B run cannot start logs to CSV instead, and a write or
-the finish that fails later stops W&B logging for the rest of the run; training goes on and the
-results file is written. ``logger.required=true`` makes W&B required: a run that cannot start
-W&B is then one ``error:`` line (:class:`LoggerUnavailable`, exit 2) before training.
-
-W&B gets a run per
-job (name, group, tags: ``clsuite.wandb_run.describe``); at its end the results file adds
-the run's identity to its config, b, the final metrics and the accuracy matrix
-(``clsuite.wandb_run.log_results``), and the run is finished (failed when the job raised), so
-that every multirun job is its own W&B run.
+**A logger failure never costs a result** (docs/INTEGRITY.md, "Loggers"): W&B trouble is one
+``warning:`` line; a W&B run that cannot start logs to CSV instead, and a write or finish that fails
+later stops W&B logging; training goes on and the results file is written. ``logger.required=true``
+makes a W&B run that cannot start one ``error:`` line (:class:`LoggerUnavailable`, exit 2) before
+training. A W&B run gets the results file's facts at its end (``clsuite.wandb_run.log_results``).
 """
 
 from __future__ import annotations
@@ -105,25 +92,23 @@ def _overrides() -> list[str]:
 def make_logger(cfg, out_dir):
     """The Lightning logger of a run (None for ``logger=none``), closed after the run."""
     kind = cfg.logger.name
+    if kind not in KINDS:
+        raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
     if kind == "none":
         yield None
         return
-    if kind == "csv":
-        from lightning.pytorch.loggers import CSVLogger
-
-        yield CSVLogger(out_dir, name="csv", version="")
-        return
-    if kind != "wandb":
-        raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
-    config = OmegaConf.to_container(cfg, resolve=True)
-    try:
-        run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
-    except Exception as e:
-        if config["logger"].get("required"):
-            line = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: {type(e).__name__}: "
-                                    f"{line}; nothing trained") from None  # fmt: skip
-        _warn("start", e)
+    run = None
+    if kind == "wandb":
+        config = OmegaConf.to_container(cfg, resolve=True)
+        try:
+            run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
+        except Exception as e:
+            if config["logger"].get("required"):
+                line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
+                                        f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
+            _warn("start", e)
+    if run is None:  # csv, or W&B that could not start
         from lightning.pytorch.loggers import CSVLogger
 
         yield CSVLogger(out_dir, name="csv", version="")

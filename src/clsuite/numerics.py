@@ -1,44 +1,19 @@
 """Which CPU kernels do a run's arithmetic (``trainer.numerics``): pinned once per process, recorded.
 
-The online stream turns the last bits of a float sum into points of Acc (docs/NUMERICS.md: one
-seed of AdaER on split-FMNIST gives 58.5 or 73.0 with the CPU's kernels alone). Three libraries
-do a run's arithmetic on the CPU and pick their kernels by the CPU they find, each with its own
-switch (numpy's BLAS, which picks its kernels when numpy loads, is in no run's arithmetic: GEM's
-QP products are torch's):
-
-============  ==========================================  =======================================
-library       what it picks by CPU                        ``portable`` pins it to
-============  ==========================================  =======================================
-ATen          vector width of element-wise ops and         ``ATEN_CPU_CAPABILITY=default``: the
-              reductions (AVX-512 / AVX2 / default)        baseline x86-64 build of every kernel
-oneMKL        the code branch of every matrix product      ``MKL_CBWR=COMPATIBLE``: SSE2 without
-              (linear layers, convolutions' gemm)          rcpps/rsqrtps, the one branch Intel
-                                                           documents for Intel *and* non-Intel CPUs
-oneDNN,       convolution kernels, JIT-compiled for the    off (``torch.backends.mkldnn`` /
-NNPACK        ISA and cache sizes found                    ``nnpack``): ATen's im2col + MKL gemm
-============  ==========================================  =======================================
-
-``native`` leaves every choice to the machine (fastest; a seed's R holds on this CPU model only).
-``portable`` pins all three, so that the arithmetic is the same instruction sequence on any x86-64
-CPU; what is left that depends on the CPU is glibc's libm (``exp``/``log`` pick an FMA variant on
-CPUs with FMA and AVX2: every x86-64 server CPU since 2013 (Intel) / 2017 (AMD)) and ATen's
-normal sampler (an AVX2 path on CPUs with AVX2), both documented in docs/NUMERICS.md.
+The online stream turns the last bits of a float sum into points of Acc. ``native`` leaves the
+kernels to the machine (a seed's R holds on this CPU model only); ``portable`` pins ATen
+(``ATEN_CPU_CAPABILITY=default``), oneMKL (``MKL_CBWR=COMPATIBLE``) and turns oneDNN and NNPACK off,
+so that a seed's R holds on any x86-64 CPU. docs/NUMERICS.md: what each library picks, what the
+vendors promise, what is left to the machine (glibc's libm, ATen's normal sampler), the GPU.
 
 Steps, in every process that trains (a single run, each sweep job of every launcher, ``api.run``):
 
-1. :func:`apply` at the start of the run (``clsuite.experiment.run_experiment``), before the
-   process's first torch computation: ``portable`` sets the variables above, which ATen and MKL
-   read lazily at their first call, and turns oneDNN and NNPACK off; the process keeps that mode
-   (a second mode in one process is refused: a sweep takes one value, ``clsuite.sweep.grid``);
-2. :func:`in_effect` asks each library what it actually uses (never what was asked) and returns
-   it for the run's identity (``env.numerics``: a result made with other kernels is another run)
-   and the run summary;
-3. :func:`check`: ``portable`` asked but not in effect (torch computed in this process before
-   step 1: a notebook, a test process) is one ``ConfigError`` line, before any training.
-
-On a GPU the arithmetic of the network is the GPU's; ``trainer.deterministic=true`` asks for
-PyTorch's deterministic algorithms and ``CUBLAS_WORKSPACE_CONFIG`` (Lightning sets both), which
-promise the same result on one GPU model, driver and library version, not across GPU models.
+1. :func:`apply` at the start of the run, before the process's first torch computation (ATen and
+   MKL read the variables lazily at their first call); one mode per process;
+2. :func:`in_effect` asks each library what it actually uses (never what was asked), for the
+   run's identity (``env.numerics``) and summary;
+3. :func:`check`: ``portable`` asked but not in effect (torch computed before step 1: a notebook,
+   a test process) is one ``ConfigError`` line, before any training.
 """
 
 from __future__ import annotations

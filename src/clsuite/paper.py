@@ -1,11 +1,5 @@
-"""The paper's tables and figures, one command each: ``clsuite paper <target>`` (= ``make <target>``).
-
-    clsuite paper table2 --seeds 10                    # Table II -> multirun/table2/, results/table2/
-    clsuite paper memory --benchmarks split_mnist,split_fmnist --launcher joblib --jobs 2
-    clsuite paper tau logger=none                      # any Hydra override after the options
-    clsuite paper all                                  # every table and figure (= make paper)
-    clsuite paper choices                              # the paper's open choices (= make fig-choices)
-    clsuite paper table2 --dry-run                     # print the commands, run nothing
+"""The paper's tables and figures, one command each: ``clsuite paper <target>`` (= ``make <target>``;
+docs/REPRODUCING.md lists the targets and options).
 
 A target is one sweep, ``<sweeps>/<name>.yaml`` (``clsuite.config.SWEEPS_DIR``: the repository's
 ``sweeps/``, or the copy an installed package carries), then the aggregation of the folder it wrote

@@ -1,28 +1,17 @@
 """The one reader of results files: a run's ``results.json`` -> a sealed run, or the reason it is not one.
 
-Every layer that reads a results file (sweep resume and reuse, the reuse index, the analysis,
-the report, W&B sync) goes through :func:`read_run`, so a file counts everywhere or nowhere.
-Checks, in order (the first that fails is the reason):
+Every layer that reads a results file (sweep resume and reuse, the reuse index, the analysis, the
+report, W&B) goes through :func:`read_run`, so a file counts everywhere or nowhere. Checks, in order,
+the first that fails being the reason (docs/INTEGRITY.md, section 1, lists each with its line):
 
-1. the file is a regular file (not a FIFO, a device, a folder) of at most ``clsuite.io.MAX_BYTES``,
-   readable, valid JSON nested at most ``clsuite.io.MAX_DEPTH`` levels, and a JSON *object*
-   (``[]`` or ``3`` is malformed); a check that raises on a hostile file is a reason too;
+1. a regular, bounded, readable file of valid JSON holding an object (``clsuite.io.load_json``);
+   a check that raises on a hostile file is a reason too;
 2. ``status`` is ``finished``;
-3. the **seal**: a ``digest`` is present and equals the sha256 of the rest of the file
-   (:func:`seal_ok`): a file without one is *unsealed*, a file whose digest does not
-   match was *edited* after it was written;
-4. the **schema** (:func:`schema_problem`): ``benchmark`` and ``method`` strings, ``seed`` and
-   ``memory`` whole numbers; ``b`` a list of T finite accuracies in [0, 100]; ``R`` a T x T
-   matrix of them (Joint, ``config.method.joint``: its single final row, 1 x T); ``metrics``
-   holds every metric of ``clsuite.metrics.METRICS`` and equals ``all_metrics(R, b)`` recomputed
-   (NaN where undefined); ``config`` an object naming the same seed, benchmark and method;
-   ``identity`` an object with a 64-hex ``key``, whose ``config`` part is the normalised
-   ``config`` and, in the current layout (``code.hash``, ``data``, ``env``), whose key is the
-   sha256 of its parts (``clsuite.identity.identity``).
-
-The seal is a checksum, not a signature: it tells a hand edit or a broken writer apart from a
-run's own file, not a forger who recomputes it. Files written by the code since content hashes
-(commit bec6963 and later) pass unchanged.
+3. the **seal** (:func:`seal_ok`): ``digest`` is the sha256 of the rest of the file (a checksum,
+   not a signature: it tells a hand edit or a broken writer apart, not a forger);
+4. the **schema** (:func:`schema_problem`): names, whole numbers, ``b`` and ``R`` accuracies in
+   [0, 100] of matching shapes, ``metrics`` equal to ``all_metrics(R, b)`` recomputed, ``config``
+   naming the same run, ``identity`` whose config part and key agree (``clsuite.identity``).
 """
 
 from __future__ import annotations
@@ -167,12 +156,6 @@ def identity_problem(identity, cfg: dict) -> str | None:
     return None
 
 
-def code_hash_of(res: dict) -> str | None:
-    """The content hash of the code that made a run (None for files made before content hashes)."""
-    code = (res.get("identity") or {}).get("code") or {}
-    return code.get("hash") if isinstance(code, dict) else None
-
-
 # ----------------------------------------------------------------------------- the config part of an identity
 
 
@@ -249,16 +232,16 @@ def config_hash(cfg) -> str:
 # ----------------------------------------------------------------------------- the seal
 
 
-def _payload(results: dict) -> dict:
-    return {k: v for k, v in results.items() if k != "digest"}
+def _digest(results: dict) -> str:
+    """sha256 of the results' canonical JSON, everything but the digest."""
+    return sha256(canonical({k: v for k, v in results.items() if k != "digest"}))
 
 
 def seal(results: dict) -> dict:
-    """Add ``digest``: sha256 of the results' canonical JSON (everything but the digest)."""
-    results["digest"] = sha256(canonical(_payload(results)))
+    results["digest"] = _digest(results)
     return results
 
 
 def seal_ok(results: dict) -> bool:
     """False when the file was edited after it was written (or carries no digest)."""
-    return results.get("digest") == sha256(canonical(_payload(results)))
+    return results.get("digest") == _digest(results)

@@ -1,27 +1,16 @@
 """What a training process does around the arithmetic; none of it moves a number.
 
-- :func:`keep_freed_memory`: glibc's malloc serves a request above its mmap threshold with a fresh
-  ``mmap`` and returns it with ``munmap`` on free, and trims the heap top above its trim threshold;
-  a tensor of a few MB allocated per step (GSS's per-sample gradients, 19 MB per batch for the MLP;
-  oEWC's Fisher chunks; GEM's float64 copies) then page-faults every page on every step, which cost
-  GSS more than its arithmetic (docs/PERFORMANCE.md). Raising both thresholds (as
-  ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` would) keeps freed blocks for reuse; the
-  process keeps its peak heap. Elsewhere than glibc (macOS, musl) this does nothing.
-- :func:`collect_and_freeze`, at the start of every run: Python's cyclic collector walks every
-  tracked object on a full pass (about 430,000 with torch, Lightning, Hydra and OmegaConf loaded:
-  0.23 s on this suite's CPU machine), and a joblib (loky) worker without ``psutil`` runs one after
-  every job of a sweep (Table II's 280 jobs: about 64 core-seconds, measured 2026-11-26). One
-  ``gc.collect()`` (the garbage of the jobs before, cycles included, is freed: nothing leaks), then
-  ``gc.freeze()``: what is alive now (modules, decoded data files, Hydra's state) moves to the
-  permanent generation, which later passes skip. Objects are still freed by reference counting;
-  only cycles among frozen objects (none made after the freeze) would wait.
+- :func:`keep_freed_memory`: raise glibc's mmap and trim thresholds, so that a tensor of a few MB
+  allocated per step (GSS's per-sample gradients, oEWC's Fisher chunks) reuses freed memory instead
+  of page-faulting fresh pages every step (docs/PERFORMANCE.md, item 1); elsewhere than glibc a no-op.
+- :func:`collect_and_freeze`, at the start of every run: one ``gc.collect()`` (the jobs before leak
+  nothing), then ``gc.freeze()``, so that later full passes (a joblib worker runs one after every
+  job) skip what is alive now: modules, decoded data, Hydra's state (docs/PERFORMANCE.md, item 6).
 - :class:`AttributeState`: what a checkpoint keeps of a replay policy, an update policy or a method
-  plugin (the three seams inherit it). By default every attribute (tensors, numbers, containers:
-  E-BRS's options, HAL's anchors and phi, oEWC's Fisher and anchor, SI's omega / Omega / theta~,
-  GEM's per-task ring counts, ...), so a new method's state is checkpointed without a line of code;
-  a class whose state holds something else overrides both methods (iCaRL keeps its frozen network
-  as a state dict). Per-slot data lives in the memory's declared fields, not here
-  (``clsuite.memory.buffer.Memory.declare``).
+  plugin (the three seams inherit it): by default every attribute, so a new method's state is
+  checkpointed without a line of code; a class whose state holds something else overrides both
+  methods (iCaRL keeps its frozen network as a state dict). Per-slot data lives in the memory's
+  declared fields (``clsuite.memory.buffer.Memory.declare``).
 """
 
 from __future__ import annotations

@@ -15,16 +15,16 @@ or ``unknown <key> <value>; valid choices: ...``):
    layout, scenario vs the method, precision vs the device, eval split vs the validation split,
    logger.required vs the logger.
 
-Adding a key is one line: in :data:`KEYS` for a key of ``conf/config.yaml`` or of a group
-(``"data.foo": Flag("what it does")``), in :data:`NODES` under its class for a parameter of a
-replay policy, update policy or method plugin (``foo=Whole(1, doc="what it does")``);
-``tests/test_schema.py`` fails for a key of ``conf/`` that has none. A new replay / update /
-plugin class gets a ``NODES`` entry (or ``declare()`` from outside ``src/``).
+Adding a key is one line here (docs/CONFIG.md, "Adding a key"); a new replay / update / plugin
+class gets a ``NODES`` entry (or :func:`declare` from outside ``src/``).
 
-Why a table and not Hydra structured configs: OmegaConf checks a dataclass field's type but not
-its range (``__post_init__`` never runs on a DictConfig), reports both as a multi-line
-``ValidationError``, and the method nodes change shape with ``_target_``; the ranges and
-cross-key rules need this layer anyway, so the types live in it too (one home).
+Why a table and not Hydra structured configs or pydantic models: OmegaConf checks a dataclass
+field's type but not its range (``__post_init__`` never runs on a DictConfig) and reports both as
+a multi-line ``ValidationError``; pydantic checks ranges but words them its own way ("Input should
+be greater than or equal to 1", with the error type and input on further lines), coerces ``50.0``
+or ``"1"`` unless strict, and would need a model per group and per ``_target_`` of the method
+nodes. Either way the one-line messages, the whole-number rule and the cross-key rules need this
+layer, so the types live in it too (one home): one line per key, as data.
 """
 
 from __future__ import annotations
@@ -524,18 +524,21 @@ RULES: tuple[Callable, ...] = (
 # ----------------------------------------------------------------------------- the check
 
 
+def _check(cfg, key: str, spec: Spec, req: bool = True) -> bool:
+    """Check one key; False when it is absent and not required (``ConfigError`` when it is required)."""
+    v = value(cfg, key, spec)
+    if v is MISSING:
+        if req:
+            raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
+        return False
+    if msg := spec.problem(key, v):
+        raise ConfigError(msg)
+    return True
+
+
 def check(cfg: DictConfig) -> int:
     """Steps 1-3 of the module docstring; the number of keys checked. Raises ``ConfigError``."""
-    n = 0
-    for key, spec in KEYS.items():
-        v = value(cfg, key, spec)
-        if v is MISSING:
-            if spec.req:
-                raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
-            continue
-        if msg := spec.problem(key, v):
-            raise ConfigError(msg)
-        n += 1
+    n = sum(_check(cfg, key, spec, spec.req) for key, spec in KEYS.items())
     for slot in SLOTS:
         node = value(cfg, f"method.{slot}")
         if node is MISSING or node is None:
@@ -550,14 +553,7 @@ def check(cfg: DictConfig) -> int:
                 valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
                 raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}") from None
             continue
-        for k, spec in node_keys(target).items():
-            key = f"method.{slot}.{k}"
-            v = value(cfg, key, spec)
-            if v is MISSING:
-                raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
-            if msg := spec.problem(key, v):
-                raise ConfigError(msg)
-            n += 1
+        n += sum(_check(cfg, f"method.{slot}.{k}", spec) for k, spec in node_keys(target).items())
     for rule in RULES:
         if msg := rule(cfg):
             raise ConfigError(msg)
