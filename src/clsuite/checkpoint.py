@@ -18,7 +18,6 @@ costs. Steps (driven by ``clsuite.experiment.run_experiment``):
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import random
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from clsuite.io import Unreadable, os_error_line, read_regular, write_bytes_atomic
+from clsuite.io import Unreadable, os_error_line, read_regular, sha256, write_bytes_atomic
 
 AUTO_INTERVAL_S = 300.0  # auto: at most one checkpoint per 5 minutes (docs/CHECKPOINTS.md: why auto is time-based)
 KEEP = 2  # newest checkpoints kept while a run goes on
@@ -98,7 +97,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         data, path = buf.getvalue(), Path(path)
         digest_path(path).unlink(missing_ok=True)  # the file is invalid until its digest is written
         write_bytes_atomic(path, data)
-        write_bytes_atomic(digest_path(path), hashlib.sha256(data).hexdigest().encode())
+        write_bytes_atomic(digest_path(path), sha256(data).encode())
 
     def load_checkpoint(self, path, map_location=None, weights_only=True) -> dict:
         path = Path(path)
@@ -107,7 +106,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except (OSError, Unreadable, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) else str(e)
             raise CorruptCheckpoint(f"unreadable or without its digest ({why})") from None
-        if hashlib.sha256(data).hexdigest() != digest:
+        if sha256(data) != digest:
             raise CorruptCheckpoint("its content does not match its sha256 (partial or corrupt)")
         try:  # weights_only: tensors and plain containers only, never pickled code
             return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)

@@ -26,15 +26,15 @@ import subprocess
 from pathlib import Path
 
 from clsuite.home import CONF_DIR, cpu_count
+from clsuite.io import canonical, sha256  # noqa: F401  (re-exported)
 from clsuite.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
     IGNORED_KEYS,
     _container,
-    canonical,
     config_hash,
+    key_of,
     normalize,
     seal,
     seal_ok,
-    sha256,
 )
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (src/clsuite/ -> ..), when run from a checkout
@@ -228,10 +228,13 @@ def data_identity(cfg) -> dict:
 # ----------------------------------------------------------------------------- 4. env
 
 
+def _trainer(cfg) -> dict:
+    return _container(cfg).get("trainer") or {}
+
+
 def threads_of(cfg) -> int:
     """The thread count a run uses: ``trainer.threads``, or every core of this process when null."""
-    c = _container(cfg)
-    n = (c.get("trainer") or {}).get("threads")
+    n = _trainer(cfg).get("threads")
     return int(n) if n is not None else cpu_count()
 
 
@@ -263,15 +266,13 @@ def device_type(cfg) -> str:
     """``cpu`` or ``cuda``: what ``clsuite.experiment.pick_device`` will choose for this config."""
     import torch
 
-    acc = str((_container(cfg).get("trainer") or {}).get("accelerator", "auto"))
-    if acc == "cpu" or (acc == "auto" and not torch.cuda.is_available()):
-        return "cpu"
-    return "cuda"
+    acc = str(_trainer(cfg).get("accelerator", "auto"))
+    return "cpu" if acc == "cpu" or (acc == "auto" and not torch.cuda.is_available()) else "cuda"
 
 
 def numerics_of(cfg) -> str:
     """``trainer.numerics`` of a config (``native`` when absent: configs from before the key)."""
-    return str((_container(cfg).get("trainer") or {}).get("numerics") or "native")
+    return str(_trainer(cfg).get("numerics") or "native")
 
 
 def env_identity(device: str, numerics: str = "native") -> dict:
@@ -301,7 +302,7 @@ def identity(cfg, device: str | None = None) -> dict:
         "data": data_identity(cfg),
         "env": env_identity(device or device_type(cfg), numerics_of(cfg)),
     }
-    return {"key": sha256(canonical(parts)), **parts, "provenance": provenance()}
+    return {"key": key_of(parts), **parts, "provenance": provenance()}
 
 
 def expected(cfg) -> dict:

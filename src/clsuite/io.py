@@ -1,20 +1,18 @@
-"""One home for the suite's file names and file I/O.
+"""One home for the suite's file names, its file I/O and its hashes.
 
-Every module that reads or writes a run's files imports these names: the results file of a
-run, the failure record of a sweep job, the sweep's expected grid, and atomic JSON writing
-(temporary file in the same folder, fsync, rename: a reader never sees half a file, and a
-failed write leaves no temporary file behind).
-
-Reading: every file the suite reads back (results, failure records, grids, locks, the sweep log,
-the reuse index, checkpoints) goes through :func:`read_regular`, which opens only a regular file
-(a FIFO never blocks the open: it is refused, like a device such as ``/dev/zero``, a socket or a
-folder) and reads at most a bound of bytes; :func:`load_json` adds a bound on nesting. Any failure
-is :class:`Unreadable` with one line of reason, which the callers turn into "left out: <reason>".
+Writing is atomic (:func:`write_bytes_atomic`: a temporary file in the same folder, fsync, rename;
+a reader never sees half a file, a failed write leaves no temporary file). Every file the suite
+reads back goes through :func:`read_regular` (a regular file only, so a FIFO or a device never
+blocks or floods a reader, within a size bound) and :func:`load_json` (within a nesting bound);
+any failure is :class:`Unreadable` with a one-line reason, which callers show as "left out:
+<reason>" (docs/INTEGRITY.md, section 1). :func:`canonical` and :func:`sha256` make the seal of a
+results file and the key of an identity.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
@@ -57,6 +55,17 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         if isinstance(e, OSError):
             raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
+
+
+def canonical(obj) -> str:
+    """One JSON text per value: sorted keys, no spaces, keys as strings (a JSON round trip first)."""
+    plain = json.loads(json.dumps(obj, default=str, allow_nan=True))
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
+
+
+def sha256(data: str | bytes) -> str:
+    """The sha256 hex digest of ``data`` (of a string: its UTF-8 bytes)."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
 def os_error_line(e: OSError) -> str:

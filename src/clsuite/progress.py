@@ -1,17 +1,11 @@
-"""Feedback while a run or a sweep goes: the task progress bar, the sweep's count, the run's log.
+"""Feedback while a run or a sweep goes (docs/WANDB.md, last paragraph).
 
-- :func:`task_progress_bar`: Lightning's TQDM bar labelled by the task being learned
-  ("task 2/5"; one pass over a task is one Lightning epoch) with the training loss, read from the
-  learner's detached ``last_loss`` once per refresh (every ``refresh_rate`` batches), never on
-  other batches. Lightning is imported only when a bar is made: a sweep job that skips its run
-  imports this module without torch.
-- :func:`sweep_progress`: "k/N done, F failed, about T left", from the sweep's ``grid.json``
-  (N) and ``sweep_log.jsonl`` (one line per finished job of this invocation, written by
-  ``clsuite.sweep.Job.log``); each job prints it when it finishes, so the count is right with
-  parallel joblib workers too. T = the jobs left times the time per finished job so far (the
-  invocation's wall time since ``grid.json`` was written, divided by the jobs finished).
-- :func:`keep_report`: appends a job's printed report to its ``run.log`` (Hydra's job log,
-  which holds only ``logging`` records otherwise).
+- :func:`task_progress_bar`: Lightning's TQDM bar labelled "task 2/5" (one pass over a task is one
+  Lightning epoch), with the loss read once per refresh, never on other batches;
+- :func:`sweep_progress`: "k/N done, F failed, about T left" of this invocation, from ``grid.json``
+  (N) and ``sweep_log.jsonl`` (one line per finished job), printed by each job as it ends, so that
+  parallel workers count right; T = the jobs left x the wall time so far per finished job;
+- :func:`keep_report`: appends a job's printed report to its ``run.log`` (Hydra's job log).
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ the first that fails being the reason (docs/INTEGRITY.md, section 1, lists each 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.io import Unreadable, load_json
+from clsuite.io import Unreadable, canonical, load_json, sha256
 from clsuite.metrics import METRICS, all_metrics
 
 TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
@@ -148,12 +146,19 @@ def identity_problem(identity, cfg: dict) -> str | None:
         return f"identity.key is not a sha256: {key!r}"
     if canonical(identity.get("config")) != canonical(normalize(cfg)):
         return "identity.config is not the file's config (normalised)"
-    code = identity.get("code")
-    if isinstance(code, dict) and "hash" in code and "data" in identity and "env" in identity:
-        parts = {k: identity[k] for k in ("config", "code", "data", "env")}
-        if sha256(canonical(parts)) != key:
-            return "identity.key is not the hash of the identity's parts"
+    code = identity.get("code")  # the layout since content hashes: code.hash, data, env (older ones: unchecked)
+    current = isinstance(code, dict) and "hash" in code and all(k in identity for k in PARTS)
+    if current and key_of(identity) != key:
+        return "identity.key is not the hash of the identity's parts"
     return None
+
+
+PARTS = ("config", "code", "data", "env")  # what an identity's key hashes (clsuite.identity; not provenance)
+
+
+def key_of(identity: dict) -> str:
+    """The key of an identity: the sha256 of the canonical JSON of its :data:`PARTS`."""
+    return sha256(canonical({k: identity[k] for k in PARTS}))
 
 
 # ----------------------------------------------------------------------------- the config part of an identity
@@ -213,16 +218,6 @@ def normalize(cfg) -> dict:
         if isinstance(node, dict):
             node.pop(leaf, None)
     return d
-
-
-def canonical(obj) -> str:
-    """One JSON text per value: sorted keys, no spaces, keys as strings (a JSON round trip first)."""
-    plain = json.loads(json.dumps(obj, default=str, allow_nan=True))
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def config_hash(cfg) -> str:

@@ -31,7 +31,6 @@ named (``left out``) and never synced. An experiment's runs and its aggregate ru
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from clsuite.config import dotted_get, wandb_settings
-from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, write_json_atomic
+from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
 from clsuite.metrics import METRICS
 from clsuite.results import read_run
 
@@ -125,20 +124,16 @@ def _reads(node, key: str) -> bool:
 
 def _short(text: str, limit: int = 128) -> str:
     """W&B caps names and groups at 128 characters: a longer one keeps its start and a hash of the whole."""
-    return text if len(text) <= limit else f"{text[: limit - 10]} ~{_sha(text)[:8]}"
+    return text if len(text) <= limit else f"{text[: limit - 10]} ~{sha256(text)[:8]}"
 
 
 # ----------------------------------------------------------------------------- one mirror per folder
 
 
-def _sha(data: str | bytes) -> str:
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
 def results_sha(out_dir) -> str | None:
     """SHA-256 of the folder's results file (None when it has none)."""
     try:
-        return _sha(read_regular(Path(out_dir) / RESULTS_FILE))
+        return sha256(read_regular(Path(out_dir) / RESULTS_FILE))
     except (OSError, Unreadable):
         return None
 

@@ -45,11 +45,12 @@ from clsuite.io import (
     RESULTS_FILE,
     read_json,
     read_object,
+    sha256,
 )
 from clsuite.metrics import METRICS
 from clsuite.paths import safe_name
 from clsuite.results import read_run
-from clsuite.wandb_run import _fmt, _sha, log_from_results, mark_mirrored, mirrored, supersede
+from clsuite.wandb_run import _fmt, log_from_results, mark_mirrored, mirrored, supersede
 
 SKIP_DIRS = {"wandb", ".hydra", "csv", ".submitit", ".index"}
 
@@ -194,7 +195,7 @@ def log_experiment(experiment: str, exp_dir, out_dir, *, logger_cfg=None) -> Pat
     if runs.empty:
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
-    sha = _sha(runs[["job", "key", *METRICS]].to_csv(index=False))
+    sha = sha256(runs[["job", "key", *METRICS]].to_csv(index=False))
     out_dir, settings = Path(out_dir), wandb_settings(logger_cfg or {})
     if mirrored(out_dir, sha, settings["mode"]):
         return out_dir / "wandb"
