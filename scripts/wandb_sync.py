@@ -1,5 +1,5 @@
 """``clsuite wandb`` in a checkout: an experiment's results files to W&B without training, a run per
-grid point, then the charts (clsuite.wandb_sync: names, groups, keys, charts).
+grid point, then the aggregate run: the experiment's tables and figures (clsuite.wandb_sync).
 
     python scripts/wandb_sync.py table2                 # offline runs under multirun/table2/*/wandb/
     python scripts/wandb_sync.py table2 --mode online   # straight to the W&B server

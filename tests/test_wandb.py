@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from clsuite.metrics import METRICS
 from clsuite.progress import keep_report, sweep_progress
-from clsuite.wandb_run import describe, log_from_results
+from clsuite.wandb_run import _sha, describe, log_from_results
 from clsuite.wandb_sync import offline_runs, read_offline_run, sync_experiment
 from tests.conftest import make_cfg
 from tests.results_fixtures import fake_R, write_run
@@ -43,6 +43,27 @@ def the_run(folder) -> dict:
 
 def task_rows(run) -> list[dict]:
     return [h for h in run["history"] if "acc/seen" in h]
+
+
+def aggregate_run(root) -> tuple[dict, dict]:
+    """The one aggregate run under ``root``: (the run, ``{logged key: its file's fields}``), the
+    fields of an image or a table (``_type``, ``path`` in the run's files/, ``sha256``, ...)."""
+    (d,) = offline_runs(root)
+    run, logged = read_offline_run(d), {}
+    for h in run["history"]:
+        for k, v in h.items():
+            key, _, field = k.partition("/")
+            logged.setdefault(key, {"dir": d / "files"})[field] = v
+    return run, {k: v for k, v in logged.items() if not k.startswith("_")}
+
+
+def of_type(logged: dict, kind: str) -> set[str]:
+    return {k for k, v in logged.items() if v.get("_type") == f"{kind}-file"}
+
+
+def rows_of(logged: dict, key: str) -> list[dict]:
+    table = json.loads((logged[key]["dir"] / logged[key]["path"]).read_text())
+    return [dict(zip(table["columns"], row)) for row in table["data"]]
 
 
 @pytest.mark.parametrize(
@@ -165,7 +186,9 @@ def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
     assert csv_history(job, res | {"steps_per_task": [1, 1]}) == []  # steps past the run's
 
 
-def test_aggregate_bars_have_error_bars(wandb_env, tmp_path):
+def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
+    """The aggregate run logs the tables and figures ``clsuite aggregate`` makes (an ad-hoc sweep's
+    table of every setting, mean ± std and n per row; its heatmaps), the same files."""
     from clsuite.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "t2"
@@ -173,14 +196,20 @@ def test_aggregate_bars_have_error_bars(wandb_env, tmp_path):
         for seed in (0, 1, 2):
             write_run(root, method=method, seed=seed, R=fake_R(3, 60.0 + 2 * seed))
     log_experiment("t2", root, tmp_path / "results")
-    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results")]
-    assert "acc_split_mnist" in agg["charts"]
-    assert any("acc_bars_split_mnist" in k for h in agg["history"] for k in h)  # the bars with +- std
-    table = json.loads(next((tmp_path / "results").rglob("acc_split_mnist_table*.table.json")).read_text())
-    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
-    assert {(r["method"], r["acc"], round(r["acc_std"], 6), r["n"]) for r in rows} == {
+    agg, logged = aggregate_run(tmp_path / "results")
+    assert (agg["name"], agg["config"]["experiment"]) == ("t2 aggregate", "t2")
+    table = "table1_t2_every_swept_setting_m_in_total"
+    assert of_type(logged, "table") == {table, "summary_table", "runs_table"}
+    assert {(r["method"], r["Acc (%)"], r["n"]) for r in rows_of(logged, table)} == {
+        ("ER", "62.0 ± 2.0 [86.4]", "3"), ("MIR", "62.0 ± 2.0 [88.0]", "3"),
+    }  # fmt: skip  # mean ± std over the seeds, n per row, as results/t2/t2.md
+    rows = rows_of(logged, "summary_table")
+    assert {(r["method"], r["acc_mean"], round(r["acc_std"], 6), r["n"]) for r in rows} == {
         ("er", 62.0, 2.0, 3), ("mir", 62.0, 2.0, 3),
     }  # fmt: skip
+    (image,) = of_type(logged, "image")
+    png = tmp_path / "results" / "t2" / f"{image}.png"  # the report's figure, byte for byte
+    assert image == "accuracy_matrix_split_mnist_paper_text" and logged[image]["sha256"] == _sha(png.read_bytes())
 
 
 def test_logger_config_overrides_group_name_tags(wandb_env, tmp_path):
@@ -207,19 +236,22 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
     assert len({r["group"] for r in runs}) == 4  # (method, M) cells, two seeds each
     assert sync_experiment("memory", tmp_path / "multirun", out)["logged"] == 0  # mirrored already
 
-    (agg,) = [read_offline_run(p) for p in offline_runs(out / "memory")]
-    assert agg["job_type"] == "aggregate"
-    assert set(agg["charts"]) == {"acc_vs_memory_split_mnist", "bwt_vs_memory_split_mnist", "first_task_split_mnist"}
-    keys = {k.split("/")[0] for h in agg["history"] for k in h if not k.startswith("_")}
-    assert {"summary_table", "runs_table", "acc_vs_memory_split_mnist_table"} <= keys
-    table = json.loads(next((out / "memory").rglob("acc_vs_memory_split_mnist_table*.table.json")).read_text())
-    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
-    points = {(r["lineKey"], r["step"]): r["lineVal"] for r in rows}  # (line, M) -> mean Acc over seeds
+    agg, logged = aggregate_run(out / "memory")
+    assert agg["job_type"] == "aggregate" and agg["name"] == "memory aggregate"
+    assert of_type(logged, "image") == {"fig5_fig6_memory_acc", "fig5_fig6_memory_bwt"}  # Figs. 5, 6 of the report
+    acc, bwt = "table1_fig_5_acc_against_m_in_total", "table2_fig_6_bwt_points_against_m_in_total"
+    assert of_type(logged, "table") == {"summary_table", "runs_table", acc, bwt}
+    rows = rows_of(logged, "summary_table")
+    points = {(r["method"], r["memory"]): r["acc_mean"] for r in rows}  # (method, M) -> mean Acc over seeds
     assert points[("er", 50)] == pytest.approx(np.mean([60 + 5 + 0, 60 + 5 + 1]))
     assert points[("mir", 100)] == pytest.approx(np.mean([70 + 10 + 0, 70 + 10 + 1]))
+    assert [r["split-MNIST M=50"] for r in rows_of(logged, acc)] == [
+        "65.5 ± 0.7",
+        "75.5 ± 0.7",
+    ]  # ER, MIR: Fig. 5's table
 
 
-def test_tau_and_lambda_charts(wandb_env, tmp_path):
+def test_tau_and_lambda_sweep(wandb_env, tmp_path):
     from clsuite.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "sens"
@@ -227,13 +259,18 @@ def test_tau_and_lambda_charts(wandb_env, tmp_path):
         for lam in (0.0, 0.5):
             write_run(root, method="adaer", tau=tau, lam=lam, R=fake_R(3, 50 + 10 * tau + lam))
     log_experiment("sens", root, tmp_path / "results")
-    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results")]
-    assert set(agg["charts"]) == {"acc_vs_tau_split_mnist", "acc_vs_lambda_split_mnist", "first_task_split_mnist"}
-    table = json.loads(next((tmp_path / "results").rglob("acc_vs_tau_split_mnist_table*.table.json")).read_text())
-    rows = [dict(zip(table["columns"], row)) for row in table["data"]]  # a line per lambda, x = tau
-    assert {(r["lineKey"], r["step"], round(r["lineVal"], 6)) for r in rows} == {
-        ("adaer lambda=0", 0.1, 51.0), ("adaer lambda=0", 0.5, 55.0),
-        ("adaer lambda=0.5", 0.1, 51.5), ("adaer lambda=0.5", 0.5, 55.5),
+    agg, logged = aggregate_run(tmp_path / "results")
+    assert agg["name"] == "sens aggregate"
+    assert of_type(logged, "image") == {"accuracy_matrix_split_mnist_paper_text"}  # a panel per tau x lambda
+    table = "table1_sens_every_swept_setting_m_in_total"
+    assert of_type(logged, "table") == {"summary_table", "runs_table", table}
+    rows = rows_of(logged, "summary_table")  # a cell per (tau, lambda)
+    assert {(r["tau"], r["lambda"], round(r["acc_mean"], 6)) for r in rows} == {
+        (0.1, 0.0, 51.0), (0.5, 0.0, 55.0),
+        (0.1, 0.5, 51.5), (0.5, 0.5, 55.5),
+    }  # fmt: skip
+    assert {(r["τ"], r["λ"], r["Acc (%)"]) for r in rows_of(logged, table)} == {
+        ("0.1", "0", "51.0"), ("0.5", "0", "55.0 [89.6]"), ("0.1", "0.5", "51.5"), ("0.5", "0.5", "55.5"),
     }  # fmt: skip
 
 
@@ -286,30 +323,35 @@ def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path)
     runs = [read_offline_run(p) for p in offline_runs(tmp_path / "multirun" / "wb")]
     assert len(runs) == 2 and {r["config"]["source"] for r in runs} == {"skipped"}
     assert {r["job_type"] for r in runs} == {"er", "online"}
-    (agg,) = [read_offline_run(p) for p in offline_runs(tmp_path / "results" / "wb")]  # the sweep's charts
-    assert agg["job_type"] == "aggregate" and set(agg["charts"]) == {"acc_synthetic", "first_task_synthetic"}
+    agg, logged = aggregate_run(tmp_path / "results" / "wb")  # the sweep's tables and figures
+    assert agg["job_type"] == "aggregate" and agg["name"] == "wb aggregate"
+    assert of_type(logged, "image") == {"accuracy_matrix_synthetic_mir_code"}  # the heatmaps
+    assert of_type(logged, "table") == {"table1_wb_every_swept_setting_m_per_class", "summary_table", "runs_table"}
 
 
 @pytest.mark.parametrize("n_bars", [1, 2, 3, 14])
-def test_the_bar_charts_title_fits_its_figure(n_bars):
-    """The aggregate run's bar chart (one bar per method): its title, long as W&B titles are, stays
-    inside the figure however few bars make it narrow."""
-    import matplotlib.pyplot as plt
+def test_the_bar_charts_title_fits_its_figure(n_bars, tmp_path):
+    """The bar chart the aggregate run logs (``clsuite.analysis.figures.bars``, one bar per method):
+    its title, long as titles are, stays inside the PNG however few bars make it narrow."""
+    import matplotlib.image
+    import pandas as pd
+    from matplotlib.textpath import TextPath
 
-    from clsuite.wandb_sync import _bars_figure
+    from clsuite.analysis import figures as fg
 
-    data = [[f"method{i}", 80.0 + i, 1.0, 3] for i in range(n_bars)]
-    fig = _bars_figure(data, "Acc (split_mnist, a_long_experiment_name, mean over seeds), error bars: ± one std")
-    fig.canvas.draw()
-    box, title = fig.bbox, fig.axes[0].title.get_window_extent()
-    plt.close(fig)
-    assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1, (title, box)
+    title = "Fig. 9a: averaged test accuracy at λ = 0.5, a_long_experiment_name, error bars: ± one std"
+    summary = pd.DataFrame(
+        [{"benchmark": "split_mnist", "method": f"method{i}", "variant": "", "memory": 100, "tau": 0.5, "lambda": 0.0,
+          "acc_mean": 80.0 + i, "acc_std": 1.0, "n": 3} for i in range(n_bars)]
+    )  # fmt: skip
+    (png, _pdf) = fg.bars(summary, "acc", title, tmp_path / "bars")
+    width = TextPath((0, 0), title, size=11).get_extents().width / 72 * 150  # 11 pt at the PNG's 150 dpi
+    assert matplotlib.image.imread(png).shape[1] >= width, (n_bars, width)
 
 
 def test_chart_titles_name_a_key_held_off_its_default_for_every_run(wandb_env, tmp_path):
-    """The experiment's W&B charts, like its tables and figures, name M = 50 held for every run."""
-    from clsuite.analysis.load import load_runs
-    from clsuite.wandb_sync import experiment_charts
+    """The experiment's aggregate run, like its tables and figures, names M = 50 held for every run."""
+    from clsuite.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "t2"
     for method in ("er", "mir"):
@@ -317,8 +359,7 @@ def test_chart_titles_name_a_key_held_off_its_default_for_every_run(wandb_env, t
             write_run(
                 root, method=method, seed=seed, memory=50, reading="mir_code", extra_cfg={"memory_per_class": True}
             )
-    charts = experiment_charts("t2", load_runs(root)[0])
-    assert (
-        charts["acc_split_mnist"].spec.string_fields["title"]
-        == "Acc (split_mnist, t2; M=50 per class, mean over seeds)"
-    )
+    log_experiment("t2", root, tmp_path / "results")
+    agg, _ = aggregate_run(tmp_path / "results")
+    held = "Held for every run at a value other than the default: M=50 per class."
+    assert agg["notes"] == held and held in (tmp_path / "results" / "t2" / "t2.md").read_text()

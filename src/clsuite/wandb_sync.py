@@ -1,6 +1,6 @@
 """Weights & Biases for an experiment: its results files pushed, a run per grid point, and its aggregate run.
 
-    python scripts/wandb_sync.py table2           # multirun/table2/: a W&B run per grid point + the charts
+    python scripts/wandb_sync.py table2           # multirun/table2/: a W&B run per grid point + the aggregate run
     python scripts/wandb_sync.py table2 --check   # what the offline runs on disk hold (no upload)
 
 A W&B project mirrors the results files on disk:
@@ -10,20 +10,20 @@ named (``left out``) and never synced.
 
 1.-3. One W&B run per grid point, its name, group and what it holds: ``clsuite.wandb_run``.
 4. **One aggregate run per experiment** (:func:`log_experiment`, job_type ``aggregate``; logged at
-   the end of a sweep under logger=wandb, :func:`log_sweep_charts`, and by this script): native
-   W&B charts from the rows ``clsuite.analysis`` reads for the report's tables, flat keys:
-   ``<metric>_vs_<memory|tau|lambda>_<benchmark>``
-   (Acc and BWT against M, Acc against tau or lambda: one line per method), ``first_task_<benchmark>``
-   (mean R[:, 0] over seeds after each task), ``acc_<benchmark>`` (bars, when no condition varies;
-   ``acc_bars_<benchmark>``: the same bars with +- one std over seeds as error bars, n per bar),
-   and the tables ``summary_table`` (one row per cell: mean and std over seeds of every metric)
-   and ``runs_table`` (one row per run).
+   the end of a sweep under logger=wandb, :func:`log_sweep_charts`, and by this script): it runs
+   ``clsuite.analysis.report.aggregate`` (``results/<experiment>/``, as ``clsuite aggregate``) and
+   logs what it made, so that W&B and the report cannot disagree: each figure as an image under
+   its file's stem (``fig5_fig6_memory_acc``, ``accuracy_matrix_<benchmark>_<reading>``, ...),
+   each table as a W&B table (``table<i>_<its title>``), ``summary_table`` (``summary.csv``: a
+   row per cell) and ``runs_table`` (``runs.csv``: a row per run); the settings held off their
+   defaults for every run (the tables' captions, the figures' titles) are the run's notes.
 
 Offline is the default (``WANDB_MODE`` or ``--mode online`` to upload live); offline runs are
 written under each job folder (``<job>/wandb/offline-run-*``) and the aggregate run under
 ``results/<experiment>/wandb/``; ``wandb sync <dir>`` uploads them later.
 :func:`read_offline_run` decodes an offline run (the record log of ``run-<id>.wandb``) without
-network: the tests and ``--check`` use it.
+network: the tests and ``--check`` use it. It is written by hand: wandb >= 0.18 reads these files
+only in its Go core (the Python ``DataStore`` reader is gone), and offers no command that prints them.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import struct
 import sys
 from collections import defaultdict
 from pathlib import Path
-
-import numpy as np
 
 from clsuite.config import ConfigError, wandb_settings
 from clsuite.io import (
@@ -50,7 +49,7 @@ from clsuite.io import (
 from clsuite.metrics import METRICS
 from clsuite.paths import safe_name
 from clsuite.results import read_run
-from clsuite.wandb_run import _fmt, log_from_results, mark_mirrored, mirrored, supersede
+from clsuite.wandb_run import log_from_results, mark_mirrored, mirrored, supersede
 
 SKIP_DIRS = {"wandb", ".hydra", "csv", ".submitit", ".index"}
 
@@ -76,143 +75,57 @@ def _overrides_of(exp_dir: Path, job: Path) -> list[str]:
     return job.name.split(",")
 
 
-def _py(v):
-    """A numpy / pandas scalar as a plain Python value (for W&B's JSON)."""
-    return v.item() if hasattr(v, "item") else v
-
-
-def _label(row, keys, drop=()) -> str:
-    """A cell's line in a chart: the method, then the other keys that vary between cells."""
-    parts = [str(row["method"])]
-    parts += [f"{'M' if k == 'memory' else k}={_fmt(_py(row[k]))}" for k in keys if k not in ("method", *drop)]
-    return " ".join(parts)
-
-
-def _bars_figure(data: list[list], title: str):
-    """A bar chart with error bars (W&B's native bar chart has none): rows [label, mean, std, n];
-    no bar for a cell of one seed (no std), its n under the label. The title wraps to the figure's
-    width (a narrow chart of two or three bars clipped it)."""
-    import textwrap
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [f"{lab}\nn={n}" for lab, _, _, n in data]
-    std = [0.0 if n < 2 or sd is None or np.isnan(sd) else sd for _, _, sd, n in data]
-    width = 1.0 + 0.8 * len(data)
-    fig, ax = plt.subplots(figsize=(width, 3.6))
-    ax.bar(range(len(data)), [m for _, m, _, _ in data], yerr=std, capsize=4, color="tab:blue")
-    ax.set_xticks(range(len(data)), labels, rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("Acc (%)")
-    ax.set_title(
-        textwrap.fill(title, width=max(16, int(width * 11))), fontsize=8
-    )  # about 11 characters an inch at 8 pt
-    fig.tight_layout()
-    return fig
-
-
-def _bars(data: list[list], title: str):
-    """:func:`_bars_figure` as an RGB array (``wandb.Image``)."""
-    import matplotlib.pyplot as plt
-
-    fig = _bars_figure(data, title)
-    fig.canvas.draw()
-    pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-    plt.close(fig)
-    return pixels
-
-
-def experiment_charts(experiment: str, runs) -> dict:
-    """``{flat key: W&B chart or table}`` of an experiment's figures and tables.
-
-    ``runs``: one row per distinct run, as ``clsuite.analysis.load.load_runs`` reads them (the
-    tables of ``make report`` use the same rows); cells and their mean and std over seeds:
-    ``clsuite.analysis.stats.summarize``.
-    """
+def aggregate_outputs(built: dict) -> dict:
+    """``{flat key: wandb.Image or wandb.Table}`` of what ``clsuite.analysis.report.aggregate`` made."""
     import wandb
 
-    from clsuite.analysis.defaults import fixed_settings
-    from clsuite.analysis.load import CONDITIONS, KEYS
-    from clsuite.analysis.stats import summarize
-
-    summary = summarize(runs)
-    varying = [k for k in KEYS if k != "benchmark" and summary[k].nunique(dropna=False) > 1]
-    held = ", ".join(fixed_settings(runs))  # a key off its default for every run: in every title
-    experiment = f"{experiment}; {held}" if held else experiment
-    out = {}
-    for bench in sorted(summary["benchmark"].unique()):
-        s = summary[summary["benchmark"] == bench]
-        for cond in [c for c in CONDITIONS if c in varying]:  # Figs. 5, 6, 9, 10a, 11: one line per method
-            lines: dict[str, list] = defaultdict(list)
-            for _, row in s.sort_values(cond).iterrows():
-                lines[_label(row, varying, drop=(cond,))].append(row)
-            for key in ("acc", "bwt") if cond == "memory" else ("acc",):
-                names = sorted(lines)
-                out[f"{key}_vs_{cond}_{bench}"] = wandb.plot.line_series(
-                    xs=[[_py(r[cond]) for r in lines[n]] for n in names],
-                    ys=[[_py(r[f"{key}_mean"]) for r in lines[n]] for n in names],
-                    keys=names,
-                    title=f"{METRICS[key].label} against {cond} ({bench}, {experiment}, mean over seeds)",
-                    xname=cond,
-                )
-        curves = {}  # Figs. 7, 8b, 10b: the first task through the stream, mean over seeds
-        for _, grp in runs[runs["benchmark"] == bench].groupby(list(KEYS), dropna=False, sort=False):
-            Rs = [R for R in grp["R"] if R.ndim == 2 and R.shape[0] == R.shape[1] > 1]
-            if Rs and len({R.shape for R in Rs}) == 1:
-                curves[_label(grp.iloc[0], varying)] = np.mean([R[:, 0] for R in Rs], axis=0)
-        if curves:
-            names = sorted(curves)
-            out[f"first_task_{bench}"] = wandb.plot.line_series(
-                xs=[list(range(len(curves[n]))) for n in names],
-                ys=[curves[n].tolist() for n in names],
-                keys=names,
-                title=f"accuracy on the first task after each task ({bench}, {experiment}, mean over seeds)",
-                xname="task",
-            )
-        if not [c for c in CONDITIONS if c in varying]:  # Table II, Figs. 8a, 9a: Acc per method
-            data = [[_label(r, varying), _py(r["acc_mean"]), _py(r["acc_std"]), int(r["n"])] for _, r in s.iterrows()]
-            t = wandb.Table(columns=["method", "acc", "acc_std", "n"], data=data)
-            title = f"Acc ({bench}, {experiment}, mean over seeds)"
-            out[f"acc_{bench}"] = wandb.plot.bar(t, "method", "acc", title=title)
-            out[f"acc_bars_{bench}"] = wandb.Image(_bars(data, f"{title}, error bars: ± one std"))
-    out["summary_table"] = wandb.Table(dataframe=summary)
-    out["runs_table"] = wandb.Table(dataframe=runs.drop(columns=["R", "b", "flat", "versions"], errors="ignore"))
-    return out
+    out = {p.stem: wandb.Image(str(p)) for p in built["figures"] if p.suffix == ".png"}
+    for i, t in enumerate(built["tables"], 1):
+        groups = [g for g, span in t.groups or [] for _ in range(span)]  # "Acc paper_text", as its Markdown
+        columns = [f"{g} {h}" for g, h in zip(["", *groups], t.header)] if groups else t.header
+        out[f"table{i}_{re.sub('[^a-z0-9]+', '_', t.title.lower()).strip('_')[:60]}"] = wandb.Table(
+            columns=[c.strip() for c in columns], data=t.rows
+        )
+    runs = built["experiment"].runs.drop(columns=["R", "b", "flat", "versions"], errors="ignore")
+    return out | {"summary_table": wandb.Table(dataframe=built["summary"]), "runs_table": wandb.Table(dataframe=runs)}
 
 
-def log_experiment(experiment: str, exp_dir, out_dir, *, logger_cfg=None) -> Path | None:
-    """The aggregate W&B run of an experiment (charts and tables from its results files).
+def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Path | None:
+    """The aggregate W&B run of an experiment: ``aggregate`` of ``exp_dir`` into
+    ``out_root/<its name>/``, and :func:`aggregate_outputs` logged from there.
 
     Its id hashes the runs' identities and metrics, so an unchanged experiment is logged once.
     """
     import wandb
 
+    from clsuite.analysis.defaults import caption, fixed_settings
     from clsuite.analysis.load import load_runs
+    from clsuite.analysis.report import aggregate
 
+    exp_dir = Path(exp_dir)
     runs, _dropped = load_runs(exp_dir)
     if runs.empty:
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
     sha = sha256(runs[["job", "key", *METRICS]].to_csv(index=False))
-    out_dir, settings = Path(out_dir), wandb_settings(logger_cfg or {})
+    out_dir, settings = Path(out_root) / exp_dir.name, wandb_settings(logger_cfg or {})
     if mirrored(out_dir, sha, settings["mode"]):
         return out_dir / "wandb"
+    built = aggregate(exp_dir.name, exp_dir.parent, out_root, layout=experiment)
     supersede(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     run = wandb.init(
         **settings,
         name=f"{experiment} aggregate",
         group=experiment,
         job_type="aggregate",
         tags=[experiment, "aggregate"],
+        notes=caption(fixed_settings(runs)) or None,
         dir=str(out_dir),
         config={"experiment": experiment, "runs": len(runs)},
         reinit="create_new",
     )
     try:
-        run.log(experiment_charts(experiment, runs))
+        run.log(aggregate_outputs(built))
     finally:
         run.finish()
     mark_mirrored(run, out_dir, sha, settings["mode"])
@@ -223,16 +136,20 @@ def log_sweep_charts(config, out_root="results") -> None:
     """At the end of a sweep under logger=wandb: the experiment's aggregate run (a warning if it fails)."""
     if config.logger.get("name") != "wandb":
         return
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    exp = str(config.get("experiment"))
+    exp, lc = str(config.get("experiment")), OmegaConf.to_container(config.logger, resolve=True)
+    loader = GlobalHydra.instance().config_loader  # set aside: the analysis composes the runs' defaults with its own
+    GlobalHydra.instance().clear()
     try:
-        lc = OmegaConf.to_container(config.logger, resolve=True)
-        where = log_experiment(exp, Path(str(config.hydra.sweep.dir)), Path(out_root) / exp, logger_cfg=lc)
+        where = log_experiment(exp, Path(str(config.hydra.sweep.dir)), out_root, logger_cfg=lc)
         if where is not None:
-            print(f"  W&B charts and tables of {exp}: {where}", file=sys.stderr)
+            print(f"  W&B figures and tables of {exp}: {where}", file=sys.stderr)
     except Exception as e:
         print(f"warning: no W&B aggregate run for {exp} ({type(e).__name__}: {e})", file=sys.stderr)
+    finally:
+        GlobalHydra.instance().config_loader = loader
 
 
 def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results", logger_cfg=None) -> dict:
@@ -256,7 +173,7 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
         logged += log_from_results(
             cfg, job, source="synced", overrides=_overrides_of(exp_dir, job), logger_cfg=logger_cfg
         )
-    agg = log_experiment(experiment, exp_dir, Path(out_root) / experiment, logger_cfg=logger_cfg)
+    agg = log_experiment(experiment, exp_dir, out_root, logger_cfg=logger_cfg)
     return {"results": present, "logged": logged, "already": present - logged, "aggregate": agg, "left_out": left_out}
 
 
@@ -298,11 +215,11 @@ def _nested(items) -> dict:
 
 
 def read_offline_run(run_dir) -> dict:
-    """An offline run decoded: name, group, job_type, tags, config, history rows, summary, axes, charts."""
+    """An offline run decoded: name, group, job_type, tags, notes, config, history rows, summary, axes."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     (path,) = Path(run_dir).glob("run-*.wandb")
-    out = {"config": {}, "history": [], "summary": {}, "axes": {}, "charts": [], "exit_code": None}
+    out = {"config": {}, "history": [], "summary": {}, "axes": {}, "exit_code": None}
     for raw in _records(path):
         r = pb.Record()
         r.ParseFromString(raw)
@@ -314,15 +231,12 @@ def read_offline_run(run_dir) -> dict:
                 group=r.run.run_group,
                 job_type=r.run.job_type,
                 tags=list(r.run.tags),
+                notes=r.run.notes,
                 project=r.run.project,
             )
             out["config"].update({u.key: json.loads(u.value_json) for u in r.run.config.update})
         elif kind == "config":
-            for u in r.config.update:
-                if len(u.nested_key) >= 3 and list(u.nested_key[:2]) == ["_wandb", "visualize"]:
-                    out["charts"].append(u.nested_key[2])
-                elif u.key:
-                    out["config"][u.key] = json.loads(u.value_json)
+            out["config"].update({u.key: json.loads(u.value_json) for u in r.config.update if u.key})
         elif kind == "history":
             out["history"].append(_nested(r.history.item))
         elif kind == "summary":
@@ -344,7 +258,7 @@ def offline_runs(root) -> list[Path]:
 
 
 def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
-    """What the offline runs of an experiment hold: runs vs grid, groups, chart keys."""
+    """What the offline runs of an experiment hold: runs vs grid, groups, the aggregate run's keys."""
     exp_dir = Path(multirun_dir) / experiment
     grid = read_object(exp_dir / GRID_FILE) or {}
     runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
@@ -365,13 +279,14 @@ def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
     for p in offline_runs(Path(out_root) / experiment):
         a = read_offline_run(p)
         keys = sorted({k.split("/")[0] for h in a["history"] for k in h if not k.startswith("_")})
-        lines.append(f"  aggregate run {a['name']!r}: charts {sorted(a['charts'])}; logged keys {keys}")
+        lines.append(f"  aggregate run {a['name']!r}: logged keys {keys}")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        description="Push an experiment's results files to W&B without training (a run per grid point + charts)."
+        description="Push an experiment's results files to W&B without training (a run per grid point + the "
+        "aggregate run: its tables and figures)."
     )
     ap.add_argument("experiments", nargs="+", help="experiment names (folders of multirun/), e.g. table2 memory")
     ap.add_argument("--multirun-dir", default="multirun")
