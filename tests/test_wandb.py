@@ -228,9 +228,11 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
         for method, final in (("er", 60.0), ("mir", 70.0)):
             for seed in (0, 1):
                 write_run(root, method=method, memory=m, seed=seed, R=fake_R(3, final + m / 10 + seed, 60.0))
+    (root / "broken").mkdir()
+    (root / "broken" / "results.json").write_text("{}")
     out = tmp_path / "results"
     s = sync_experiment("memory", tmp_path / "multirun", out)
-    assert (s["results"], s["logged"]) == (8, 8)
+    assert (s["results"], s["logged"]) == (8, 8) and s["left_out"] == ["broken: status None, not 'finished'"]
     runs = [read_offline_run(p) for p in offline_runs(root)]
     assert len(runs) == 8 and {r["config"]["source"] for r in runs} == {"synced"}
     assert len({r["group"] for r in runs}) == 4  # (method, M) cells, two seeds each

@@ -1,32 +1,17 @@
-"""Weights & Biases, one run: what a run logs, how runs are named and grouped, the mirror of a results file.
+"""Weights & Biases, one run: its name and group, what it logs, the mirror of a results file.
 
-Only sealed, well-formed results files (``clsuite.results.read_run``) are mirrored; the others are
-named (``left out``) and never synced. An experiment's runs and its aggregate run: ``clsuite.wandb_sync``.
+What a run logs, its keys and axes, names and groups: docs/WANDB.md. An experiment's runs and its
+aggregate run: ``clsuite.wandb_sync``.
 
-1. **One W&B run per grid point.** A run that trains logs live (``clsuite.loggers``); a sweep job
-   that is skipped (finished before) or reused (same identity in another experiment) is logged
-   from its ``results.json`` (:func:`log_from_results`, config ``source: skipped | reused``, tag
-   ``from_results``), and this script does the same for every results file of an experiment that
-   no W&B run mirrors yet (``source: synced``). ``<job>/wandb/mirror.json`` names the run that
-   mirrors the folder's results file (by its SHA-256), so a grid point is logged once however
-   often the sweep is resumed; when the results change (a rerun), the folder's earlier runs move
-   to ``<job>/wandb/superseded/``, out of what ``wandb sync <job>/wandb/offline-run-*`` uploads.
-2. **Names and groups.** group = one cell of a table: the experiment and every key that tells
-   conditions apart (benchmark, method, M, reading, tau, lambda, lr and any other key the sweep or
-   the command line sets), so the runs of a group are its seeds; job_type = the method; the name
-   and the tags carry every key, the seed included (:func:`describe`); only keys the method reads:
-   no M for a method without memory, tau only where a policy reads it (C-CMR, AdaER), lambda
-   only when the stream is imbalanced (lambda > 0).
-3. **What a run holds.** Tasks are numbered 1..T, as in the figures. Axis ``task`` (= i + 1 after
-   the i-th row of R): ``acc/task<j+1>`` = R[i, j] for the tasks trained so far (a task not trained
-   yet is absent, not 0) and ``acc/seen`` = their mean; axis ``train/step`` (incoming batches
-   trained on, all tasks): ``train/loss`` and its parts ``train/loss_current``,
-   ``train/loss_replay`` where the loss has them (a run pushed from its results file replays them
-   from its folder's CSV logger output, ``csv/metrics.csv``, when that file belongs to these
-   results: :func:`csv_history`); summary: ``final/<metric>`` for every metric of
-   ``clsuite.metrics.METRICS``, ``b/task<j+1>``, times; the table ``accuracy_matrix`` (b, then R);
-   config: the resolved config, ``source``, and the results file's ``identity`` (config, code,
-   data, env), reading, versions.
+1. **Names and groups** (:func:`describe`): group = one cell of a table (the runs of a group are its
+   seeds), job_type = the method, name and tags = every key, only keys the method reads.
+2. **A run that trains** logs live (``clsuite.loggers``: :func:`init_run`, :func:`row_metrics` after
+   each task, :func:`log_results` at its end). **A job that did not train** (skipped, reused,
+   synced) is logged from its sealed ``results.json`` (:func:`log_from_results`): the loss rows of
+   its CSV log when they are this run's (:func:`csv_history`), the rows of R, then the same end.
+3. **One mirror per folder**: ``<job>/wandb/mirror.json`` names the run that mirrors the folder's
+   results file (by its SHA-256), so a grid point is logged once however often the sweep is
+   resumed; when the results change, the folder's earlier runs move to ``<job>/wandb/superseded/``.
 """
 
 from __future__ import annotations
@@ -205,6 +190,12 @@ def row_metrics(i: int, accs, seen: int) -> dict:
     return {TASK_AXIS: i + 1, **{f"acc/task{j + 1}": a for j, a in enumerate(accs)}, "acc/seen": float(np.mean(accs))}
 
 
+def task_rows(R) -> list[dict]:
+    """:func:`row_metrics` of every row of R (square: task i + 1 trained; Joint's one row: all tasks)."""
+    square = bool(R) and len(R) == len(R[0])
+    return [row_metrics(i, row, seen=i + 1 if square else len(row)) for i, row in enumerate(R)]
+
+
 def log_results(run, res: dict) -> None:
     """What a run logs at its end, from its results file: identity, b, final metrics, R table."""
     R, b = res.get("R") or [], res.get("b") or []
@@ -242,9 +233,8 @@ def csv_history(out_dir, res: dict) -> list[dict]:
         rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except (OSError, Unreadable, csv.Error, UnicodeDecodeError):
         return []
-    R, total = res.get("R") or [], sum(res.get("steps_per_task") or [])
-    square = bool(R) and len(R) == len(R[0])
-    want = [float(np.mean(r[: i + 1 if square else len(r)])) for i, r in enumerate(R)]
+    total = sum(res.get("steps_per_task") or [])
+    want = [h["acc/seen"] for h in task_rows(res.get("R") or [])]
     try:
         seen = [float(r["acc/seen"]) for r in rows if r.get("acc/seen")]
         loss = [
@@ -274,12 +264,8 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     res = found.data
     run = init_run(cfg, out_dir, source=source, overrides=overrides, logger_cfg=lc)
     try:
-        for h in csv_history(out_dir, res):
+        for h in [*csv_history(out_dir, res), *task_rows(res.get("R") or [])]:  # train/step rows, then task rows
             run.log(h)
-        R = res.get("R") or []
-        square = len(R) == len(R[0]) if R else False
-        for i, row in enumerate(R):
-            run.log(row_metrics(i, row, seen=i + 1 if square else len(row)))
         log_results(run, res)
     finally:
         run.finish()

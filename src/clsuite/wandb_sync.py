@@ -3,27 +3,18 @@
     python scripts/wandb_sync.py table2           # multirun/table2/: a W&B run per grid point + the aggregate run
     python scripts/wandb_sync.py table2 --check   # what the offline runs on disk hold (no upload)
 
-A W&B project mirrors the results files on disk:
+What the runs hold, where they are written and how they are uploaded: docs/WANDB.md.
 
-Only sealed, well-formed results files (``clsuite.results.read_run``) are mirrored; the others are
-named (``left out``) and never synced.
+1. Every results file the report reads (``clsuite.analysis.load.read_runs``: sealed, the grid's own
+   run) and no W&B run mirrors yet gets one (``clsuite.wandb_run.log_from_results``, ``source:
+   synced``); the files left out are named, never synced.
+2. The aggregate run (:func:`log_experiment`; also at the end of a sweep under logger=wandb,
+   :func:`log_sweep_charts`): ``clsuite.analysis.report.aggregate`` writes ``results/<experiment>/``
+   and the run logs what it made (:func:`aggregate_outputs`), so W&B and the report cannot disagree.
 
-1.-3. One W&B run per grid point, its name, group and what it holds: ``clsuite.wandb_run``.
-4. **One aggregate run per experiment** (:func:`log_experiment`, job_type ``aggregate``; logged at
-   the end of a sweep under logger=wandb, :func:`log_sweep_charts`, and by this script): it runs
-   ``clsuite.analysis.report.aggregate`` (``results/<experiment>/``, as ``clsuite aggregate``) and
-   logs what it made, so that W&B and the report cannot disagree: each figure as an image under
-   its file's stem (``fig5_fig6_memory_acc``, ``accuracy_matrix_<benchmark>_<reading>``, ...),
-   each table as a W&B table (``table<i>_<its title>``), ``summary_table`` (``summary.csv``: a
-   row per cell) and ``runs_table`` (``runs.csv``: a row per run); the settings held off their
-   defaults for every run (the tables' captions, the figures' titles) are the run's notes.
-
-Offline is the default (``WANDB_MODE`` or ``--mode online`` to upload live); offline runs are
-written under each job folder (``<job>/wandb/offline-run-*``) and the aggregate run under
-``results/<experiment>/wandb/``; ``wandb sync <dir>`` uploads them later.
 :func:`read_offline_run` decodes an offline run (the record log of ``run-<id>.wandb``) without
-network: the tests and ``--check`` use it. It is written by hand: wandb >= 0.18 reads these files
-only in its Go core (the Python ``DataStore`` reader is gone), and offers no command that prints them.
+network, for the tests and ``--check``. By hand: wandb >= 0.18 reads these files only in its Go
+core (the Python ``DataStore`` reader is gone) and has no command that prints them.
 """
 
 from __future__ import annotations
@@ -38,41 +29,22 @@ from collections import defaultdict
 from pathlib import Path
 
 from clsuite.config import ConfigError, wandb_settings
-from clsuite.io import (
-    GRID_FILE,
-    OVERRIDES_FILE,
-    RESULTS_FILE,
-    read_json,
-    read_object,
-    sha256,
-)
+from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, read_json, sha256
 from clsuite.metrics import METRICS
 from clsuite.paths import safe_name
 from clsuite.results import read_run
 from clsuite.wandb_run import log_from_results, mark_mirrored, mirrored, supersede
 
-SKIP_DIRS = {"wandb", ".hydra", "csv", ".submitit", ".index"}
-
 # ----------------------------------------------------------------------------- an experiment
 
 
-def _job_dirs(exp_dir: Path) -> list[Path]:
-    return sorted(
-        p.parent for p in exp_dir.rglob(RESULTS_FILE) if not (SKIP_DIRS & set(p.relative_to(exp_dir).parts[:-1]))
-    )
-
-
-def _overrides_of(exp_dir: Path, job: Path) -> list[str]:
+def _overrides_of(job: Path, grid: dict | None) -> list[str]:
     """The job's overrides: its overrides.json (a hashed folder name), the sweep's grid.json, else
     its folder name (k=v,k=v)."""
     own = read_json(job / OVERRIDES_FILE)
     if isinstance(own, list):
         return own
-    grid = read_object(exp_dir / GRID_FILE) or {}
-    for j in grid.get("jobs") or []:
-        if isinstance(j, dict) and j.get("dir") == job.name:
-            return list(j["overrides"])
-    return job.name.split(",")
+    return list(grid[job.name]["overrides"]) if job.name in (grid or {}) else job.name.split(",")
 
 
 def aggregate_outputs(built: dict) -> dict:
@@ -161,20 +133,17 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
 
         first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
-    logged = present = 0
-    left_out = []
-    for job in _job_dirs(exp_dir):
-        found = read_run(job / RESULTS_FILE)
-        if not found.ok:
-            left_out.append(f"{job.relative_to(exp_dir)}: {found.reason}")
-            continue
-        present += 1
-        cfg = {**found.data["config"], "experiment": experiment}
-        logged += log_from_results(
-            cfg, job, source="synced", overrides=_overrides_of(exp_dir, job), logger_cfg=logger_cfg
-        )
+    from clsuite.analysis.load import grid_jobs, read_runs
+
+    grid = grid_jobs(exp_dir)
+    rows, rejected = read_runs(exp_dir, grid)
+    logged = 0
+    for job in sorted(exp_dir / r["job"] for r in rows):
+        cfg = {**read_run(job / RESULTS_FILE).data["config"], "experiment": experiment}
+        logged += log_from_results(cfg, job, source="synced", overrides=_overrides_of(job, grid), logger_cfg=logger_cfg)
     agg = log_experiment(experiment, exp_dir, out_root, logger_cfg=logger_cfg)
-    return {"results": present, "logged": logged, "already": present - logged, "aggregate": agg, "left_out": left_out}
+    left_out, n = [f"{r['job']}: {r['reason']}" for r in rejected], len(rows)
+    return {"results": n, "logged": logged, "already": n - logged, "aggregate": agg, "left_out": left_out}
 
 
 # ----------------------------------------------------------------------------- reading offline runs
@@ -195,23 +164,14 @@ def _records(path: Path):
         if kind == 0:
             pos += left
             continue
-        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
-        if kind == 1:  # full
-            yield chunk
-        elif kind == 2:  # first
-            buf = chunk
-        elif kind == 3:  # middle
-            buf += chunk
-        elif kind == 4:  # last
-            yield buf + chunk
+        buf = (b"" if kind in (1, 2) else buf) + data[pos + 7 : pos + 7 + length]  # full, first | middle, last
+        pos += 7 + length
+        if kind in (1, 4):
+            yield buf
 
 
 def _nested(items) -> dict:
-    out = {}
-    for it in items:
-        key = "/".join(it.nested_key) if len(it.nested_key) else it.key
-        out[key] = json.loads(it.value_json)
-    return out
+    return {"/".join(it.nested_key) or it.key: json.loads(it.value_json) for it in items}
 
 
 def read_offline_run(run_dir) -> dict:
@@ -259,19 +219,20 @@ def offline_runs(root) -> list[Path]:
 
 def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
     """What the offline runs of an experiment hold: runs vs grid, groups, the aggregate run's keys."""
+    from clsuite.analysis.load import files, grid_jobs
+
     exp_dir = Path(multirun_dir) / experiment
-    grid = read_object(exp_dir / GRID_FILE) or {}
     runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
     ids = {r["id"] for r in runs}
     groups, sources = defaultdict(int), defaultdict(int)
     for r in runs:
         groups[r["group"]] += 1
         sources[r["config"].get("source")] += 1
-    dirs = [j["dir"] for j in grid.get("jobs", []) if j.get("dir")]
+    dirs = list(grid_jobs(exp_dir) or {})
     covered = sum(bool(offline_runs(exp_dir / d)) for d in dirs)
     lines = [
         f"{experiment}: {len(runs)} offline W&B runs ({len(ids)} distinct ids); grid {len(dirs)} jobs, "
-        f"{covered} of them with a W&B run; {len(_job_dirs(exp_dir)) if exp_dir.is_dir() else 0} results files; "
+        f"{covered} of them with a W&B run; {len(files(exp_dir, RESULTS_FILE))} results files; "
         f"sources {dict(sources)}",
         f"  {len(groups)} groups (table cells), runs per group: {sorted(set(groups.values()))}",
         *(f"    {g}: {n}" for g, n in sorted(groups.items())[:40]),
