@@ -286,3 +286,22 @@ def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
         log_from_results(OmegaConf.to_container(cfg, resolve=True), out_dir, source=how, overrides=overrides)
     except Exception as e:
         print(f"warning: {Path(out_dir).name}: no W&B run from its results ({type(e).__name__}: {e})", file=sys.stderr)
+
+
+def log_sweep_aggregate(config) -> None:
+    """The end of a sweep under logger=wandb: ``clsuite wandb <its folder>`` in a child process (the
+    experiment's aggregate run, and a run for any job without one: ``clsuite.wandb_sync``, whose
+    analysis sits above the sweep). A failure is a warning: the sweep's results stand."""
+    if config.logger.get("name") != "wandb":
+        return
+    import subprocess
+
+    sweep, settings = Path(str(config.hydra.sweep.dir)), wandb_settings(config.logger)
+    cmd = [sys.executable, "-m", "clsuite", "wandb", sweep.name, "--multirun-dir", str(sweep.parent)]
+    cmd += [f"--{k}={v}" for k, v in settings.items() if v]  # project, entity, mode as the sweep's
+    path = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]  # this very clsuite
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    print(p.stdout + p.stderr, end="", file=sys.stderr)
+    if p.returncode != 0:
+        print(f"warning: no W&B aggregate run for {sweep.name} (clsuite wandb exited {p.returncode})", file=sys.stderr)

@@ -8,13 +8,14 @@ What the runs hold, where they are written and how they are uploaded: docs/WANDB
 1. Every results file the report reads (``clsuite.analysis.load.read_runs``: sealed, the grid's own
    run) and no W&B run mirrors yet gets one (``clsuite.wandb_run.log_from_results``, ``source:
    synced``); the files left out are named, never synced.
-2. The aggregate run (:func:`log_experiment`; also at the end of a sweep under logger=wandb,
-   :func:`log_sweep_charts`): ``clsuite.analysis.report.aggregate`` writes ``results/<experiment>/``
-   and the run logs what it made (:func:`aggregate_outputs`), so W&B and the report cannot disagree.
+2. The aggregate run (:func:`log_experiment`): ``clsuite.analysis.report.aggregate`` writes
+   ``results/<experiment>/`` and the run logs what it made (:func:`aggregate_outputs`), so W&B and
+   the report cannot disagree. A sweep under logger=wandb ends with this command in a child process
+   (``clsuite.wandb_run.log_sweep_aggregate``: the analysis sits above the sweep).
 
 :func:`read_offline_run` decodes an offline run (the record log of ``run-<id>.wandb``) without
-network, for the tests and ``--check``. By hand: wandb >= 0.18 reads these files only in its Go
-core (the Python ``DataStore`` reader is gone) and has no command that prints them.
+network, for the tests and ``--check``. By hand: the installed wandb (0.31) reads these files only
+in its Go core (its Python ``DataStore`` reader is gone) and has no command that prints them.
 """
 
 from __future__ import annotations
@@ -102,26 +103,6 @@ def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Pa
         run.finish()
     mark_mirrored(run, out_dir, sha, settings["mode"])
     return out_dir / "wandb"
-
-
-def log_sweep_charts(config, out_root="results") -> None:
-    """At the end of a sweep under logger=wandb: the experiment's aggregate run (a warning if it fails)."""
-    if config.logger.get("name") != "wandb":
-        return
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
-    exp, lc = str(config.get("experiment")), OmegaConf.to_container(config.logger, resolve=True)
-    loader = GlobalHydra.instance().config_loader  # set aside: the analysis composes the runs' defaults with its own
-    GlobalHydra.instance().clear()
-    try:
-        where = log_experiment(exp, Path(str(config.hydra.sweep.dir)), out_root, logger_cfg=lc)
-        if where is not None:
-            print(f"  W&B figures and tables of {exp}: {where}", file=sys.stderr)
-    except Exception as e:
-        print(f"warning: no W&B aggregate run for {exp} ({type(e).__name__}: {e})", file=sys.stderr)
-    finally:
-        GlobalHydra.instance().config_loader = loader
 
 
 def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results", logger_cfg=None) -> dict:

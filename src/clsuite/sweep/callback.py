@@ -223,6 +223,6 @@ class SweepCallback(_HydraCallback):
         from clsuite.home import hint
 
         print(f"  tables and figures: {hint('aggregate', str(exp))}", file=sys.stderr)
-        from clsuite.wandb_sync import log_sweep_charts  # logger=wandb: the experiment's W&B charts
+        from clsuite.wandb_run import log_sweep_aggregate  # logger=wandb: the experiment's aggregate W&B run
 
-        log_sweep_charts(config)
+        log_sweep_aggregate(config)
