@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from clsuite.io import sha256
 from clsuite.metrics import METRICS
 from clsuite.progress import keep_report, sweep_progress
-from clsuite.wandb_run import _sha, describe, log_from_results
+from clsuite.wandb_run import describe, log_from_results
 from clsuite.wandb_sync import offline_runs, read_offline_run, sync_experiment
 from tests.conftest import make_cfg
 from tests.results_fixtures import fake_R, write_run
@@ -209,7 +210,7 @@ def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     }  # fmt: skip
     (image,) = of_type(logged, "image")
     png = tmp_path / "results" / "t2" / f"{image}.png"  # the report's figure, byte for byte
-    assert image == "accuracy_matrix_split_mnist_paper_text" and logged[image]["sha256"] == _sha(png.read_bytes())
+    assert image == "accuracy_matrix_split_mnist_paper_text" and logged[image]["sha256"] == sha256(png.read_bytes())
 
 
 def test_logger_config_overrides_group_name_tags(wandb_env, tmp_path):
