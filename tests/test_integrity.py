@@ -246,14 +246,12 @@ TRAVERSALS = [
 
 @pytest.mark.parametrize("key, value", TRAVERSALS)
 def test_names_that_would_leave_the_tree_are_refused(key, value):
-    with pytest.raises(ConfigError, match=rf"^{key} .* cannot be a folder name: "):
-        check_overrides([f"{key}={value}"])
-    cfg = make_cfg()
+    cfg = make_cfg()  # (names are checked in the composed config: config.check_names, by validate)
     with open_dict(cfg):
         cfg.experiment = value if key == "experiment" else "ok"
         if key != "experiment":
             cfg[key.split(".")[0]].name = value
-    with pytest.raises(ConfigError, match="cannot be a folder name"):
+    with pytest.raises(ConfigError, match=rf"^{key} .* cannot be a folder name: "):
         validate(cfg)
 
 

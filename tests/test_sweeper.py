@@ -94,6 +94,18 @@ def test_a_refused_grid_records_nothing():
     assert not any(grid_mod.was_validated([j["overrides"]]) for j in jobs)  # not even the good job before it
 
 
+def test_an_unknown_option_in_the_grid_names_its_job():
+    """The grid's jobs go through the one check of unknown options (``config.check_overrides``)."""
+    cfg, jobs = grid_of("benchmark=synthetic", "method=er,nope")
+    with (
+        initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"),
+        pytest.raises(
+            ConfigError, match=r"^unknown method 'nope'; valid choices: .*\(job benchmark=synthetic,method=nope\)$"
+        ),
+    ):
+        sweep.validate_grid(cfg, jobs)
+
+
 def test_a_new_sweep_forgets_the_jobs_an_earlier_one_validated(monkeypatch):
     for key in ("CLSUITE_SWEEP_ID", "CLSUITE_SWEEP_PID"):  # set by the callback: restored after the test
         monkeypatch.setenv(key, "")

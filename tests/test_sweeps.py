@@ -17,6 +17,7 @@ from omegaconf import OmegaConf, open_dict, read_write
 
 from clsuite import identity, io, sweep
 from clsuite.analysis.paper_values import METHOD_ORDER
+from clsuite.config import unknown_option
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,7 @@ def test_sweep_fixed_keys():
 def tiny_job_overrides(name: str) -> list[str] | None:
     """The sweep's first job whose method exists, made tiny: synthetic data shaped like its benchmark."""
     for job in sweep.expand_grid(compose_sweep(name)):
-        if sweep.unknown_options([job]):
+        if any(unknown_option(*o.split("=", 1)) for o in job["overrides"]):  # (a method not written yet)
             continue
         out = []
         for o in job["overrides"]:
@@ -227,11 +228,6 @@ def test_reuse_across_experiments(tmp_path, monkeypatch):
     assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "c").finished() is None
     monkeypatch.setenv("CLSUITE_REUSE", "0")
     assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "d").finished() is None
-
-
-def test_unknown_option_in_the_grid():
-    msg = sweep.unknown_options([{"overrides": ["method=er", "seed=0"]}, {"overrides": ["method=nope"]}])
-    assert len(msg) == 1 and msg[0].startswith("unknown method 'nope' in the sweep; valid choices: ")
 
 
 # ----------------------------------------------------------------------------- GPU pool

@@ -9,10 +9,10 @@
     api.run(["method=er", "benchmark=split_fmnist"], "runs/er")  # overrides straight away
 
 Steps: :func:`compose` checks the overrides (``clsuite.config.check_overrides``: unknown group
-option, unknown key), composes ``conf/config.yaml`` with Hydra's compose API (the packaged
-configs when installed) and validates the result (``clsuite.config.validate``); :func:`run`
-takes a composed config or a list of overrides, validates again (a config edited by hand after
-compose), opens the config's logger and calls ``clsuite.experiment.run_experiment`` (threads
+option, unknown key), composes ``conf/config.yaml`` as the CLI does (``clsuite.compose.precompose``;
+the packaged configs when installed) and validates the result (``clsuite.config.validate``);
+:func:`run` takes a list of overrides (composed so) or a composed config (validated: it may have been
+edited after compose), opens the config's logger and calls ``clsuite.experiment.run_experiment`` (threads
 pinned, divergence guard, identity, sealed results file). Bad input raises
 ``clsuite.config.ConfigError`` with the same one-line message the CLI prints after ``error:``;
 a missing or corrupted data file raises ``clsuite.data.files.DataError``; a non-finite loss
@@ -25,30 +25,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
-from clsuite.compose import error_line, sweep_values
-from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
+from clsuite.compose import parse_args, precompose
+from clsuite.config import ConfigError, check_overrides, validate
 
 __all__ = ["ConfigError", "compose", "run"]
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The suite's config with ``overrides`` (Hydra syntax, e.g. ``"memory=200"``), validated."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
+    """The suite's config with ``overrides`` (Hydra syntax, e.g. ``"memory=200"``), checked as the CLI checks it."""
     overrides = list(overrides)
     check_overrides(overrides)
-    if arg := sweep_values(overrides):
-        raise ConfigError(f"{arg} sweeps over several values; compose takes one value per key (sweeps: clsuite -m)")
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(error_line(e, overrides, config_name)) from None
+    cfg, _ = precompose(parse_args(overrides), config_name)
+    with open_dict(cfg):
+        del cfg["hydra"]  # (as Hydra hands a run its config)
     validate(cfg)
     return cfg
 
@@ -58,9 +49,10 @@ def run(cfg: DictConfig | Sequence[str], out_dir: str | Path) -> dict:
     from clsuite.experiment import run_experiment
     from clsuite.loggers import make_logger
 
-    if not isinstance(cfg, DictConfig):
+    if isinstance(cfg, DictConfig):
+        validate(cfg)  # (a config edited after compose)
+    else:
         cfg = compose(cfg)
-    validate(cfg)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with make_logger(cfg, out_dir) as logger:

@@ -11,13 +11,13 @@ Steps of one invocation:
    overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown key,
    a deleted group) and the config is composed as Hydra will compose it (``clsuite.compose``:
    any Hydra error becomes one line); a single run is validated (``clsuite.config.validate``:
-   the schema, its data files, W&B when required) here, so a refused run leaves no folder; Hydra's
-   run folder is made and written to once (``clsuite.sweep.SweepCallback.on_run_start``: a full
-   disk is one line); with ``hydra.job.chdir=true`` a relative ``data.root`` stays the launch
+   names, the schema, its data files, W&B when required) here, once, so a refused run leaves no
+   folder; Hydra's run folder is made and written to once (``clsuite.sweep.SweepCallback.on_run_start``:
+   a full disk is one line); with ``hydra.job.chdir=true`` a relative ``data.root`` stays the launch
    folder's;
 2. a single run is trained (``run_experiment``) into its own folder
    ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
-   first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
+   once, first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
    resumes or trains, and records a failure without stopping the others (:func:`run_job`);
    a run continues from its latest task-end checkpoint of the same identity (``clsuite.checkpoint``:
    ``outputs/.checkpoints/<identity key>/`` for a single run, the job folder's ``checkpoints/``
@@ -54,7 +54,7 @@ from omegaconf import DictConfig
 from clsuite import sweep
 from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
 from clsuite.data.files import DataError
-from clsuite.io import os_error_line
+from clsuite.io import RESULTS_FILE, os_error_line
 from clsuite.progress import keep_report
 
 
@@ -117,15 +117,32 @@ def fail(msg: str, status: int = 2):
 # ----------------------------------------------------------------------------- a single run
 
 
+def _train(cfg: DictConfig, out_dir, **kw) -> dict:
+    """The run: its logger (``clsuite.loggers``) around ``run_experiment`` (torch is imported only here)."""
+    from clsuite.experiment import run_experiment
+    from clsuite.loggers import make_logger
+
+    with make_logger(cfg, out_dir) as logger:
+        return run_experiment(cfg, out_dir, logger=logger, **kw)
+
+
+def _report(results: dict, out_dir) -> float:
+    """The run's summary, printed and kept in its run.log; its Acc (Hydra's return value)."""
+    from clsuite.experiment import format_report
+
+    print(report := format_report(results))
+    keep_report(out_dir, report)
+    print(f"results: {Path(out_dir) / RESULTS_FILE}")
+    return results["metrics"]["acc"]
+
+
 def run_single(cfg: DictConfig, out_dir: str) -> float:
+    """A single run; its config was validated before Hydra made its folder (:func:`precheck`)."""
     from clsuite.callbacks import Diverged
-    from clsuite.experiment import format_report, run_experiment
-    from clsuite.loggers import LoggerUnavailable, make_logger
+    from clsuite.loggers import LoggerUnavailable
 
     try:
-        validate(cfg)
-        with make_logger(cfg, out_dir) as logger:
-            results = run_experiment(cfg, out_dir, logger=logger)
+        results = _train(cfg, out_dir)
     except (ConfigError, DataError, LoggerUnavailable) as e:
         fail(str(e))
     except OSError as e:  # an output path: read-only, disk full, name too long (no results file written)
@@ -134,10 +151,7 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
         fail(str(e), status=1)
     except Interrupted as e:
         _stopped(e, f"the run stopped before its end, no results written ({out_dir})")
-    print(report := format_report(results))
-    keep_report(out_dir, report)  # also in the run's run.log
-    print(f"results: {Path(out_dir) / 'results.json'}")
-    return results["metrics"]["acc"]
+    return _report(results, out_dir)
 
 
 # ----------------------------------------------------------------------------- a sweep job
@@ -191,7 +205,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     try:
         with interruptible():
             job.write_overrides()
-            validate(cfg)
+            if not job.in_grid():  # a job of a grid no one checked (a sweeper other than the basic one)
+                validate(cfg)
             done = job.finished()
             if done is not None:
                 results, how = done
@@ -202,12 +217,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 
                 mirror_finished(cfg, job.out_dir, how, hc.overrides.task)
                 return results["metrics"]["acc"]
-            from clsuite.experiment import format_report, run_experiment  # torch: only for a job that trains
-            from clsuite.loggers import make_logger
-
-            with sweep.gpu_slot(cfg.trainer, job_num=job.job_num), make_logger(cfg, job.out_dir) as logger:
-                # task-end checkpoints in the job's folder (stable across reruns): a rerun resumes
-                results = run_experiment(cfg, job.out_dir, logger=logger, checkpoint_dir=job.checkpoint_dir)
+            with sweep.gpu_slot(cfg.trainer, job_num=job.job_num):  # task-end checkpoints in the job's folder
+                results = _train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:
         why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)
@@ -224,10 +235,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     finally:
         stop.set()
         job.lock.release()
-    print(report := format_report(results))
-    keep_report(job.out_dir, report)  # also in the job's run.log
-    print(f"results: {job.results_path}")
-    return results["metrics"]["acc"]
+    return _report(results, job.out_dir)
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -27,7 +27,7 @@ import yaml
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config import CONF_DIR, GROUPS, ConfigError, group_options
+from clsuite.config import CONF_DIR, ConfigError, group_options, unknown_option
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -96,16 +96,11 @@ def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "
     first = " ".join(text.split("\n")[0].split()) or type(e).__name__
     if m := re.match(r"Could not override '([^']+)'", text):
         return _cannot_override(m.group(1), text, overrides, config_name)
-    if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):
-        group, option = m.groups()
-        return f"unknown {group} {option!r}; valid choices: {', '.join(group_options(group))}"
+    if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):  # (an option named by a yaml's defaults)
+        return unknown_option(*m.groups()) or first
     if type(e).__name__ == "OverrideParseException":
         bad = _unparsable(overrides)
         return f"could not parse {bad!r}: {first} (Hydra's override syntax: key=value, key=a,b with -m)"
-    if "Error resolving interpolation" in text and (deleted := [o for o in overrides if o.startswith("~")]):
-        group = deleted[0].lstrip("~").split("=")[0]
-        if group in GROUPS:
-            return f"{group} cannot be deleted ({deleted[0]}): every run needs one; valid choices: {', '.join(group_options(group))}"
     if type(e).__name__ == "InstantiationException":
         return f"could not build {first}"
     return first

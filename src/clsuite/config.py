@@ -49,23 +49,11 @@ def unknown_option(key: str, value: str, extra_dirs=()) -> str | None:
     return f"unknown {key} {value!r}; valid choices: {', '.join(group_options(key, extra_dirs))}"
 
 
-def choices(group: str) -> str:
-    return ", ".join(group_options(group))
-
-
-def search_dirs(args: list[str]) -> list[Path]:
-    """The config directories the command line adds to Hydra's search path: ``--config-dir``/``-cd``
-    and the ``file://`` (or plain) entries of ``hydra.searchpath=[...]``."""
-    out = []
-    for i, a in enumerate(args):
-        if a in ("--config-dir", "-cd") and i + 1 < len(args):
-            out.append(args[i + 1])
-        elif a.startswith("--config-dir="):
-            out.append(a.split("=", 1)[1])
-        elif a.startswith("hydra.searchpath="):
-            items = a.split("=", 1)[1].strip("[]").split(",")
-            out += [s.strip().strip("'\"").removeprefix("file://") for s in items if "pkg://" not in s and s.strip()]
-    return [Path(d) for d in out]
+def search_dirs(overrides: list[str]) -> list[Path]:
+    """The ``file://`` (or plain) entries of a ``hydra.searchpath=[...]`` override: config directories
+    on Hydra's search path (``--config-dir`` is the caller's ``extra_dirs``)."""
+    items = [i for o in overrides if o.startswith("hydra.searchpath=") for i in o[17:].strip("[]").split(",")]
+    return [Path(i.strip().strip("'\"").removeprefix("file://")) for i in items if "pkg://" not in i and i.strip()]
 
 
 @functools.cache
@@ -75,8 +63,9 @@ def top_level_keys() -> list[str]:
 
 
 def check_overrides(args: list[str], extra_dirs=()) -> None:
-    """Command-line overrides: unknown group options (``method=foo``) and unknown keys (``+memroy=50``);
-    group options may also come from ``extra_dirs`` (``--config-dir``) and ``hydra.searchpath``."""
+    """The one check of unknown group options (``method=foo``) and unknown keys (``+memroy=50``) in
+    overrides (the command line, each job of a sweep, ``clsuite.api``); group options may also come
+    from ``extra_dirs`` (``--config-dir``) and ``hydra.searchpath``. Names: :func:`check_names`."""
     known = top_level_keys()  # (cached: read once per process)
     extra = [*map(Path, extra_dirs), *search_dirs(args)]
     for arg in args:
@@ -94,28 +83,20 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown key {bare!r} in {arg!r}{hint}; valid top-level keys: {', '.join(known)}")
         if bare in GROUPS and key.startswith("~") and bare != "tuned":  # (tuned is optional)
-            raise ConfigError(f"{bare} cannot be deleted ({arg}): every run needs one; valid choices: {choices(bare)}")
+            options = ", ".join(group_options(bare))
+            raise ConfigError(f"{bare} cannot be deleted ({arg}): every run needs one; valid choices: {options}")
         if bare in GROUPS and not value.startswith(("choice(", "range(", "glob(", "interval(")):
             for v in value.split(","):
                 if (v.strip() or not key.startswith("~")) and (msg := unknown_option(bare, v.strip(), extra)):
                     raise ConfigError(msg)
-        if bare in NAMED:  # values that become folder names, before Hydra makes one
-            for v in _sweep_values(value):
-                safe_name(v, bare)
-
-
-def _sweep_values(value: str) -> list[str]:
-    """The values of an override: ``a,b`` or ``choice(a,b)`` -> [a, b], quotes stripped."""
-    if value.startswith(("choice(", "glob(")) and value.endswith(")"):
-        value = value[value.index("(") + 1 : -1]
-    return [v.strip().strip("'\"") for v in value.split(",")]
 
 
 # ----------------------------------------------------------------------------- the check
 
 
 def check_names(cfg) -> None:
-    """Every config value of ``clsuite.paths.NAMED``: names that become folder names."""
+    """Every config value of ``clsuite.paths.NAMED``: names that become folder names (checked by
+    :func:`validate`, and for a sweep's own folder by ``clsuite.sweep.callback``)."""
     for key in NAMED:
         value = dotted_get(cfg, key)
         if value is not None:

@@ -11,8 +11,8 @@ were all skipped, 52 s in all; 28 s without the check).
 ``clsuite.sweep.SweepCallback`` has by then composed and validated every job of the grid against
 the schema (``clsuite.sweep.grid.validate_grid``: a stricter check, one ``error:`` line and exit 2
 before ``grid.json``). So a batch whose every job passed that check in this process goes straight
-to the launcher; any other batch (a sweep the callback could not expand, such as a ``glob()``
-sweep) gets Hydra's own check, unchanged. Everything else is Hydra's ``BasicSweeper``: the same
+to the launcher; any other batch (a sweep the callback did not check) gets Hydra's own check,
+unchanged. Everything else is Hydra's ``BasicSweeper``: the same
 expansion, order, batches and launcher calls.
 
 The class is defined here, not in ``clsuite``: Hydra's plugin scan re-executes the modules of

@@ -14,7 +14,7 @@ from clsuite.paths import MAX_DIRNAME, RUN_ID, job_dirname
 from clsuite.sweep.callback import SweepCallback, callback_failed, last_summary
 from clsuite.sweep.env import env_flag, resume_mode
 from clsuite.sweep.gpus import cpu_count, gpu_count, gpu_slot, jobs_per_gpu, n_parallel_jobs
-from clsuite.sweep.grid import check_folders, expand_grid, unknown_options, validate_grid
+from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import INDEX_DIR, index_result, reindex
 from clsuite.sweep.job import Job, error_line
 from clsuite.sweep.summary import job_state, summarize
@@ -23,5 +23,5 @@ __all__ = [
     "HOST", "INDEX_DIR", "MAX_DIRNAME", "RUN_ID", "Job", "JobLock", "SweepCallback", "callback_failed", "check_folders",
     "cpu_count", "env_flag", "error_line", "expand_grid", "gpu_count", "gpu_slot", "holder_alive", "index_result",
     "job_dirname", "job_state", "jobs_per_gpu", "last_summary", "n_parallel_jobs", "reindex", "resume_mode",
-    "summarize", "unknown_options", "validate_grid",
+    "summarize", "validate_grid",
 ]  # fmt: skip

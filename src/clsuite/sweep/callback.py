@@ -20,32 +20,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 from clsuite import identity as ident
 from clsuite.config import ConfigError, check_names
 from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_bytes_atomic, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.sweep.env import env_flag
-from clsuite.sweep.grid import (
-    check_folders,
-    expand_grid,
-    forget_validated,
-    search_dirs,
-    unknown_options,
-    validate_grid,
-)
+from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, validate_grid
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import error_line
 from clsuite.sweep.summary import summarize
 
 
 def _refuse(check, *args) -> None:
-    """Run ``check(*args)`` (or raise ``check`` when it is an error): a ``ConfigError`` is one ``error:``
-    line and exit 2, an ``OSError`` (an output folder that cannot be made) one line and exit 1."""
+    """Run ``check(*args)``: a ``ConfigError`` is one ``error:`` line and exit 2, an ``OSError`` (an
+    output folder that cannot be made) one line and exit 1."""
     try:
-        if isinstance(check, BaseException):
-            raise check
         check(*args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -127,27 +119,21 @@ def _counted(stage: str):
     return deco
 
 
-try:
-    from hydra.experimental.callback import Callback as _HydraCallback
-except ImportError:  # pragma: no cover
-    _HydraCallback = object  # type: ignore[assignment,misc]
-
-
-class SweepCallback(_HydraCallback):
+class SweepCallback(Callback):
     """Hydra callback (conf/config.yaml ``hydra.callbacks.sweep``): grid check + grid.json + summary."""
 
     def __init__(self) -> None:
         self.grid: list[dict] | None = None
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run, before Hydra makes its folder: names, and a folder free of other results."""
-        _refuse(check_names, config)
+        """A single run (validated by ``clsuite.cli.precheck``), before Hydra makes its folder: a folder
+        free of other results."""
         _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
     @_counted("start")
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         forget_validated()  # (a process that runs several sweeps: each one's own grid only)
-        _refuse(check_names, config)
+        _refuse(check_names, config)  # the sweep's folder (its jobs' names: validate_grid)
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
         os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
@@ -156,15 +142,9 @@ class SweepCallback(_HydraCallback):
             return
         try:
             grid = expand_grid(config)
-        except Exception as e:  # glob() sweeps: no grid file; anything else: the sweep is not checked, so not run
-            if "glob(" not in str(OmegaConf.to_container(config.hydra.overrides.task, resolve=False)):
-                print(f"error: could not expand the sweep grid ({error_line(e)})", file=sys.stderr)
-                sys.exit(2)
-            print(f"warning: could not expand the sweep grid ({error_line(e)}); no grid.json", file=sys.stderr)
-            return
-        errors = unknown_options(grid, search_dirs(config))
-        if errors:
-            _refuse(ConfigError(errors[0]))
+        except Exception as e:  # a sweep that is not checked is not run
+            print(f"error: could not expand the sweep grid ({error_line(e)})", file=sys.stderr)
+            sys.exit(2)
         _refuse(validate_grid, config, grid)  # a bad value is named first (checkpoint_every=0), then folders
         _refuse(check_folders, config, grid)
         sweep_dir = Path(str(config.hydra.sweep.dir))

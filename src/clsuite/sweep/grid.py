@@ -2,9 +2,10 @@
 
 :class:`clsuite.sweep.callback.SweepCallback` expands the sweep (:func:`expand_grid`: sweeper
 params + command-line overrides, Hydra's basic sweeper's order), checks it
-(:func:`unknown_options`, :func:`validate_grid`, then :func:`check_folders`: one ``error:`` line,
-exit 2, before any job starts; a bad value is named before the folders it would share) and only then writes ``<sweep dir>/grid.json``, the expected job
-folders ``clsuite aggregate`` checks for missing and failed runs. The jobs it validated are
+(:func:`validate_grid`, then :func:`check_folders`: one ``error:`` line, exit 2, before any job
+starts; a bad value is named before the folders it would share) and only then writes
+``<sweep dir>/grid.json``: the expected job folders (the aggregation checks them for missing and
+failed runs) and each one's config hash (a job listed there is not validated again). The jobs it validated are
 recorded (:func:`was_validated`), and the sweeper (``hydra_plugins.clsuite_sweeper``) then skips
 Hydra's own check, which composes every job once more, one after the other, before the first
 starts (Table II: 280 compositions, about 20 s with one of two cores idle).
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config import ConfigError, unknown_option
+from clsuite.config import ConfigError
 from clsuite.identity import config_hash
 from clsuite.paths import job_dirname
 
@@ -48,13 +49,15 @@ def expand_grid(config: DictConfig) -> list[dict]:
     """
     from hydra._internal.config_loader_impl import get_overrides_dirname
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     h = config.hydra
     params = h.sweeper.get("params")
     params = OmegaConf.to_container(params, resolve=False) if params else {}  # (`${...}` is a job's value)
     args = [f"{k}={v}" for k, v in params.items()] + OmegaConf.to_container(h.overrides.task, resolve=False)
-    parser = OverridesParser.create()
+    gh = GlobalHydra.instance()  # (in the sweep's process: glob() lists a group's options through its loader)
+    parser = OverridesParser.create(config_loader=gh.config_loader() if gh.is_initialized() else None)
     jobs = BasicSweeper.split_arguments(parser.parse_overrides(args), None)[0]
     od = h.job.config.override_dirname
     subdir_is_dirname = "override_dirname" in str(OmegaConf.to_container(h.sweep, resolve=False).get("subdir"))
@@ -80,18 +83,6 @@ def searchpath_overrides(config: DictConfig) -> list[str]:
     return [
         o for o in (config.hydra.overrides.get("hydra") or []) if str(o).lstrip("+~").startswith("hydra.searchpath")
     ]
-
-
-def unknown_options(jobs: list[dict], extra_dirs=()) -> list[str]:
-    """One error line per config group with an option in the grid that has no yaml file (in conf/
-    or in ``extra_dirs``, the other file directories on Hydra's search path)."""
-    bad: dict[str, list[str]] = {}
-    for job in jobs:
-        for o in job["overrides"]:
-            key, _, value = o.partition("=")
-            if msg := unknown_option(key, value, extra_dirs):
-                bad.setdefault(key.lstrip("+~"), []).append(msg)
-    return [msgs[0].replace("; valid", " in the sweep; valid", 1) for _, msgs in sorted(bad.items())]
 
 
 def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
@@ -123,8 +114,8 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     numerics: dict[str, str] = {}  # trainer.numerics -> the first job asking for it
     for job in jobs:
         where = f"job {job.get('dir') or ' '.join(job['overrides'])}"
-        check_overrides(job["overrides"], extra_dirs=extra)
         try:
+            check_overrides(job["overrides"], extra_dirs=extra)  # (the one check of unknown options and keys)
             composed, plain = [], []
             for text, o in zip(job["overrides"], parser.parse_overrides(job["overrides"])):
                 key = o.key_or_group

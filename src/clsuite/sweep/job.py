@@ -46,6 +46,7 @@ from clsuite.identity import config_diff, config_hash, normalize
 from clsuite.io import (
     CHECKPOINT_DIR,
     FAILED_FILE,
+    GRID_FILE,
     LOG_FILE,
     OVERRIDES_FILE,
     RESULTS_FILE,
@@ -102,6 +103,14 @@ class Job:
         if self.identity is None:
             self.identity = ident.expected(self.cfg)
         return self.identity
+
+    def in_grid(self) -> bool:
+        """True when this sweep's ``grid.json`` lists this job's config: ``clsuite.sweep.grid.validate_grid``
+        validated it before any job started (a job it lacks is validated by ``clsuite.cli.run_job``)."""
+        grid = read_object(self.sweep_dir / GRID_FILE) or {}
+        if grid.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
+            return False
+        return any(isinstance(j, dict) and j.get("config_hash") == self.hash for j in grid.get("jobs") or ())
 
     # -- resume
     def mismatch(self, res: dict) -> list[tuple[str, str]]:
