@@ -180,6 +180,20 @@ def _job(cfg, sweep_dir: Path, name="job") -> sweep.Job:
     return sweep.Job(cfg, sweep_dir / name, sweep_dir=sweep_dir)
 
 
+def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp_path, monkeypatch):
+    """``cli.run_job`` validates a job only when ``Job.in_grid`` is False: the grid's check is the job's."""
+    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s1")
+    cfg = make_cfg("method=online", "seed=1")
+    job = _job(cfg, tmp_path)
+    assert not job.in_grid()  # no grid.json (a sweeper other than the basic one)
+    grid = {"sweep_id": "s1", "jobs": [{"dir": "job", "config_hash": identity.config_hash(cfg)}]}
+    io.write_json_atomic(tmp_path / io.GRID_FILE, grid)
+    assert job.in_grid()
+    assert not _job(make_cfg("method=online", "seed=2"), tmp_path, "other").in_grid()  # a config the grid lacks
+    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s2")
+    assert not job.in_grid()  # the grid of an earlier sweep
+
+
 def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
     from clsuite.experiment import run_experiment
 

@@ -1,23 +1,17 @@
-"""The Python API: compose a config, run it, get the results dict.
+"""The Python API: compose a config, run it, get the results dict (docs/RUNS.md, "As a package").
 
     from clsuite import api
 
     cfg = api.compose(["method=mir", "memory=200", "seed=3"])   # validated as the CLI validates
     results = api.run(cfg, "runs/mir-200-s3")                    # trains, writes results.json there
-    results["metrics"]["acc"], results["R"], results["identity"]["key"]
-
     api.run(["method=er", "benchmark=split_fmnist"], "runs/er")  # overrides straight away
 
-Steps: :func:`compose` checks the overrides (``clsuite.config.check_overrides``: unknown group
-option, unknown key), composes ``conf/config.yaml`` as the CLI does (``clsuite.compose.precompose``;
-the packaged configs when installed) and validates the result (``clsuite.config.validate``);
-:func:`run` takes a list of overrides (composed so) or a composed config (validated: it may have been
-edited after compose), opens the config's logger and calls ``clsuite.experiment.run_experiment`` (threads
-pinned, divergence guard, identity, sealed results file). Bad input raises
-``clsuite.config.ConfigError`` with the same one-line message the CLI prints after ``error:``;
-a missing or corrupted data file raises ``clsuite.data.files.DataError``; a non-finite loss
-raises ``clsuite.callbacks.Diverged``. Sweeps (resume, locks, launchers) are the CLI's
-(``clsuite -m``); the API runs one configuration in this process.
+Steps: :func:`compose` checks the overrides (``clsuite.config.check_overrides``), composes them as
+the CLI does (``clsuite.compose.precompose``) and validates the config (``clsuite.config.validate``);
+:func:`run` composes a list of overrides so, or validates a composed config (it may have been
+edited), opens its logger and calls ``clsuite.experiment.run_experiment``. Bad input raises
+``ConfigError`` with the CLI's one line; a bad data file ``clsuite.data.files.DataError``; a
+non-finite loss ``clsuite.callbacks.Diverged``. Sweeps are the CLI's (``clsuite -m``).
 """
 
 from __future__ import annotations

@@ -5,34 +5,15 @@
     clsuite -m method=adaer,mir,er memory=50,100   # a sweep (Hydra multirun; clsuite.sweep)
     clsuite paper table2 --launcher joblib         # a paper target: its sweep, then its tables (clsuite.paper)
 
-Steps of one invocation:
-
-1. before ``hydra.main``: ``--help`` prints the keys of the schema (``clsuite.confighelp``); the
-   overrides are checked (``clsuite.config.check_overrides``: unknown group option, unknown key,
-   a deleted group) and the config is composed as Hydra will compose it (``clsuite.compose``:
-   any Hydra error becomes one line); a single run is validated (``clsuite.config.validate``:
-   names, the schema, its data files, W&B when required) here, once, so a refused run leaves no
-   folder; Hydra's run folder is made and written to once (``clsuite.sweep.SweepCallback.on_run_start``:
-   a full disk is one line); with ``hydra.job.chdir=true`` a relative ``data.root`` stays the launch
-   folder's;
-2. a single run is trained (``run_experiment``) into its own folder
-   ``outputs/<experiment>/<time>_<benchmark>_<method>_<run id>``; a sweep validates every job
-   once, first (``clsuite.sweep.SweepCallback``, before grid.json), then each job takes its lock,
-   resumes or trains, and records a failure without stopping the others (:func:`run_job`);
-   a run continues from its latest task-end checkpoint of the same identity (``clsuite.checkpoint``:
-   ``outputs/.checkpoints/<identity key>/`` for a single run, the job folder's ``checkpoints/``
-   for a sweep job); a SLURM / submitit job requeued on time-out does the same;
-3. exit status: 0 done; 2 bad input (one ``error:`` line, before any training: a bad value, a
-   name that cannot be a folder name, W&B required but unavailable, a run folder holding another
-   run's results); 1 a run failed (a non-finite loss, a broken file, an OS error on an output
-   path: one ``error:`` line naming it; a side file, a checkpoint or ``model.ckpt`` that cannot be
-   written or deleted, is one ``warning:`` line and the run still ends 0 with its results), a
-   sweep job failed, or the sweep's callback failed (its start or summary: one ``error:`` line);
-   128 + n when stopped by signal n
-   (SIGTERM: 143, SIGINT: 130), with a message naming what stopped (the run, the sweep, or
-   either during start-up), no results file for the interrupted run, and the interrupted sweep
-   jobs recorded (``failed.json``, ``status: interrupted``) for a rerun. The first signal decides
-   the message and the status; a later one (SIGINT then SIGTERM) is named and ignored.
+Steps: before ``hydra.main`` (:func:`precheck`), ``--help`` prints the keys of the schema
+(``clsuite.confighelp``), the overrides are checked and the config composed as Hydra will compose
+it (``clsuite.config.check_overrides``, ``clsuite.compose``), and a single run is validated, once
+(``clsuite.config.validate``), so a refused run leaves no folder; a single run then trains into its
+own folder (:func:`run_single`); a sweep's jobs, validated by ``clsuite.sweep.SweepCallback`` before
+any starts, each take their lock, resume or train, and record a failure without stopping the others
+(:func:`run_job`). A run continues from its latest task-end checkpoint of the same identity
+(``clsuite.checkpoint``). The path of one run: docs/ARCHITECTURE.md; the exit statuses (0, 1, 2,
+128 + n after signal n) and what each one prints: docs/RUNS.md.
 """
 
 from __future__ import annotations
@@ -62,12 +43,8 @@ class Interrupted(BaseException):
     """SIGTERM / SIGINT during a run (a BaseException: no ``except Exception`` on the way swallows it)."""
 
     def __init__(self, signum: int):
-        self.signum = signum
+        self.signum, self.exit_code = signum, 128 + signum
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
 
 
 _SIGNALS: list[int] = []  # signals received by this invocation; the first one stops it
@@ -241,19 +218,11 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 # ----------------------------------------------------------------------------- entry point
 
 
-def _launch_relative(cfg: DictConfig, hc) -> None:
-    """``hydra.job.chdir=true`` runs a job inside its own folder: a relative ``data.root``
-    (``DATA_DIR=../shared/datasets``) still names the launch folder's data, where the checks before
-    Hydra found it (Hydra's ``to_absolute_path``; ``data.root`` is not part of a run's identity)."""
-    root = str(cfg.data.root)
-    if hc.job.chdir and not Path(root).is_absolute():
-        cfg.data.root = str(Path(hc.runtime.cwd) / root)
-
-
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
-    _launch_relative(cfg, hc)
+    if hc.job.chdir and not Path(str(cfg.data.root)).is_absolute():  # (a job runs inside its folder)
+        cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))  # the launch folder's data, as checked
     if hc.mode != RunMode.MULTIRUN:
         return run_single(cfg, hc.runtime.output_dir)
     return run_job(cfg, hc)

@@ -1,17 +1,12 @@
-"""Compose the config exactly as ``hydra.main`` will, before it runs, and turn Hydra's errors
-into one line.
+"""Compose the config exactly as ``hydra.main`` will, before it runs (for the command line and
+``clsuite.api``), and turn Hydra's errors into one line.
 
-Steps of :func:`precompose` (``clsuite.cli.main``, before ``hydra.main`` creates a folder):
-
-1. parse the command line with Hydra's own argument parser (``--config-dir``, ``-cn``, ``-m``);
-2. a sweep value (``seed=1,2``) without ``-m`` is refused: Hydra would stop with "Ambiguous value";
-3. build Hydra's search path and its run mode (``hydra.mode`` of a sweep config counts) as
-   ``hydra._internal.utils._run_hydra`` does, compose with Hydra's compose API, and hand Hydra's
-   global state back (``hydra.main`` initialises it again).
-
-:func:`error_line` turns a Hydra / OmegaConf exception (unknown key, missing group option,
-parse error, interpolation error, instantiate error) into one line naming the key and the valid
-choices; the caller prints it as ``error: ...`` and exits 2.
+:func:`precompose` builds Hydra's search path (``--config-dir``) and run mode (``hydra.mode`` of a
+sweep config counts) as ``hydra._internal.utils._run_hydra`` does, refuses a sweep value
+(``seed=1,2``) without ``-m`` (Hydra would stop with "Ambiguous value"), composes, and hands Hydra's
+global state back (``hydra.main`` initialises it again). :func:`error_line` turns a Hydra / OmegaConf
+exception (unknown key, missing group option, parse error, instantiate error) into one line naming
+the key and the valid choices; the caller prints it as ``error: ...`` and exits 2.
 """
 
 from __future__ import annotations
@@ -43,22 +38,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise ConfigError(f"{why[0].split(': error: ', 1)[-1]}; see --help") from None
 
 
-def sweep_values(overrides: list[str]) -> str | None:
-    """The first override that sweeps (``seed=1,2``, ``seed=range(3)``), or None."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    return next((o.input_line for o in parsed if o.is_sweep_override()), None)
-
-
 def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[DictConfig, RunMode]:
     """(composed config, run mode) of this command line; ``ConfigError`` (one line) when it fails."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_automatic_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    name = args.config_name or config_name
+    name, parser = args.config_name or config_name, OverridesParser.create()
     overrides = list(args.overrides)
     search_path = create_automatic_config_search_path(None, None, str(CONF_DIR))
     if args.config_dir is not None:
@@ -71,8 +59,9 @@ def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[D
         try:
             mode = hydra.get_mode(config_name=name, overrides=overrides)
             mode = mode or (RunMode.MULTIRUN if args.multirun else RunMode.RUN)
-            if mode == RunMode.RUN and (arg := sweep_values(overrides)):
-                key = arg.split("=", 1)[0]
+            swept = [o.input_line for o in parser.parse_overrides(overrides) if o.is_sweep_override()]
+            if mode == RunMode.RUN and swept:
+                arg, key = swept[0], swept[0].split("=", 1)[0]
                 raise ConfigError(
                     f"{arg} sweeps over several values: add -m (--multirun) to run each one, or quote a "
                     f"string ({key}='{arg.split('=', 1)[1]}'); a single run takes one value"
@@ -98,8 +87,8 @@ def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "
         return _cannot_override(m.group(1), text, overrides, config_name)
     if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):  # (an option named by a yaml's defaults)
         return unknown_option(*m.groups()) or first
-    if type(e).__name__ == "OverrideParseException":
-        bad = _unparsable(overrides)
+    if type(e).__name__ == "OverrideParseException":  # the first override that does not parse
+        bad = next((o for o in overrides if _unparsable(o)), " ".join(overrides))
         return f"could not parse {bad!r}: {first} (Hydra's override syntax: key=value, key=a,b with -m)"
     if type(e).__name__ == "InstantiationException":
         return f"could not build {first}"
@@ -140,16 +129,14 @@ def _compose_without(key: str, overrides: list[str], config_name: str) -> DictCo
         return None
 
 
-def _unparsable(overrides: list[str]) -> str:
+def _unparsable(override: str) -> bool:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parser = OverridesParser.create()
-    for o in overrides:
-        try:
-            parser.parse_overrides([o])
-        except Exception:
-            return o
-    return " ".join(overrides)
+    try:
+        OverridesParser.create().parse_overrides([override])
+    except Exception:
+        return True
+    return False
 
 
 @functools.cache

@@ -1,12 +1,10 @@
 """The config directory, its groups and options, and every check on a config before a run.
 
-One home for: ``CONF_DIR`` (the packaged copy ``clsuite/conf`` in an installed wheel, the
-repository's ``conf/`` in a checkout) and ``SWEEPS_DIR`` (the same for the paper sweeps, ``sweeps/``), the config groups (its sub-folders) and their options
-(its yaml files), the unknown-option / unknown-key check on overrides (:func:`check_overrides`,
-used by the command line, the sweep grid and ``clsuite.api``) and :func:`validate`, the check of
-a composed config. Every failure is a ``ConfigError`` whose message is one line naming the bad
-value and the valid range; the command line prints it as ``error: ...`` and exits with status 2,
-before any data is read or any step is taken (a sweep: before any job starts).
+One home for ``CONF_DIR`` / ``SWEEPS_DIR`` (``clsuite.home``), the config groups (its sub-folders)
+and their options (its yaml files), the resolvers, the one check of unknown options and keys in
+overrides (:func:`check_overrides`) and the one validation of a composed config (:func:`validate`).
+Every failure is a ``ConfigError``, one line naming the bad value and the valid range: the command
+line prints ``error: ...`` and exits 2 before any data is read (a sweep: before any job starts).
 """
 
 from __future__ import annotations
@@ -110,7 +108,9 @@ def validate(cfg: DictConfig) -> None:
     W&B when it is required, then the data files the run will read (there, readable)."""
     check_names(cfg)
     check(cfg)
-    _check_logger(cfg)
+    logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
+    if logger.get("name") == "wandb" and logger.get("required") and (why := cannot_start(logger)):
+        raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
     from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
     from clsuite.data.files import absent, unreadable
 
@@ -130,16 +130,6 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(problem)
     if not d.download and (problem := absent(root, rels)):  # (data.download=true: fetched by the run)
         raise ConfigError(problem)
-
-
-def _check_logger(cfg: DictConfig) -> None:
-    """``logger.required=true``: W&B must be able to start. What is known before a run (online mode
-    without an API key, wandb not importable) is refused here, before Hydra makes a folder."""
-    logger = cfg.get("logger")
-    if logger is None or logger.get("name") != "wandb" or not logger.get("required"):
-        return
-    if why := cannot_start(logger):
-        raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
 
 
 def wandb_settings(logger_cfg) -> dict:

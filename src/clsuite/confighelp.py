@@ -33,7 +33,6 @@ usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment
        clsuite --cfg job [KEY=VALUE ...]          print the composed config, run nothing
 (python src/run.py in a checkout; python -m clsuite wherever it is installed). Bad input: one `error:` line,
 exit 2, before anything is written."""
-HIDDEN = ("tuned", "launcher")  # groups shown in their own line
 
 
 def group_key(group: str) -> str:
@@ -74,10 +73,6 @@ def _node_yaml(target: str) -> dict:
     return (doc.get("plugin") or {}) if group == "method" else doc
 
 
-def _default(key: str) -> str:
-    return _show(defaults().get(key, _ABSENT))
-
-
 def _show(v) -> str:
     if v is _ABSENT:
         return "-"
@@ -91,7 +86,7 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     sections: dict[str, list] = {}
     for key, spec in KEYS.items():
         head = key.split(".")[0] if "." in key else "run"
-        sections.setdefault(head, []).append((key, _default(key), spec.range(), spec.doc))
+        sections.setdefault(head, []).append((key, _show(defaults().get(key, _ABSENT)), spec.range(), spec.doc))
     out = [(f"{head} keys", r) for head, r in sections.items()]
     for slot in SLOTS:
         for target, decl in NODES.items():

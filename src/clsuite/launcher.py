@@ -41,8 +41,8 @@ def _execute(idx: int, *args) -> tuple[int, JobReturn]:
 
 
 class JoblibLauncher(_HydraJoblibLauncher):
-    def _job_dir(self, overrides: Sequence[str]) -> Path:
-        """The folder of a job (its sweep config resolved as Hydra's run_job resolves it)."""
+    def _job(self, overrides: Sequence[str]) -> tuple[Path, dict]:
+        """The folder and the config of a job (its sweep config resolved as Hydra's run_job resolves it)."""
         from hydra.core.hydra_config import HydraConfig
 
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -50,16 +50,17 @@ class JoblibLauncher(_HydraJoblibLauncher):
         saved = hc.cfg
         hc.set_config(cfg)  # ${hydra:job.override_dirname} resolves against it
         try:
-            return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+            folder = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
         finally:
             hc.cfg = saved
+        return folder, {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
 
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
         from clsuite.io import LOCK_FILE, read_object
         from clsuite.sweep import holder_alive
 
-        path = self._job_dir(overrides) / LOCK_FILE
+        path = self._job(overrides)[0] / LOCK_FILE
         holder = read_object(path)
         if not holder or holder.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
             return False
@@ -73,24 +74,13 @@ class JoblibLauncher(_HydraJoblibLauncher):
         from clsuite.io import LOCK_FILE
         from clsuite.sweep import Job
 
-        folder = self._job_dir(overrides)
-        try:
-            cfg = OmegaConf.to_container(
-                self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides)), resolve=False
-            )
-            cfg.pop("hydra", None)
-        except Exception:  # (the record without its config)
-            cfg = {}
+        folder, cfg = self._job(overrides)
         exc = error if isinstance(error, BaseException) else RuntimeError(error)
         Job(cfg, folder, sweep_dir=self.config.hydra.sweep.dir, overrides=overrides, job_num=idx).failed(
             exc, status=status
         )
         (folder / LOCK_FILE).unlink(missing_ok=True)
-        ret = JobReturn()
-        ret.status = JobStatus.FAILED
-        ret._return_value = exc
-        ret.overrides = list(overrides)
-        return ret
+        return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from joblib.externals.loky.process_executor import BrokenProcessPool

@@ -1,22 +1,9 @@
-"""Names that become folder names: the one check they pass first (:func:`safe_name`).
-
-The experiment (``multirun/<experiment>/``, ``outputs/<experiment>/``, ``results/<experiment>/``),
-the benchmark and method names (a single run's folder ``<time>_<benchmark>_<method>_<id>``) and
-the arguments of ``clsuite aggregate`` / ``clsuite wandb`` name folders. A name is
-refused (``ConfigError``: one ``error:`` line, exit 2, before anything is written) when it
-
-- is empty, ``.`` or ``..``, or starts with ``.`` (hidden and bookkeeping folders: ``.index``);
-- holds a ``/`` or ``\\`` (a path, absolute or relative: ``../../x``, ``/tmp/x``);
-- holds a control character (a newline, a NUL, ...);
-- is longer than :data:`MAX_NAME` bytes (a file name stops at 255; a run folder joins several).
-
-A sweep job's folder is Hydra's override dirname; one longer than :data:`MAX_DIRNAME` characters is
-shortened to a prefix plus a hash of the whole (:func:`job_dirname`; the job writes its overrides
-inside, ``overrides.json``). ``clsuite.config`` registers the resolvers that use them.
-
-An explicit ``hydra.run.dir`` / ``hydra.sweep.dir`` is the user's choice of folder (Hydra's
-convention) and is not checked here; ``clsuite.sweep.callback`` refuses a run folder that holds
-another run's results.
+"""Names that become folder names: the one check they pass first (:func:`safe_name`: empty, ``.``,
+``..``, a path separator, a control character, a leading ``.`` or more than :data:`MAX_NAME` bytes is
+refused; docs/INTEGRITY.md, section 4), and a sweep job's folder name (:func:`job_dirname`: Hydra's
+override dirname, or a prefix of it plus a hash when longer than :data:`MAX_DIRNAME`; the job writes
+its overrides inside, ``overrides.json``). ``clsuite.config`` registers the resolvers that use them;
+``clsuite aggregate`` / ``clsuite wandb`` check their arguments with it. An explicit ``hydra.run.dir`` / ``hydra.sweep.dir`` is the user's choice (Hydra's convention).
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""The Hydra callback of every multirun (conf/config.yaml ``hydra.callbacks.sweep``).
+"""The Hydra callback of every run and multirun (conf/config.yaml ``hydra.callbacks.sweep``).
 
-At the start (:meth:`SweepCallback.on_multirun_start`): expand and check the grid
-(``clsuite.sweep.grid``; a bad grid is one ``error:`` line, exit 2, before any job starts); an
-empty sweep (``seed=range(0,0)``) writes nothing and exits 0; then ``grid.json`` and the reuse
-index (``clsuite.sweep.index.reindex``). At the end: the summary, counted from the jobs' own files
-(``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status
-(:func:`last_summary`). A callback that raises is one ``error:`` line and counts as a failure
-(:func:`callback_failed`; Hydra itself would only warn).
+A single run: its folder, refused when it holds another run's results, made and written to once
+(:meth:`SweepCallback.on_run_start`). A sweep, at the start: its folder's name, the grid expanded
+and checked (``clsuite.sweep.grid``: one ``error:`` line, exit 2, before any job starts; an empty
+sweep writes nothing and exits 0), then ``grid.json`` and the reuse index; at the end: the summary
+(``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status. A callback that
+raises is one ``error:`` line and a failure (Hydra itself would only warn).
 """
 
 from __future__ import annotations
@@ -49,23 +48,19 @@ def _refuse(check, *args) -> None:
 
 def _check_run_dir(run_dir: Path) -> None:
     """A single run's folder: refused when it holds another run's results; made now and written to
-    once (an OS error here, a full disk included, is one line, not Hydra's traceback)."""
+    once (an OS error here, a full disk included, is one line naming it, not Hydra's traceback)."""
+    made = False
     try:
-        taken = (run_dir / RESULTS_FILE).exists()
-    except OSError as e:  # a name too long, a parent that is a file
-        raise OSError(e.errno, e.strerror, str(run_dir)) from e
-    if taken:
-        raise ConfigError(
-            f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
-            "choose a new folder (the default makes one per run)"
-        )
-    made = not run_dir.exists()
-    _make_folder(run_dir)
-    try:  # a full disk: one line here, not Hydra's traceback when it writes .hydra/ next
-        probe = run_dir / PROBE_FILE
-        write_bytes_atomic(probe, bytes(PROBE_BYTES))
-        probe.unlink()
-    except OSError as e:
+        if (run_dir / RESULTS_FILE).exists():
+            raise ConfigError(
+                f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
+                "choose a new folder (the default makes one per run)"
+            )
+        made = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(run_dir / PROBE_FILE, bytes(PROBE_BYTES))  # (before Hydra writes .hydra/ there)
+        (run_dir / PROBE_FILE).unlink()
+    except OSError as e:  # a name too long, a parent that is a file, a full disk
         if made:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()

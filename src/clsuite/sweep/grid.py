@@ -1,21 +1,12 @@
-"""The grid of a sweep: the jobs it will launch, each composed and validated before any starts.
+"""The grid of a sweep: the jobs it will launch, each composed and validated once, before any starts.
 
-:class:`clsuite.sweep.callback.SweepCallback` expands the sweep (:func:`expand_grid`: sweeper
-params + command-line overrides, Hydra's basic sweeper's order), checks it
-(:func:`validate_grid`, then :func:`check_folders`: one ``error:`` line, exit 2, before any job
-starts; a bad value is named before the folders it would share) and only then writes
-``<sweep dir>/grid.json``: the expected job folders (the aggregation checks them for missing and
-failed runs) and each one's config hash (a job listed there is not validated again). The jobs it validated are
-recorded (:func:`was_validated`), and the sweeper (``hydra_plugins.clsuite_sweeper``) then skips
-Hydra's own check, which composes every job once more, one after the other, before the first
-starts (Table II: 280 compositions, about 20 s with one of two cores idle).
-
-:func:`check_folders` refuses a grid whose jobs would share a folder or an experiment's files:
-- ``experiment`` itself swept (``-m experiment=e3,e4``): the sweep folder, grid and summary are
-  one experiment's; run one sweep per experiment;
-- two jobs with one folder: a fixed ``hydra.sweep.subdir``, or jobs that differ only in keys left
-  out of folder names (``trainer.threads``, ``logger``, ...): each would resume from, or
-  overwrite, the other's results.
+``clsuite.sweep.callback.SweepCallback`` expands the sweep (:func:`expand_grid`: Hydra's basic
+sweeper's expansion and order), checks every job (:func:`validate_grid`) and the folders they
+would write (:func:`check_folders`): one ``error:`` line, exit 2, before any job starts. Only then
+is ``<sweep dir>/grid.json`` written: each job's folder (the aggregation checks them for missing
+and failed runs) and config hash (a job listed there is not validated again). The sweeper
+(``hydra_plugins.clsuite_sweeper``) skips Hydra's own composition of every job for a batch
+validated here (:func:`was_validated`; docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -77,14 +68,6 @@ def search_dirs(config: DictConfig) -> list[str]:
     return [str(s.path) for s in sources if s.get("schema") == "file"]
 
 
-def searchpath_overrides(config: DictConfig) -> list[str]:
-    """The ``hydra.searchpath=...`` overrides of the command line: a job composed without them would
-    not see the folders they add (Hydra reads them from the overrides of each composition)."""
-    return [
-        o for o in (config.hydra.overrides.get("hydra") or []) if str(o).lstrip("+~").startswith("hydra.searchpath")
-    ]
-
-
 def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     """Compose and validate every job of the sweep (``ConfigError`` names the first bad job); every job
     has the same ``trainer.numerics`` (a process chooses its CPU kernels once: ``clsuite.numerics``).
@@ -107,7 +90,8 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
         raise ConfigError(f"hydra.launcher.n_jobs must be a whole number >= 1 (or -1: one per core), got {n_jobs!r}")
     name = config.hydra.job.config_name
-    extra, searchpath = search_dirs(config), searchpath_overrides(config)
+    extra = search_dirs(config)  # (and the hydra.searchpath overrides: each composition reads them)
+    searchpath = [o for o in config.hydra.overrides.get("hydra") or () if o.lstrip("+~").startswith("hydra.searchpath")]
     parser = OverridesParser.create()
     bases: dict[tuple, DictConfig] = {}
     missing = object()
@@ -153,7 +137,9 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
 
 
 def check_folders(config: DictConfig, jobs: list[dict]) -> None:
-    """``ConfigError`` when the jobs would share a folder or the sweep spans experiments (module docstring)."""
+    """``ConfigError`` when the sweep spans experiments (its folder, grid and summary are one
+    experiment's) or two jobs would share a folder (a fixed ``hydra.sweep.subdir``, or jobs that
+    differ only in keys left out of folder names: each would resume from or overwrite the other's)."""
     experiments = sorted(
         {o.partition("=")[2] for j in jobs for o in j["overrides"] if o.partition("=")[0].lstrip("+~") == "experiment"}
     )

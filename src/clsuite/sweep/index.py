@@ -1,11 +1,10 @@
-"""The reuse index: finished runs by identity key, so another experiment copies them instead of training.
+"""The reuse index: finished runs by identity, so another experiment copies them instead of training.
 
 ``multirun/.index/<key>.json`` points at a results file (relative path, experiment); ``key`` is the
 first 20 hex digits of the run's identity key, and the hash of its normalised config (what
 ``resume=config_only`` looks up). A sweep indexes each result it finishes or skips
-(``clsuite.sweep.job.Job.register``); :func:`reindex`, called when a sweep starts, indexes results
-that reached ``multirun/`` without a sweep's bookkeeping (copied from another machine). Only
-sealed, well-formed results are indexed (``clsuite.results.read_run``). An unwritable index only
+(``clsuite.sweep.job.Job.register``); :func:`reindex`, when a sweep starts, indexes sealed results
+that reached ``multirun/`` without a sweep (copied from another machine). An unwritable index only
 costs reuse: its errors are ignored.
 """
 

@@ -1,32 +1,16 @@
-"""One sweep job's bookkeeping: resume, reuse, failure records, the sweep log.
+"""One sweep job's bookkeeping (:class:`Job`, driven by ``clsuite.cli.run_job``); the behaviour:
+docs/RUNS.md, "Runs and sweeps".
 
-Every job of a multirun goes through :class:`Job` (driven by ``clsuite.cli.run_job``):
-
-- **resume**: a job whose folder already holds a sealed, well-formed ``results.json``
-  (``clsuite.results.read_run``) with the same *identity* (``clsuite.identity``: config + code +
-  data + threads/device/torch) is skipped. Otherwise the old file is kept as
-  ``results.stale-<n>.json``, the job reruns, and the sweep summary counts why (config / code /
-  data / threads / device / torch changed, no identity, edited by hand, malformed).
-  ``resume=config_only`` (or ``CLSUITE_RESUME=config_only``) compares the normalised config
-  only, and still needs the seal; ``resume=off`` (or ``CLSUITE_RESUME=0``) reruns everything.
-- **reuse**: a job of another experiment with the identical identity (e.g. M=100 of the memory
-  sweep = Table II) copies that result (``clsuite.sweep.index``) instead of training again, once
-  the source passed the same checks; ``reused_from`` names the source. ``CLSUITE_REUSE=0`` turns
-  this off.
-- **failures**: an exception in a job (divergence, a bad file, a crash, an OS error on its
-  folder) writes ``failed.json`` (error line, traceback, attempt count) where ``results.json``
-  would be, and the other jobs go on; a SIGTERM / SIGINT writes it with ``status:
-  interrupted``. A rerun retries exactly the jobs without results; ``failed.json`` is deleted
-  on success. Writing the record cannot end the sweep (a full disk: a warning).
-- **checkpoints**: a job that trains keeps its task-end checkpoints in ``<job folder>/checkpoints/``
-  (``clsuite.checkpoint``; the folder name is stable across reruns, and nothing here deletes it), so
-  a rerun of an interrupted, killed or requeued job continues from its last finished task; they are
-  deleted once its results file is written.
-- **log**: one JSON line per job (ran / skipped / reused / busy / interrupted / failed, wall
-  time, why it reran) in ``<sweep dir>/sweep_log.jsonl``, for the progress line and the reasons
-  of reruns; the sweep's counts and exit status come from the jobs' own files
-  (``clsuite.sweep.summary``), not from this log. A log that cannot be written is one warning
-  (then no progress lines: they would count nothing).
+- resume: a sealed ``results.json`` (``clsuite.results.read_run``) of the same identity
+  (``clsuite.identity``; ``resume=config_only``: of the same normalised config) skips the job;
+  another is kept as ``results.stale-<n>.json`` with the reason, and the job reruns;
+- reuse: a result of another experiment with the same identity (``clsuite.sweep.index``) is copied
+  once it passed the same checks (``CLSUITE_REUSE=0``: off);
+- failures: ``failed.json`` where ``results.json`` would be (``status: interrupted`` for a signal);
+  writing it never ends the sweep; task-end checkpoints stay in ``checkpoints/`` until the results
+  file is written (a rerun continues from the last finished task: docs/CHECKPOINTS.md);
+- log: one JSON line per job in ``<sweep dir>/sweep_log.jsonl`` (progress, rerun reasons); the
+  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``).
 """
 
 from __future__ import annotations
@@ -79,24 +63,11 @@ class Job:
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
         self.rerun_reasons: list[str] = []
         self.lock = JobLock(self.out_dir)
+        self.results_path, self.failed_path = self.out_dir / RESULTS_FILE, self.out_dir / FAILED_FILE
+        self.checkpoint_dir = self.out_dir / CHECKPOINT_DIR  # task-end checkpoints: a rerun resumes from them
 
-    # -- where things are
-    @property
-    def results_path(self) -> Path:
-        return self.out_dir / RESULTS_FILE
-
-    @property
-    def failed_path(self) -> Path:
-        return self.out_dir / FAILED_FILE
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        """The job's task-end checkpoints (``clsuite.checkpoint``): an interrupted job resumes from them."""
-        return self.out_dir / CHECKPOINT_DIR
-
-    def index_path(self, key: str | None = None) -> Path:
-        if key is None:
-            key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
+    def index_path(self) -> Path:
+        key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
         return self.sweep_dir.parent / INDEX_DIR / f"{key}.json"
 
     def expected(self) -> dict:
@@ -147,7 +118,9 @@ class Job:
 
     def _set_aside(self, why: list[tuple[str, str]]) -> None:
         self.rerun_reasons = sorted({r for r, _ in why})
-        stale = self._stale_name()
+        n = 1
+        while (stale := self.out_dir / f"{STALE_PREFIX}{n}.json").exists():
+            n += 1
         os.replace(self.results_path, stale)
         detail = "; ".join(f"{r} changed ({d})" if r in ident.CHANGES else d for r, d in why)
         print(f"rerun {self.name}: {detail}; old results kept as {stale.name}", file=sys.stderr)
@@ -168,19 +141,10 @@ class Job:
         self.failed_path.unlink(missing_ok=True)
         return res, "reused"
 
-    def _stale_name(self) -> Path:
-        n = 1
-        while (p := self.out_dir / f"{STALE_PREFIX}{n}.json").exists():
-            n += 1
-        return p
-
     def register(self) -> None:
         """Index this job's finished result by identity key and config hash (for reuse elsewhere)."""
-        run = read_run(self.results_path)
-        if not run.ok:
-            return
-        res = run.data
-        index_result(self.sweep_dir.parent, self.results_path, res, self.hash, self.cfg.get("experiment"))
+        if (run := read_run(self.results_path)).ok:
+            index_result(self.sweep_dir.parent, self.results_path, run.data, self.hash, self.cfg.get("experiment"))
 
     # -- outcome records
     def succeeded(self, wall_s: float) -> None:

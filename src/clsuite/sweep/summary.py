@@ -1,18 +1,11 @@
 """What a sweep did, counted from the jobs' own files: the summary and the exit status.
 
-For every job of the grid (``grid.json``'s folders), in its folder:
-
-1. a sealed ``results.json`` (``clsuite.results.read_run``) of the config the grid asked for there
-   (``config_hash``): **finished**; of another config: **failed**;
-2. else a ``failed.json``: **failed** with its error line (``status: interrupted``: **interrupted**);
-3. else a ``running.lock`` of a live process (another sweep runs it), or a torn one being written
-   (``clsuite.locks.live_holder``, the rule the job itself followed): **busy**;
-4. else nothing: **failed** ("left no results and no failure record"): a job whose record or log
-   line could not be written (a full disk) still fails the sweep.
-
-The sweep log (``sweep_log.jsonl``) adds only what the files cannot say: how many jobs of this
-invocation ran, were skipped or reused, and why jobs reran. Without a grid (a sweeper other than
-the basic one) the log is all there is. ``clsuite.cli.main`` exits 1 when a job failed or was
+Each job of the grid (``grid.json``'s folders) is, from its folder (:func:`job_state`; docs/INTEGRITY.md,
+section 5): finished (a sealed ``results.json`` of the config the grid asked for there), failed or
+interrupted (its ``failed.json``; a results file of another config, or no file at all, is failed),
+or busy (a live ``running.lock``). The sweep log (``sweep_log.jsonl``) adds only how many jobs of
+this invocation ran, were skipped or reused, and why jobs reran; without a grid (a sweeper other
+than the basic one) the log is all there is. ``clsuite.cli.main`` exits 1 when a job failed or was
 interrupted.
 """
 
