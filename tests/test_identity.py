@@ -506,6 +506,29 @@ def test_sigterm_in_a_sweep_records_the_job_and_the_rerun_retries_it(tmp_path):
     assert "2 ran, 0 skipped" in p.stderr and not (job0 / "failed.json").exists()
 
 
+@pytest.mark.slow
+def test_sigterm_of_a_joblib_sweep_says_its_training_jobs_are_recorded(tmp_path):
+    # The jobs train in joblib workers, so the sweep process itself starts none: its message said
+    # "the sweep stopped during start-up, before any training; no results written" while a job had trained.
+    hook = tmp_path / "hook"
+    hook.mkdir()  # every process of the sweep imports it; the worker training seed 0 signals the sweep at step 2
+    kill = "        os.kill(int(os.environ['CLSUITE_SWEEP_PID']), signal.SIGTERM)"
+    (hook / "sitecustomize.py").write_text(_at_step_2("TERM_SEED", kill))
+    env = {**os.environ, "PYTHONPATH": str(hook), "TERM_SEED": "0", "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
+    cmd = [sys.executable, str(ROOT / "src/run.py"), "-m", *base, "seed=0,1", "launcher=joblib"]
+    cmd += ["hydra.launcher.n_jobs=2", "hydra.sweep.dir=multirun/s"]
+    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 143, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last == (
+        "error: interrupted by SIGTERM; the sweep stopped, interrupted jobs are recorded (failed.json) "
+        "and a rerun retries them"
+    ), p.stderr[-3000:]
+    rec = json.loads((tmp_path / "multirun/s/benchmark=synthetic,method=online,seed=0/failed.json").read_text())
+    assert rec["status"] == "interrupted"
+
+
 # ----------------------------------------------------------------------------- failures, names, grid
 
 

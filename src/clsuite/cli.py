@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
             _hydra_main()
         except Interrupted as e:
             mode = _MODE[0]
-            if mode == RunMode.MULTIRUN and _JOBS_STARTED:
+            if mode == RunMode.MULTIRUN and (_JOBS_STARTED or getattr(e, "jobs_recorded", 0)):  # (joblib: in workers)
                 _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
             where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
             _stopped(e, f"{where} stopped during start-up, before any training; no results written")

@@ -116,9 +116,13 @@ class JoblibLauncher(_HydraJoblibLauncher):
             except BrokenProcessPool as e:
                 self._after_broken_pool(e, pending, runs, job_overrides, run)
             except BaseException as e:  # SIGTERM / SIGINT of the sweep: joblib has killed the workers
-                for i in pending:
-                    if i not in runs and self._died_here(job_overrides[i], dead_only=False):
-                        self._record_death(i, job_overrides[i], e, status="interrupted")
+                recorded = [
+                    self._record_death(i, job_overrides[i], e, status="interrupted")
+                    for i in pending
+                    if i not in runs and self._died_here(job_overrides[i], dead_only=False)
+                ]
+                if recorded:  # the jobs began in workers: the sweep process's message must say they are recorded
+                    e.jobs_recorded = len(recorded)
                 raise
             pending = [i for i in pending if i not in runs]
             rounds_without_progress = 0 if len(runs) > done_before else rounds_without_progress + 1
