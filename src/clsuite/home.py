@@ -55,6 +55,13 @@ def hint(verb: str, *args: str) -> str:
     return shlex.join([python, "-m", "clsuite", verb, *args])
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a ``python -m clsuite`` child process that imports this very clsuite (this
+    package's parent folder first on ``PYTHONPATH``), whether it is a checkout or an installed copy."""
+    path = (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))

@@ -26,14 +26,13 @@ writes the paired ledger (``clsuite.analysis.choices``).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from clsuite.analysis.paper_values import TARGETS
 from clsuite.config import SWEEPS_DIR
+from clsuite.home import child_env
 
 GROUPS = {
     "all": "every target above, in order (= make paper)",
@@ -132,11 +131,7 @@ def other_sweeps() -> list[str]:
 
 def _sweep(cmd: list[str]) -> int:
     """The sweep in a child process with this interpreter; a stop (Ctrl-C) is the child's to report."""
-    import clsuite
-
-    src = str(Path(clsuite.__file__).resolve().parents[1])  # the child imports this very clsuite
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    child = subprocess.Popen(cmd, env=env)
+    child = subprocess.Popen(cmd, env=child_env())  # the child imports this very clsuite
     try:
         return child.wait()
     except KeyboardInterrupt:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from clsuite.config import dotted_get, wandb_settings
+from clsuite.home import child_env
 from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
 from clsuite.metrics import METRICS
 from clsuite.results import read_run
@@ -299,9 +300,7 @@ def log_sweep_aggregate(config) -> None:
     sweep, settings = Path(str(config.hydra.sweep.dir)), wandb_settings(config.logger)
     cmd = [sys.executable, "-m", "clsuite", "wandb", sweep.name, "--multirun-dir", str(sweep.parent)]
     cmd += [f"--{k}={v}" for k, v in settings.items() if v]  # project, entity, mode as the sweep's
-    path = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]  # this very clsuite
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    p = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, check=False)  # this very clsuite
     print(p.stdout + p.stderr, end="", file=sys.stderr)
     if p.returncode != 0:
         print(f"warning: no W&B aggregate run for {sweep.name} (clsuite wandb exited {p.returncode})", file=sys.stderr)
