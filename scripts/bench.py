@@ -1,29 +1,19 @@
 """`make bench`, `make bench-numerics` and the GPU benchmark: each method's cost, side by side in one run.
 
-One measurement per call (``--measure``; the columns: docs/PERFORMANCE.md, docs/GPU.md, docs/CHECKPOINTS.md):
+1. The options are checked (bad input: one ``error:`` line, exit 2, before any process starts).
+2. Variants: each code tree (``--src NAME=PATH``: a checkout or its ``src/``; ``--root``: the one
+   checkout) x each ``--numerics`` mode, each measured in its own process (a process pins its kernels
+   once): one per round with the order alternating (one for all rounds when there is one variant).
+3. In that process, each cell of the measure (``--measure``) is one row: its timings (one clock) and
+   the machine they were made on (what moves numbers: device, CPU, threads, torch, kernels, load).
+4. One table per measure; with several variants, each variant's medians and their ratios to the first's.
+   ``--out DIR``: ``bench.json`` (the rows as they come, then the summary), ``bench.log`` (the
+   processes' output), ``bench.md`` (the tables).
 
-- ``jobs`` (default): the methods of ``conf/method/`` (ER first) as whole jobs (``run_experiment``),
-  reading=mir_code, split-MNIST (``DATA_DIR``), one torch thread, ``--repeats`` rounds (seed =
-  round): time in training per incoming batch and against ER's, forward/backward work against ER's
-  (a forward hook), time outside training and the evaluations' part of it (medians over rounds 1..:
-  round 0's first job reads the data files).
-- ``stream`` (default with ``--device cuda``): ER, MIR, AdaER made by the suite's ``build()``
-  (M = 100, |B_t| = |R| = 20) and driven by a Trainer with ``MemoryUpdate``: ``--warmup`` batches of
-  task 0, ``--batches`` timed incoming batches from task 1 on between two ``torch.cuda.synchronize()``,
-  one evaluation of every test split, the memory peak, the projected full run. CIFAR-10/100 are
-  random images of the real shape and sizes. On CUDA: ``--sync-debug`` (host-device syncs per batch
-  by source line), ``--profile`` (GPU busy time per batch; it slows the profiled process's later
-  timings: ``--profile-only NAME``).
-- ``net``: the network alone: ``--batches`` SGD steps on ``--batch`` samples after ``--warmup``, one
-  no-grad forward of ``--eval`` images; CPU and wall time.
-- ``checkpoint`` (``make bench``, after the jobs): one task-end checkpoint of a run trained on task 0,
-  its memory full: median seconds of ``--repeats`` writes, bytes, seconds to resume.
-
-Side by side: each code tree (``--src NAME=PATH``: a checkout or its ``src/``; ``--root``: the one
-checkout) and each ``--numerics`` mode is a variant, measured in its own process (a process pins its
-kernels once): one per round, the order alternating (one for all rounds when there is one variant);
-the table gives each variant's medians and their ratios to the first's. ``--out DIR``: ``bench.json``
-(the rows as they come, then the summary), ``bench.log`` (the processes' output), ``bench.md``.
+The measures, their steps and columns: ``jobs`` (default: every method as a whole run against ER,
+docs/PERFORMANCE.md), ``stream`` (default with ``--device cuda``: a bounded stream built by the suite's
+``build()``, docs/GPU.md; ``--sync-debug``, ``--profile`` on CUDA), ``net`` (the network alone,
+docs/PERFORMANCE.md) and ``checkpoint`` (one task-end checkpoint, docs/CHECKPOINTS.md).
 
     make bench BENCH_ARGS="--repeats 2 --methods er gss"
     python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
@@ -35,6 +25,7 @@ the table gives each variant's medians and their ratios to the first's. ``--out 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -46,34 +37,34 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 METHOD_ORDER = "er online joint agem gem oewc si icarl hal gss mir ccmr ebrs adaer".split()  # noqa: SIM905  # the table's order
+STREAM_BATCHES = {"split_mnist": 150, "split_cifar10": 150, "split_cifar100": 50}  # its benchmarks, timed batches
+SYNTHETIC = {"split_cifar10": (10, 5000, 1000), "split_cifar100": (100, 500, 100)}  # stream: classes, images per class
 DEFAULTS = {  # per measure, for the options left out
     "jobs": dict(repeats=3, benchmark=["split_mnist"], numerics=["native"]),
     "stream": dict(
-        repeats=1,
-        benchmark=["split_mnist", "split_cifar10", "split_cifar100"],
-        methods=["er", "mir", "adaer"],
-        warmup=20,
-        numerics=[None],
+        repeats=1, benchmark=list(STREAM_BATCHES), methods=["er", "mir", "adaer"], warmup=20, numerics=[None]
     ),
     "net": dict(repeats=1, numerics=["native", "portable"], warmup=2, batches=10),
     "checkpoint": dict(repeats=5, methods=["adaer"], numerics=[None]),
 }
-STREAM_BATCHES = {"split_mnist": 150, "split_cifar10": 150, "split_cifar100": 50}  # timed batches (--batches)
-RANDOM = {  # stream: random images of the real shape and sizes instead of these sources' files
-    "cifar10": dict(num_classes=10, shape=(3, 32, 32), train_per_class=5000, test_per_class=1000),
-    "cifar100": dict(num_classes=100, shape=(3, 32, 32), train_per_class=500, test_per_class=100),
-}
-CIFAR_SYNTHETIC = "+benchmark.synthetic={num_classes:100,shape:[3,32,32],train_per_class:4,test_per_class:2,seed:0}"
+
+
+def synthetic(classes: int, train: int, test: int) -> list[str]:
+    """Overrides: the suite's synthetic source (Gaussian clusters as uint8 images) of CIFAR's shape and these sizes."""
+    spec = f"num_classes:{classes},shape:[3,32,32],train_per_class:{train},test_per_class:{test},seed:0"
+    return ["benchmark.source=synthetic", f"+benchmark.synthetic={{{spec}}}"]
+
+
 CHECKPOINT_CASES = {  # name: overrides
     "split-MNIST (MLP)": ["benchmark=split_mnist", "benchmark.train_per_class=20"],
     "split-CIFAR100 (reduced ResNet-18, synthetic)": [
         "benchmark=split_cifar100",
-        "benchmark.source=synthetic",
-        CIFAR_SYNTHETIC,
+        *synthetic(100, 4, 2),
         "benchmark.train_per_class=4",
     ],
 }
@@ -126,21 +117,22 @@ def main() -> int:
 def run_child(args, v: dict, rounds: list[int], rows: list[dict], out: Path | None, log) -> int:
     """One variant's process for these rounds: its rows into ``rows`` (and bench.json), its output into the log."""
     print(f"== {v['label']} ({v['src']}), round {rounds[0] if len(rounds) == 1 else 'all'}", file=sys.stderr)
-    t0 = time.perf_counter()
     spec = json.dumps({**vars(args), "variant": v, "rounds": rounds, "child": None}, default=str)
-    cmd = [sys.executable, __file__, "--child", spec]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        log.write(line)
-        log.flush()
-        if line.startswith("ROW "):
-            rows.append(json.loads(line[4:]))
-            write(out, {"complete": False, "rows": rows})
-            print(f"  {progress(rows[-1])}", file=sys.stderr, flush=True)
-        elif not out or "Error" in line or "error:" in line or "Traceback" in line:
-            print(line.rstrip(), file=sys.stderr, flush=True)
-    proc.wait()
-    print(f"   ({v['label']}: {time.perf_counter() - t0:.0f} s, exit {proc.returncode})", file=sys.stderr)
+    with Clock() as t:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", spec], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            if line.startswith("ROW "):
+                rows.append(json.loads(line[4:]))
+                write(out, {"complete": False, "rows": rows})
+                print(f"  {progress(rows[-1])}", file=sys.stderr, flush=True)
+            elif not out or "Error" in line or "error:" in line or "Traceback" in line:
+                print(line.rstrip(), file=sys.stderr, flush=True)
+        proc.wait()
+    print(f"   ({v['label']}: {t.wall:.0f} s, exit {proc.returncode})", file=sys.stderr)
     return proc.returncode
 
 
@@ -206,9 +198,36 @@ def progress(r: dict) -> str:
     return f"{head}: {key} {value:.2f}" + (f", peak {r['peak_mb']:.0f} MiB" if "peak_mb" in r else "")
 
 
-def table(head: str, body: list[str], rule: str) -> str:
-    """A Markdown table of ``" | "``-joined cells; ``rule``: the alignment row, ``|---|---:|``..."""
-    return "\n".join([f"| {head} |", rule, *(f"| {line} |" for line in body)])
+class Clock:
+    """Wall and CPU seconds of a ``with`` block (``.wall``, ``.cpu``); ``sync`` (a CUDA synchronize) at both ends."""
+
+    def __init__(self, sync=None):
+        self.sync = sync or (lambda: None)
+
+    def __enter__(self):
+        self.sync()
+        self.start = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.sync()
+        self.wall, self.cpu = time.perf_counter() - self.start[0], time.process_time() - self.start[1]
+
+
+# ----------------------------------------------------------------------------- the tables (one printer)
+def table(head: str, body: list[list[str]], align: str) -> str:
+    """The one printer: a Markdown table of ``" | "``-joined heads and rows of cells; ``align``: a letter per
+    column, l (text) or r (numbers)."""
+    rule = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
+    return "\n".join([f"| {head} |", rule, *(f"| {' | '.join(cells)} |" for cells in body)])
+
+
+def machine(r: dict, load) -> str:
+    """The record of what moves numbers (``record_machine``; the kernels: per variant), as one line."""
+    return (
+        f"device: {r['device']}; CPU: {r['cpu']} ({r['cores']} cores), {r['threads']} torch thread(s), "
+        f"torch {r['torch']}, python {r['python']}; load average at the end " + " / ".join(f"{x:.2f}" for x in load)
+    )
 
 
 def median(xs) -> float:
@@ -227,18 +246,22 @@ def side_by_side(ok: list[dict], labels: list[str], metrics: dict) -> tuple[str,
             med = [median(f(r) for r in ok if (r["benchmark"], r["method"], r["label"]) == (b, m, v)) for v in labels]
             cells += [f"{x:.2f}" for x in med] + [f"{x / med[0]:.2f}" for x in med[1:]]
             summary[f"{b} {m}"][name] = dict(zip(labels, med, strict=True))
-        body.append(" | ".join(cells))
-    return table(" | ".join(head), body, "|---|---|" + "---:|" * (len(head) - 2)), summary
+        body.append(cells)
+    return table(" | ".join(head), body, "ll" + "r" * (len(head) - 2)), summary
+
+
+def per_batch(x: dict) -> float:
+    return x["train_s"] / x["steps"]
 
 
 def report_jobs(args, ok, rows, labels, load):
     what = (
         f"{', '.join(args.benchmark)}, reading=mir_code, 1 thread, {args.repeats} rounds (seeds 0-{args.repeats - 1})"
     )
-    load_line = f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
     if len(labels) > 1:
         ms = {"ms/batch": lambda x: 1e3 * per_batch(x), "CPU s/job": lambda x: x["cpu_s"]}
         compared, summary = side_by_side(ok, labels, ms)
+        load_line = "load average at the end " + " / ".join(f"{x:.2f}" for x in load)
         return (
             f"""`make bench-numerics`: {what}, one process per variant and round, variants alternating; {load_line}
 
@@ -259,49 +282,39 @@ start to results file (robust to other load on the machine).""",
             return median(f(x) for x in ok if (x["benchmark"], x["method"]) == of and x["round"] in rounds)
 
         t, w = med(per_batch), med(lambda x: x["work_per_batch"])
-        er_t, er_w = (
-            median(f(x) for x in er if x["benchmark"] == b) for f in (per_batch, lambda x: x["work_per_batch"])
-        )
+        er_t, er_w = med(per_batch, of=(b, "er")), med(lambda x: x["work_per_batch"], of=(b, "er"))
         wall, outside = med(lambda x: x["wall_s"], later), med(lambda x: x["wall_s"] - x["train_s"], later)
         share = med(lambda x: (x["wall_s"] - x["train_s"]) / x["wall_s"], later)
-        evals = med(lambda x: x["eval_s"], later)
-        body.append(f"{m} | {1e3 * t:.2f} | {t / er_t:.2f} | {w / er_w:.2f} | {wall:.2f} | {outside:.2f} | "
-                    f"{100 * share:.0f} | {evals:.2f}")  # fmt: skip
+        cells = [f"{x:.2f}" for x in (1e3 * t, t / er_t, w / er_w, wall, outside)]
+        body.append([m, *cells, f"{100 * share:.0f}", f"{med(lambda x: x['eval_s'], later):.2f}"])
         summary[m] = {"ms_per_batch": 1e3 * t, "time_vs_er": t / er_t, "work_vs_er": w / er_w, "outside_share": share}
     head = "method | ms/batch | time vs ER | work vs ER | job wall s | outside training s | outside % | of which evaluations s"
-    first = er[0]
+    first, overrides = er[0], f"; overrides {' '.join(args.set)}" if args.set else ""
     return (
-        f"""`make bench`: {what}, {len(args.methods)} methods in one process; checkout {args.root}\
-{f"; overrides {' '.join(args.set)}" if args.set else ""}
-CPU: {first["cpu"]} ({os.cpu_count()} cores), torch {first["torch"]}, python {platform.python_version()}; \
-{load_line}; imports {first["imports_s"]:.2f} s
+        f"""`make bench`: {what}, {len(args.methods)} methods in one process; checkout {args.root}{overrides}
+{machine(first, load)}; imports {first["imports_s"]:.2f} s
 ER's first job (round 0: reads the data files): {first["wall_s"] - first["train_s"]:.2f} s outside training of \
 {first["wall_s"]:.2f} s; medians below over rounds {sorted(later)}
 
-{table(head, body, "|---|" + "---:|" * 7)}""",
+{table(head, body, "l" + "r" * 7)}""",
         summary,
     )
 
 
-def per_batch(x: dict) -> float:
-    return x["train_s"] / x["steps"]
-
-
 def report_stream(args, ok, rows, labels, load):
-    lines = [f"device: {ok[0]['device']}, torch {ok[0]['torch']}; M = 100, |B_t| = |R| = 20, lr 0.1"] if ok else []
+    lines = [machine(ok[0], load), "M = 100, |B_t| = |R| = 20, lr 0.1"] if ok else []
     body = []
     for r in rows:
         if "error" in r:
-            body.append(f"{r['benchmark']} | {r['method']} | {r['label']} | ERROR {r['error'][:80]}" + " | -" * 5)
+            body.append([r["benchmark"], r["method"], r["label"], f"ERROR {r['error'][:80]}", *["-"] * 5])
             continue
         full = r["projected_full_run_s"]
-        full = f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"
         busy = f"{r['gpu_busy_ms_per_batch'] / r['ms_per_batch']:.0%}" if "gpu_busy_ms_per_batch" in r else "-"
         syncs = f"{r['syncs_per_batch']:.1f}" if "syncs_per_batch" in r else "-"
-        body.append(f"{r['benchmark']} | {r['method']} | {r['label']} | {r['ms_per_batch']:.2f} | {r['eval_s']:.2f} | "
-                    f"{r.get('peak_mb', 0):.0f} | {syncs} | {busy} | {full}")  # fmt: skip
+        body.append([r["benchmark"], r["method"], r["label"], f"{r['ms_per_batch']:.2f}", f"{r['eval_s']:.2f}",
+                     f"{r.get('peak_mb', 0):.0f}", syncs, busy, f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"])  # fmt: skip
     head = "benchmark | method | variant | ms/batch | eval s | peak MiB | syncs/b | GPU busy | full run"
-    lines.append(table(head, body, "|---|---|---|" + "---:|" * 6))
+    lines.append(table(head, body, "lll" + "r" * 6))
     summary = {}
     if len(labels) > 1:
         compared, summary = side_by_side(ok, labels, {"ms/batch": lambda x: x["ms_per_batch"]})
@@ -320,28 +333,30 @@ def report_net(args, ok, rows, labels, load):
     for r in ok:
         (tc, tw), (ec, ew) = r["train_ms"], r["eval_ms"]
         kernels = ", ".join(f"{a} {b}" for a, b in r["kernels"].items() if a != "mode")
-        load = " / ".join(f"{v:.1f}" for v in r["load"])
         tree = f" ({r['version']})" if len({x["version"] for x in ok}) > 1 else ""  # several code trees
-        body.append(f"{r['numerics']}{tree} | {tc:.0f} ({tw:.0f}) | {ec:.2f} ({ew:.2f}) | {kernels} | {load}")
+        body.append([f"{r['numerics']}{tree}", f"{tc:.0f} ({tw:.0f})", f"{ec:.2f} ({ew:.2f})", kernels,
+                     " / ".join(f"{v:.1f}" for v in r["load"])])  # fmt: skip
     head = "numerics | train step: CPU ms (wall ms) | evaluation per image: CPU ms (wall ms) | kernels | load average"
     return (
         f"""{args.arch} {tuple(args.shape)}: SGD step on {args.batch} samples (mean of {args.batches}), forward per \
 test image (mean over {args.eval}); one torch thread
+{machine(ok[0], load) if ok else ""}
 
-{table(head, body, "|---|---:|---:|---|---|")}""",
+{table(head, body, "lrrll")}""",
         {},
     )
 
 
 def report_checkpoint(args, ok, rows, labels, load):
-    body = [f"{r['benchmark']} | {r['reading']} | {r['M']} | {r['params']:,} | {r['bytes'] / 1e6:.1f} | "
-            f"{r['save_s']:.3f} | {r['load_s']:.3f}" for r in ok]  # fmt: skip
+    body = [[r["benchmark"], r["reading"], str(r["M"]), f"{r['params']:,}", f"{r['bytes'] / 1e6:.1f}",
+             f"{r['save_s']:.3f}", f"{r['load_s']:.3f}"] for r in ok]  # fmt: skip
     head = "benchmark | reading | M (slots) | parameters | MB per checkpoint | s per write | s to resume"
     return (
         f"""
 ## Checkpoint cost ({", ".join(args.methods)}, memory=100, CPU, median of {args.repeats} writes)
+{machine(ok[0], load) if ok else ""}
 
-{table(head, body, "|---|---|" + "---:|" * 5)}""",
+{table(head, body, "ll" + "r" * 5)}""",
         {},
     )
 
@@ -355,13 +370,11 @@ def child(args) -> int:
     v = args.variant
     src = Path(v["src"])
     sys.path[:0] = [str(src)]
-    t_import = time.perf_counter()
-    import hydra
-    import torch
+    with Clock() as imports:
+        import hydra
 
-    import clsuite.experiment  # noqa: F401
+        import clsuite.experiment  # noqa: F401
 
-    t_import = time.perf_counter() - t_import
     assert Path(sys.modules["clsuite"].__file__).resolve().is_relative_to(src), "imported the wrong clsuite"
     if v["numerics"]:  # before the first torch computation of this process
         from clsuite.numerics import apply
@@ -371,14 +384,39 @@ def child(args) -> int:
     with hydra.initialize_config_dir(config_dir=str(src.parent / "conf"), version_base="1.3"):
         for r, cell in itertools.product(args.rounds, cells):
             row = {"version": v["version"], "numerics": v["numerics"], "label": v["label"], "round": r, **cell}
-            row |= {"torch": torch.__version__, "imports_s": t_import}
+            row["imports_s"] = imports.wall
             try:
                 row.update(one(r, **cell))
+                row.update(record_machine(args))
             except Exception as e:  # one failing cell must not lose the others
                 row["error"] = f"{type(e).__name__}: {e}"
                 traceback.print_exc()
             print("ROW " + json.dumps(row), flush=True)
     return 0
+
+
+def record_machine(args) -> dict:
+    """What moves a timing besides the code: the device, CPU, threads, torch, kernels (a --numerics mode), load."""
+    import torch
+
+    try:
+        from clsuite.experiment import cpu_model
+    except ImportError:  # an older code tree (--src)
+        cpu_model = platform.processor
+    record = {
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load": os.getloadavg(),
+    }
+    if args.variant["numerics"]:
+        from clsuite.numerics import in_effect
+
+        record["kernels"] = in_effect(args.variant["numerics"])
+    return record
 
 
 def compose(overrides: list[str]):
@@ -387,30 +425,29 @@ def compose(overrides: list[str]):
     return compose("config", overrides=["logger=none", "trainer.progress_bar=false", *overrides])
 
 
+class Run:
+    """A run as ``run_experiment`` builds it: data, learner (``build_s``: seconds in ``build()``), the
+    suite's Trainer with ``callbacks(dm)``; ``fit(task, n)``: one fit of ``task``, its first ``n`` batches."""
+
+    def __init__(self, c, callbacks):
+        from clsuite.experiment import build, make_trainer
+
+        with Clock() as t:
+            self.dm, self.learner, device = build(c)
+        self.build_s, self.epoch, self.callbacks = t.wall, 0, callbacks(self.dm)
+        self.trainer = make_trainer(c, device, self.callbacks, None)
+
+    def fit(self, task: int, n: int | None = None) -> None:
+        self.dm.set_task(task)
+        self.learner.start_task(task)
+        self.epoch += 1
+        self.trainer.fit_loop.max_epochs = self.epoch
+        self.trainer.limit_train_batches = 1.0 if n is None else n  # None: every batch
+        self.trainer.fit(self.learner, datamodule=self.dm)
+
+
 # ----------------------------------------------------------------------------- jobs
-class WorkCounter:
-    """Samples through the network per call, split into forward-only and forward+backward."""
-
-    def __init__(self, net_types):
-        self.net_types, self.on = net_types, True
-        self.fwd = self.fwd_bwd = 0
-
-    def hook(self, module, inputs, output):
-        if not self.on or not isinstance(module, self.net_types):
-            return
-        x = inputs[0]
-        n = _batch_size(x)
-        out = output[0] if isinstance(output, tuple) else output
-        if getattr(out, "requires_grad", False):
-            self.fwd_bwd += n
-        else:
-            self.fwd += n
-
-    def units(self) -> int:
-        return self.fwd + 3 * self.fwd_bwd  # backward = 2 forwards
-
-
-def _batch_size(x) -> int:
+def samples(x) -> int:
     """Samples in x, also inside torch.func.vmap / grad, where x shows one sample's shape: the
     unwrapped tensor's size over one sample's (a per-sample batch of one inside vmap)."""
     import torch
@@ -427,128 +464,88 @@ def setup_jobs(args):
     import torch
 
     import clsuite.callbacks as callbacks
-    from clsuite.experiment import cpu_model, run_experiment
+    from clsuite.experiment import run_experiment
     from clsuite.models.nets import MLP, ReducedResNet18
 
     torch.set_num_threads(1)
-    counter = WorkCounter((MLP, ReducedResNet18))
-    torch.nn.modules.module.register_module_forward_hook(counter.hook)  # this process measures only
-    evaluate, eval_s = callbacks.evaluate, [0.0]  # this job's time in evaluations
+    count = {"on": True, "work": 0, "eval_s": 0.0}  # forward-equivalents through the network, evaluations' time
+
+    def hook(module, inputs, output):  # a forward whose output requires grad: forward + backward = 3 forwards
+        if count["on"] and isinstance(module, (MLP, ReducedResNet18)):
+            out = output[0] if isinstance(output, tuple) else output
+            count["work"] += samples(inputs[0]) * (3 if getattr(out, "requires_grad", False) else 1)
+
+    torch.nn.modules.module.register_module_forward_hook(hook)  # this process measures only
+    evaluate = callbacks.evaluate
 
     def uncounted_evaluate(*a, **kw):  # evaluations are not training work
-        counter.on = False
-        t0 = time.perf_counter()
+        count["on"], t = False, Clock()
         try:
-            return evaluate(*a, **kw)
+            with t:
+                return evaluate(*a, **kw)
         finally:
-            counter.on = True
-            eval_s[0] += time.perf_counter() - t0
+            count["on"] = True
+            count["eval_s"] += t.wall
 
     callbacks.evaluate = uncounted_evaluate
     tmp = tempfile.TemporaryDirectory()  # removed when this process ends
 
     def one(r, benchmark, method):
-        counter.fwd = counter.fwd_bwd = 0
-        eval_s[0] = 0.0
-        t0, c0 = time.perf_counter(), time.process_time()
-        overrides = [f"method={method}", f"benchmark={benchmark}", "reading=mir_code", f"seed={r}", "trainer.threads=1"]
-        c = compose([*overrides, f"trainer.numerics={args.variant['numerics']}", *args.set])
-        res = run_experiment(c, Path(tmp.name) / f"{benchmark}_{method}_{r}")
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        count.update(work=0, eval_s=0.0)
+        with Clock() as t:
+            overrides = [f"method={method}", f"benchmark={benchmark}", "reading=mir_code", f"seed={r}"]
+            c = compose([*overrides, "trainer.threads=1", f"trainer.numerics={args.variant['numerics']}", *args.set])
+            res = run_experiment(c, Path(tmp.name) / f"{benchmark}_{method}_{r}")
         steps = sum(res["steps_per_task"])
         return {
-            "wall_s": wall,
-            "cpu_s": cpu,  # this process's CPU time for the whole job: robust to other load
+            "wall_s": t.wall,
+            "cpu_s": t.cpu,  # this process's CPU time for the whole job: robust to other load
             "train_s": res["train_time_s"],
-            "eval_s": eval_s[0],
+            "eval_s": count["eval_s"],
             "steps": steps,
             "acc": res["metrics"]["acc"],
-            "work_per_batch": counter.units() / steps,
-            "cpu": cpu_model(),
+            "work_per_batch": count["work"] / steps,
         }
 
     return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], one
 
 
 # ----------------------------------------------------------------------------- stream (CPU or GPU)
-def random_arrays(num_classes, shape, train_per_class, test_per_class, seed=0):
-    import numpy as np
+@contextlib.contextmanager
+def sync_log():
+    """The warnings of ``set_sync_debug_mode("warn")``, counted by the innermost frame of clsuite's code."""
+    import torch
 
-    rng = np.random.default_rng(seed)
-    ytr = np.repeat(np.arange(num_classes), train_per_class).astype(np.int64)
-    yte = np.repeat(np.arange(num_classes), test_per_class).astype(np.int64)
-    xtr = rng.integers(0, 256, size=(len(ytr), *shape), dtype=np.uint8)
-    xte = rng.integers(0, 256, size=(len(yte), *shape), dtype=np.uint8)
-    return xtr, ytr, xte, yte
+    where, show = {}, warnings.showwarning
 
-
-class SyncLog:
-    """Collects the warnings of ``set_sync_debug_mode("warn")`` by the first frame of our code."""
-
-    def __init__(self):
-        self.where: dict[str, int] = {}
-
-    def showwarning(self, message, category, filename, lineno, file=None, line=None):
+    def count(message, category, filename, lineno, file=None, line=None):
         if "synchroniz" not in str(message):
-            return self._orig(message, category, filename, lineno, file, line)
+            return show(message, category, filename, lineno, file, line)
         frames = traceback.extract_stack()[:-1]
         ours = [f for f in frames if "/clsuite/" in f.filename]
         f = ours[-1] if ours else frames[-1]
         tail = f.filename.split("/clsuite/")[-1] if "/clsuite/" in f.filename else f.filename
         lib = "" if frames[-1] is f else f"  <- {Path(frames[-1].filename).name}:{frames[-1].lineno}"
         key = f"{tail}:{f.lineno} {(f.line or '').strip()[:70]}{lib}"
-        self.where[key] = self.where.get(key, 0) + 1
+        where[key] = where.get(key, 0) + 1
 
-    def __enter__(self):
-        import warnings
-
-        import torch
-
-        self._orig = warnings.showwarning
-        self._filters = warnings.filters[:]
+    with warnings.catch_warnings():  # restores the filters and showwarning
         warnings.simplefilter("always")
-        warnings.showwarning = self.showwarning
+        warnings.showwarning = count
         torch.cuda.set_sync_debug_mode("warn")
-        return self
-
-    def __exit__(self, *exc):
-        import warnings
-
-        import torch
-
-        torch.cuda.set_sync_debug_mode("default")
-        warnings.showwarning = self._orig
-        warnings.filters[:] = self._filters
+        try:
+            yield where
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
 
 
 def setup_stream(args):
     import torch
 
-    import clsuite.data.datamodule as datamodule_mod
-    import clsuite.data.sources as sources_mod
-
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data"))
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device (use --device cpu)")
-    if args.cudnn_benchmark:
-        torch.backends.cudnn.benchmark = True
-    cache: dict = {}
-    real_load = sources_mod.load_source
-
-    def load_source(source, root, download, verify, **kw):
-        if source in RANDOM:
-            if source not in cache:
-                spec = dict(RANDOM[source])
-                if not cuda:  # CPU smoke test: evaluating 10,000 CIFAR images on a CPU takes minutes
-                    spec["test_per_class"] = max(1, spec["test_per_class"] // 50)
-                cache[source] = random_arrays(**spec)
-            return cache[source]
-        return real_load(source, root, download, verify, **kw)
-
-    sources_mod.load_source = load_source
-    if hasattr(datamodule_mod, "load_source"):
-        datamodule_mod.load_source = load_source
     args.profile &= args.profile_only in (None, args.variant["version"])
     return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], (
         lambda r, benchmark, method: time_one(args, benchmark, method, cuda)
@@ -556,93 +553,58 @@ def setup_stream(args):
 
 
 def time_one(args, bname, method, cuda) -> dict:
-    import lightning as L
     import torch
 
     from clsuite.callbacks import MemoryUpdate, evaluate
-    from clsuite.experiment import build
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
 
-    cfg = compose(
-        [
-            f"benchmark={bname}",
-            f"method={method}",
-            "trainer=" + ("cpu" if not cuda else "gpu"),
-            "memory=100",
-            "seed=0",
-            *args.set,
-        ],
-    )
+    overrides = [
+        f"benchmark={bname}",
+        f"method={method}",
+        "trainer=" + ("gpu" if cuda else "cpu"),
+        "memory=100",
+        "seed=0",
+    ]
+    if bname in SYNTHETIC:  # CPU smoke test: evaluating 10,000 CIFAR images on a CPU takes minutes
+        classes, train, test = SYNTHETIC[bname]
+        overrides += synthetic(classes, train, test if cuda else max(1, test // 50))
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    dm, learner, device = build(cfg)
-    build_s = time.perf_counter() - t0
+    run = Run(compose([*overrides, *args.set]), lambda dm: [MemoryUpdate()])
+    dm, learner, fit = run.dm, run.learner, run.fit
     static = torch.cuda.memory_allocated() if cuda else 0
-    trainer = L.Trainer(  # the suite's make_trainer settings, plus a batch limit per fit
-        accelerator="gpu" if cuda else "cpu",
-        devices=[device.index or 0] if cuda else 1,
-        max_epochs=0,
-        logger=False,
-        callbacks=[MemoryUpdate()],
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        enable_progress_bar=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        deterministic=False,
-        precision="32-true",
-    )
     if args.cudnn_benchmark:
-        torch.backends.cudnn.benchmark = True  # Lightning set it to False
-    epoch = 0
+        torch.backends.cudnn.benchmark = True  # after the Trainer: Lightning sets it
     per_task = math.ceil(len(dm.split(0, "train")[1]) / dm.batch_size)
-
-    def fit(task, n):
-        nonlocal epoch
-        dm.set_task(task)
-        learner.start_task(task)
-        trainer.fit_loop.max_epochs = epoch + 1
-        trainer.limit_train_batches = n
-        trainer.fit(learner, datamodule=dm)
-        epoch += 1
-
     fit(0, min(args.warmup, per_task))  # warm-up: CUDA start, cuDNN choice, the memory fills
-    left, task = args.batches or STREAM_BATCHES.get(bname, 150), 1
-    sync()
-    t0 = time.perf_counter()
-    steps0 = learner.train_steps
-    while left > 0 and task < dm.n_tasks:
-        n = min(per_task, left)
-        fit(task, n)
-        left -= n
-        task += 1
-    sync()
-    train_s = time.perf_counter() - t0
+    left, task, steps0 = args.batches or STREAM_BATCHES.get(bname, 150), 1, learner.train_steps
+    with Clock(sync) as train:
+        while left > 0 and task < dm.n_tasks:
+            n = min(per_task, left)
+            fit(task, n)
+            left -= n
+            task += 1
     timed = learner.train_steps - steps0
     peak_train = torch.cuda.max_memory_allocated() if cuda else 0
-    t0 = time.perf_counter()
     try:  # every task's test split, as one row of R
-        accs, _ = evaluate(learner, dm, "test")
-        sync()
-        eval_s, eval_error = time.perf_counter() - t0, None
+        with Clock(sync) as t:
+            accs, _ = evaluate(learner, dm, "test")
+        eval_s, eval_error = t.wall, None
     except Exception as e:  # keep the training timings
         accs, eval_s, eval_error = [float("nan")] * dm.n_tasks, float("nan"), f"{type(e).__name__}: {e}"
         traceback.print_exc()
     out = {
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "torch": torch.__version__,
         "iters_per_batch": learner.iters_per_batch,
         "memory_capacity": learner.memory.capacity,
         "memory_size": len(learner.memory),
         "batches_timed": timed,
-        "ms_per_batch": 1e3 * train_s / max(timed, 1),
+        "ms_per_batch": 1e3 * train.wall / max(timed, 1),
         "eval_s": eval_s,
-        "build_s": build_s,
+        "build_s": run.build_s,
         "static_mb": static / 2**20,
         "peak_mb": peak_train / 2**20,
         "n_tasks": dm.n_tasks,
@@ -651,11 +613,10 @@ def time_one(args, bname, method, cuda) -> dict:
     }
     if eval_error:
         out["eval_error"] = eval_error
-    total_batches = dm.n_tasks * per_task
-    out["projected_full_run_s"] = total_batches * out["ms_per_batch"] / 1e3 + (dm.n_tasks + 1) * eval_s
-    next_task = min(task, dm.n_tasks - 1)
+    out["projected_full_run_s"] = dm.n_tasks * per_task * out["ms_per_batch"] / 1e3 + (dm.n_tasks + 1) * eval_s
     try:  # the diagnostics must not lose the timings above
-        diagnose(args, out, cuda, sync, fit, next_task)
+        if cuda:
+            diagnose(args, out, sync, fit, min(task, dm.n_tasks - 1))
     except Exception as e:
         out["diagnostics_error"] = f"{type(e).__name__}: {e}"
         traceback.print_exc()
@@ -664,36 +625,30 @@ def time_one(args, bname, method, cuda) -> dict:
     return out
 
 
-def diagnose(args, out, cuda, sync, fit, next_task) -> None:
-    if cuda and args.sync_debug:
-        with SyncLog() as log:
-            fit(next_task, args.debug_batches)
-        out["syncs_per_batch"] = sum(log.where.values()) / args.debug_batches
-        out["sync_sites"] = {k: v / args.debug_batches for k, v in sorted(log.where.items(), key=lambda kv: -kv[1])}
-    if cuda and args.profile:
+def diagnose(args, out, sync, fit, task) -> None:
+    """CUDA: ``--sync-debug`` (the host-device syncs per batch by source line), ``--profile`` (GPU busy time)."""
+    n = args.debug_batches
+    if args.sync_debug:
+        with sync_log() as where:
+            fit(task, n)
+        out["syncs_per_batch"] = sum(where.values()) / n
+        out["sync_sites"] = {k: v / n for k, v in sorted(where.items(), key=lambda kv: -kv[1])}
+    if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        sync()
-        t0 = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            fit(next_task, args.debug_batches)
+        with Clock(sync) as t, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fit(task, n)
             sync()
-        wall = time.perf_counter() - t0
-        kernel_us, launches = 0.0, 0
-        for e in prof.events():  # kernels, copies and memsets: the GPU's own time line
-            if str(e.device_type).endswith("CUDA"):
-                kernel_us += e.time_range.elapsed_us()
-                launches += 1
-        out["profile_wall_ms_per_batch"] = 1e3 * wall / args.debug_batches
-        out["gpu_busy_ms_per_batch"] = kernel_us / 1e3 / args.debug_batches
-        out["kernels_per_batch"] = launches / args.debug_batches
+        gpu = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]  # kernels, copies and memsets
+        out["profile_wall_ms_per_batch"] = 1e3 * t.wall / n
+        out["gpu_busy_ms_per_batch"] = sum(e.time_range.elapsed_us() for e in gpu) / 1e3 / n
+        out["kernels_per_batch"] = len(gpu) / n
 
 
 # ----------------------------------------------------------------------------- net
 def setup_net(args):
     import torch
 
-    from clsuite import numerics
     from clsuite.models.nets import build_model
 
     torch.set_num_threads(1)
@@ -712,21 +667,16 @@ def setup_net(args):
 
         for _ in range(args.warmup):
             step()
-        t, c = time.perf_counter(), time.process_time()
-        for _ in range(args.batches):
-            step()
-        train = ((time.process_time() - c) / args.batches, (time.perf_counter() - t) / args.batches)
+        with Clock() as train:
+            for _ in range(args.batches):
+                step()
         net.eval()
         xe = torch.rand(args.eval, *shape)
-        t, c = time.perf_counter(), time.process_time()
-        with torch.no_grad():
+        with Clock() as ev, torch.no_grad():
             net(xe)
-        ev = ((time.process_time() - c) / args.eval, (time.perf_counter() - t) / args.eval)
         return {
-            "train_ms": [1e3 * v for v in train],
-            "eval_ms": [1e3 * v for v in ev],
-            "kernels": numerics.in_effect(args.variant["numerics"]),
-            "load": os.getloadavg(),
+            "train_ms": [1e3 * train.cpu / args.batches, 1e3 * train.wall / args.batches],
+            "eval_ms": [1e3 * ev.cpu / args.eval, 1e3 * ev.wall / args.eval],
         }
 
     return [{"arch": args.arch}], one
@@ -738,61 +688,45 @@ def setup_checkpoint(args):
 
     from clsuite import checkpoint as ck
     from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-    from clsuite.experiment import build, make_trainer
     from clsuite.identity import identity
 
-    def built(c):
-        """A run after task 0, its memory full: (learner, trainer, callbacks)."""
-        dm, learner, device = build(c)
-        callbacks = [DivergenceGuard(), MemoryUpdate(), AccuracyMatrix(dm), ck.TaskCheckpoint("bench")]
-        trainer = make_trainer(c, device, callbacks, None)
-        dm.set_task(0)
-        learner.start_task(0)
-        trainer.fit_loop.max_epochs = 1
-        trainer.fit(learner, datamodule=dm)
-        mem = learner.memory
-        g = torch.Generator().manual_seed(0)
+    def built(c) -> Run:
+        """A run after task 0, its memory full."""
+        run = Run(c, lambda dm: [DivergenceGuard(), MemoryUpdate(), AccuracyMatrix(dm), ck.TaskCheckpoint("bench")])
+        run.fit(0)
+        mem, g = run.learner.memory, torch.Generator().manual_seed(0)
         n = mem.capacity - mem.size
         mem.append(
             torch.rand(n, *mem.x.shape[1:], generator=g),
             torch.randint(mem.num_classes, (n,), generator=g),
             torch.zeros(n, dtype=torch.long),
         )
-        return learner, trainer, callbacks
+        return run
 
     def one(r, benchmark, method, reading):
         c = compose(["trainer=cpu", f"method={method}", f"reading={reading}", *CHECKPOINT_CASES[benchmark]])
         identity(c, "cpu")  # (the data files' digests: outside the timings)
-        learner, trainer, _ = built(c)
+        run = built(c)
         with tempfile.TemporaryDirectory() as d:
-            store = ck.CheckpointStore(d, "bench")
-            times = []
+            store, times = ck.CheckpointStore(d, "bench"), []
             for i in range(args.repeats):
-                t = time.perf_counter()
-                path = store.save(trainer, i + 1)
-                times.append(time.perf_counter() - t)
+                with Clock() as t:
+                    path = store.save(run.trainer, i + 1)
+                times.append(t.wall)
             size = path.stat().st_size
-            fresh, trainer2, callbacks2 = built(c)
-            t = time.perf_counter()
-            found = store.latest(map_location="cpu")
-            ck.restore(found[1], trainer2, fresh, callbacks2)
-            load_s = time.perf_counter() - t
-        params = sum(p.numel() for p in learner.net.parameters())
+            fresh = built(c)
+            with Clock() as t:
+                ck.restore(store.latest(map_location="cpu")[1], fresh.trainer, fresh.learner, fresh.callbacks)
         return {
             "save_s": statistics.median(times),
-            "load_s": load_s,
+            "load_s": t.wall,
             "bytes": size,
-            "M": learner.memory.capacity,
-            "params": params,
+            "M": run.learner.memory.capacity,
+            "params": sum(p.numel() for p in run.learner.net.parameters()),
         }
 
-    cells = [
-        {"benchmark": b, "method": m, "reading": rd}
-        for b in CHECKPOINT_CASES
-        for m in args.methods
-        for rd in ("mir_code", "paper_text")
-    ]
-    return cells, one
+    cells = itertools.product(CHECKPOINT_CASES, args.methods, ("mir_code", "paper_text"))
+    return [{"benchmark": b, "method": m, "reading": rd} for b, m, rd in cells], one
 
 
 SETUPS = {"jobs": setup_jobs, "stream": setup_stream, "net": setup_net, "checkpoint": setup_checkpoint}

@@ -1,6 +1,7 @@
 """scripts/bench.py (`make bench`, `make bench-numerics`, the GPU benchmark): bad input is one error
-line before any process starts; the tables' medians and ratios on given rows; (slow) a small run of
-the jobs, stream and net measurements on the CPU."""
+line before any process starts; the tables' medians and ratios on given rows, each with the record of
+the machine; the stream's CIFAR data as a valid config; (slow) a small run of the jobs, stream and net
+measurements on the CPU."""
 
 from __future__ import annotations
 
@@ -42,10 +43,16 @@ def test_bad_input_is_one_error_line_and_exit_2(args, line):
     assert p.stderr.startswith(line) and len(p.stderr.splitlines()) == 1, p.stderr
 
 
+MACHINE = {"device": "cpu", "cpu": "X", "cores": 2, "threads": 1, "torch": "T", "python": "P", "load": [4.0, 5.0, 6.0]}
+MACHINE_LINE = (
+    "device: cpu; CPU: X (2 cores), 1 torch thread(s), torch T, python P; load average at the end 1.00 / 2.00 / 3.00"
+)
+
+
 def job(method, r, train_s, work, wall_s, label="new"):
     return {"benchmark": "split_mnist", "method": method, "round": r, "label": label, "train_s": train_s, "steps": 10,
-            "work_per_batch": work, "wall_s": wall_s, "eval_s": 0.5, "cpu_s": 2 * train_s, "cpu": "X", "torch": "T",
-            "imports_s": 1.0}  # fmt: skip
+            "work_per_batch": work, "wall_s": wall_s, "eval_s": 0.5, "cpu_s": 2 * train_s, "imports_s": 1.0,
+            **MACHINE}  # fmt: skip
 
 
 def test_jobs_table_medians_against_er_and_rounds_after_the_first():
@@ -57,6 +64,7 @@ def test_jobs_table_medians_against_er_and_rounds_after_the_first():
     assert "| er | 200.00 | 1.00 | 1.00 | 5.50 | 3.00 | 55 | 0.50 |" in text
     assert "| gss | 300.00 | 1.50 | 2.00 | 6.00 | 3.00 | 50 | 0.50 |" in text
     assert "ER's first job (round 0: reads the data files): 3.00 s outside training of 4.00 s" in text
+    assert f"{MACHINE_LINE}; imports 1.00 s" in text
     assert summary["gss"] == pytest.approx(
         {"ms_per_batch": 300, "time_vs_er": 1.5, "work_vs_er": 2, "outside_share": 0.5}
     )
@@ -75,7 +83,7 @@ def test_variants_side_by_side_with_ratios_to_the_first():
 
 def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
     b = bench_module()
-    ok = {"benchmark": "split_cifar10", "method": "er", "label": "new", "device": "H", "torch": "T",
+    ok = {"benchmark": "split_cifar10", "method": "er", "label": "new", **MACHINE, "device": "H",
           "ms_per_batch": 10.0, "eval_s": 0.05, "peak_mb": 160.0, "projected_full_run_s": 90.0,
           "syncs_per_batch": 1.5, "sync_sites": {"memory/buffer.py:1 x": 1.5}, "gpu_busy_ms_per_batch": 2.5}  # fmt: skip
     failed = {"benchmark": "split_cifar10", "method": "mir", "label": "new", "error": "RuntimeError: boom"}
@@ -83,6 +91,50 @@ def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
     assert "| split_cifar10 | er | new | 10.00 | 0.05 | 160 | 1.5 | 25% | 1.5 min |" in text
     assert "| split_cifar10 | mir | new | ERROR RuntimeError: boom | - | - | - | - | - |" in text
     assert "  split_cifar10 er new: 1.5/batch\n       1.5  memory/buffer.py:1 x" in text
+    assert text.startswith(MACHINE_LINE.replace("device: cpu", "device: H") + "\nM = 100, |B_t| = |R| = 20, lr 0.1\n")
+
+
+def test_net_and_checkpoint_tables_on_given_rows():
+    b = bench_module()
+    args = argparse.Namespace(
+        arch="mlp", shape=[1, 28, 28], batch=20, batches=10, eval=500, methods=["adaer"], repeats=5
+    )
+    kernels = {"mode": "native", "aten": "AVX512", "mkldnn": True}
+    net = {
+        "version": "new",
+        "numerics": "native",
+        "train_ms": [3.2, 9.6],
+        "eval_ms": [0.031, 0.042],
+        "kernels": kernels,
+    }
+    text, _ = b.report_net(args, [net | MACHINE], [net], ["native"], (1.0, 2.0, 3.0))
+    assert "\n".join(text.splitlines()[1:2] + text.splitlines()[3:]) == "\n".join([
+        MACHINE_LINE,
+        "| numerics | train step: CPU ms (wall ms) | evaluation per image: CPU ms (wall ms) | kernels | load average |",
+        "|---|---:|---:|---|---|",
+        "| native | 3 (10) | 0.03 (0.04) | aten AVX512, mkldnn True | 4.0 / 5.0 / 6.0 |",
+    ])  # fmt: skip
+    ck = {"benchmark": "split-MNIST (MLP)", "reading": "mir_code", "M": 1000, "params": 478410, "bytes": 5.1e6,
+          "save_s": 0.0561, "load_s": 0.0244, **MACHINE}  # fmt: skip
+    text, _ = b.report_checkpoint(args, [ck], [ck], ["new"], (1.0, 2.0, 3.0))
+    assert "## Checkpoint cost (adaer, memory=100, CPU, median of 5 writes)\n" + MACHINE_LINE in text
+    assert "| split-MNIST (MLP) | mir_code | 1000 | 478,410 | 5.1 | 0.056 | 0.024 |" in text
+    assert "|---|---|---:|---:|---:|---:|---:|" in text
+
+
+def test_the_streams_cifar_data_is_the_suites_synthetic_source_of_cifars_sizes():
+    import hydra
+
+    from clsuite.config import validate
+
+    b = bench_module()
+    for name, (classes, train, test) in b.SYNTHETIC.items():
+        with hydra.initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = b.compose([f"benchmark={name}", *b.synthetic(classes, train, test)])
+        validate(cfg)  # the sizes fit the source
+        assert (cfg.benchmark.name, cfg.benchmark.source, cfg.benchmark.backbone) == (name, "synthetic", "resnet18")
+        assert dict(cfg.benchmark.synthetic) == {"num_classes": classes, "shape": [3, 32, 32], "train_per_class": train,
+                                                 "test_per_class": test, "seed": 0}  # fmt: skip
 
 
 @pytest.mark.slow
