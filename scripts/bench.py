@@ -302,7 +302,8 @@ ER's first job (round 0: reads the data files): {first["wall_s"] - first["train_
 
 
 def report_stream(args, ok, rows, labels, load):
-    lines = [machine(ok[0], load), "M = 100, |B_t| = |R| = 20, lr 0.1"] if ok else []
+    overrides = f"; overrides {' '.join(args.set)}" if args.set else ""
+    lines = [machine(ok[0], load), f"reading=paper_text: M = 100, |B_t| = |R| = 20, lr 0.1{overrides}"] if ok else []
     body = []
     for r in rows:
         if "error" in r:
@@ -552,6 +553,16 @@ def setup_stream(args):
     )
 
 
+def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str]) -> list[str]:
+    """The stream's run: paper_text's M = 100 in total, |B_t| = |R| = 20, lr 0.1 (docs/GPU.md), seed 0; CIFAR as
+    synthetic images of its sizes; then ``extra`` (--set)."""
+    overrides = [f"benchmark={bname}", f"method={method}", "reading=paper_text", "memory=100", "seed=0"]
+    if bname in SYNTHETIC:  # CPU smoke test: evaluating 10,000 CIFAR images on a CPU takes minutes
+        classes, train, test = SYNTHETIC[bname]
+        overrides += synthetic(classes, train, test if cuda else max(1, test // 50))
+    return [*overrides, "trainer=" + ("gpu" if cuda else "cpu"), *extra]
+
+
 def time_one(args, bname, method, cuda) -> dict:
     import torch
 
@@ -561,20 +572,10 @@ def time_one(args, bname, method, cuda) -> dict:
         if cuda:
             torch.cuda.synchronize()
 
-    overrides = [
-        f"benchmark={bname}",
-        f"method={method}",
-        "trainer=" + ("gpu" if cuda else "cpu"),
-        "memory=100",
-        "seed=0",
-    ]
-    if bname in SYNTHETIC:  # CPU smoke test: evaluating 10,000 CIFAR images on a CPU takes minutes
-        classes, train, test = SYNTHETIC[bname]
-        overrides += synthetic(classes, train, test if cuda else max(1, test // 50))
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = Run(compose([*overrides, *args.set]), lambda dm: [MemoryUpdate()])
+    run = Run(compose(stream_overrides(bname, method, cuda, args.set)), lambda dm: [MemoryUpdate()])
     dm, learner, fit = run.dm, run.learner, run.fit
     static = torch.cuda.memory_allocated() if cuda else 0
     if args.cudnn_benchmark:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import subprocess
 import sys
@@ -87,11 +88,12 @@ def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
           "ms_per_batch": 10.0, "eval_s": 0.05, "peak_mb": 160.0, "projected_full_run_s": 90.0,
           "syncs_per_batch": 1.5, "sync_sites": {"memory/buffer.py:1 x": 1.5}, "gpu_busy_ms_per_batch": 2.5}  # fmt: skip
     failed = {"benchmark": "split_cifar10", "method": "mir", "label": "new", "error": "RuntimeError: boom"}
-    text, _ = b.report_stream(argparse.Namespace(), [ok], [ok, failed], ["new"], (1.0, 2.0, 3.0))
+    text, _ = b.report_stream(argparse.Namespace(set=[]), [ok], [ok, failed], ["new"], (1.0, 2.0, 3.0))
     assert "| split_cifar10 | er | new | 10.00 | 0.05 | 160 | 1.5 | 25% | 1.5 min |" in text
     assert "| split_cifar10 | mir | new | ERROR RuntimeError: boom | - | - | - | - | - |" in text
     assert "  split_cifar10 er new: 1.5/batch\n       1.5  memory/buffer.py:1 x" in text
-    assert text.startswith(MACHINE_LINE.replace("device: cpu", "device: H") + "\nM = 100, |B_t| = |R| = 20, lr 0.1\n")
+    header = "\nreading=paper_text: M = 100, |B_t| = |R| = 20, lr 0.1\n"
+    assert text.startswith(MACHINE_LINE.replace("device: cpu", "device: H") + header)
 
 
 def test_net_and_checkpoint_tables_on_given_rows():
@@ -122,19 +124,26 @@ def test_net_and_checkpoint_tables_on_given_rows():
     assert "|---|---|---:|---:|---:|---:|---:|" in text
 
 
-def test_the_streams_cifar_data_is_the_suites_synthetic_source_of_cifars_sizes():
+def test_the_stream_runs_the_documented_setting_and_cifar_as_the_suites_synthetic_source():
     import hydra
 
     from clsuite.config import validate
 
     b = bench_module()
-    for name, (classes, train, test) in b.SYNTHETIC.items():
+    for name, cuda in itertools.product(b.STREAM_BATCHES, (False, True)):
         with hydra.initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            cfg = b.compose([f"benchmark={name}", *b.synthetic(classes, train, test)])
-        validate(cfg)  # the sizes fit the source
-        assert (cfg.benchmark.name, cfg.benchmark.source, cfg.benchmark.backbone) == (name, "synthetic", "resnet18")
-        assert dict(cfg.benchmark.synthetic) == {"num_classes": classes, "shape": [3, 32, 32], "train_per_class": train,
-                                                 "test_per_class": test, "seed": 0}  # fmt: skip
+            cfg = b.compose(b.stream_overrides(name, "adaer", cuda, ["seed=3"]))
+        # the header's M = 100, |B_t| = |R| = 20, lr 0.1 (the default reading, mir_code, has 10 and M per class)
+        assert (cfg.memory, cfg.memory_per_class, cfg.batch_size, cfg.replay_size, cfg.lr) == (100, False, 20, 20, 0.1)
+        assert (cfg.trainer.accelerator, cfg.seed, cfg.benchmark.name) == ("gpu" if cuda else "cpu", 3, name)
+        if name in b.SYNTHETIC:
+            classes, train, test = b.SYNTHETIC[name]
+            test = test if cuda else test // 50  # a CPU evaluates fewer test images
+            if not cuda:  # (validate refuses trainer=gpu without a GPU, split_mnist without its files)
+                validate(cfg)  # the sizes fit the source
+            assert (cfg.benchmark.source, cfg.benchmark.backbone) == ("synthetic", "resnet18")
+            assert dict(cfg.benchmark.synthetic) == {"num_classes": classes, "shape": [3, 32, 32],
+                                                     "train_per_class": train, "test_per_class": test, "seed": 0}  # fmt: skip
 
 
 @pytest.mark.slow
