@@ -11,9 +11,10 @@
    processes' output), ``bench.md`` (the tables).
 
 The measures, their steps and columns: ``jobs`` (default: every method as a whole run against ER,
-docs/PERFORMANCE.md), ``stream`` (default with ``--device cuda``: a bounded stream built by the suite's
-``build()``, docs/GPU.md; ``--sync-debug``, ``--profile`` on CUDA), ``net`` (the network alone,
-docs/PERFORMANCE.md) and ``checkpoint`` (one task-end checkpoint, docs/CHECKPOINTS.md).
+docs/PERFORMANCE.md), ``stream`` (default with ``--device cuda``: a bounded stream at paper_text's
+setting, built by the suite's ``build()``, docs/GPU.md; on CUDA ``--sync-debug``, and ``--profile``,
+which slows the profiled process's later timings: ``--profile-only NAME``), ``net`` (the network
+alone, docs/PERFORMANCE.md) and ``checkpoint`` (one task-end checkpoint, docs/CHECKPOINTS.md).
 
     make bench BENCH_ARGS="--repeats 2 --methods er gss"
     python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
@@ -261,9 +262,9 @@ def report_jobs(args, ok, rows, labels, load):
     if len(labels) > 1:
         ms = {"ms/batch": lambda x: 1e3 * per_batch(x), "CPU s/job": lambda x: x["cpu_s"]}
         compared, summary = side_by_side(ok, labels, ms)
-        load_line = "load average at the end " + " / ".join(f"{x:.2f}" for x in load)
         return (
-            f"""`make bench-numerics`: {what}, one process per variant and round, variants alternating; {load_line}
+            f"""`make bench-numerics`: {what}, one process per variant and round, variants alternating
+{machine(ok[0], load)}
 
 {compared}
 

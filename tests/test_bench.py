@@ -80,6 +80,7 @@ def test_variants_side_by_side_with_ratios_to_the_first():
     assert "| benchmark | method | ms/batch native | ms/batch portable | ms/batch portable / native | CPU s/job" in text
     assert "| split_mnist | er | 100.00 | 300.00 | 3.00 | 2.00 | 6.00 | 3.00 |" in text
     assert summary["split_mnist er"]["CPU s/job"] == {"native": 2.0, "portable": 6.0}
+    assert "variants alternating\n" + MACHINE_LINE + "\n\n| benchmark | method |" in text
 
 
 def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
