@@ -1,27 +1,24 @@
 """Sweeps (Hydra multiruns): one module per concern.
 
-- ``job``: one job's resume / reuse / failure records / log line (:class:`Job`);
+- ``job``: one job's resume / reuse / failure records / log line and its ``CLSUITE_*`` settings (:class:`Job`);
 - ``index``: the reuse index of finished runs by identity (:func:`reindex`);
 - ``grid``: the jobs of a sweep, composed and validated before any starts, folders checked;
 - ``summary``: what a sweep did, counted from the jobs' own files (the exit status);
 - ``callback``: the Hydra callback that ties the grid, ``grid.json`` and the summary together;
-- ``gpus``: a GPU per job (lock-file pool); job folder names: ``clsuite.paths``;
-- ``env``: the ``CLSUITE_*`` settings; the job lock itself: ``clsuite.locks``.
+- ``gpus``: a GPU per job (lock-file pool); job folder names: ``clsuite.paths``; the job lock: ``clsuite.locks``.
 """
 
 from clsuite.locks import HOST, JobLock, holder_alive
-from clsuite.paths import MAX_DIRNAME, RUN_ID, job_dirname
+from clsuite.paths import MAX_DIRNAME, job_dirname
 from clsuite.sweep.callback import SweepCallback, callback_failed, last_summary
-from clsuite.sweep.env import env_flag, resume_mode
-from clsuite.sweep.gpus import cpu_count, gpu_count, gpu_slot, jobs_per_gpu, n_parallel_jobs
+from clsuite.sweep.gpus import gpu_slot
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import INDEX_DIR, index_result, reindex
-from clsuite.sweep.job import Job, error_line
+from clsuite.sweep.job import Job
 from clsuite.sweep.summary import job_state, summarize
 
 __all__ = [
-    "HOST", "INDEX_DIR", "MAX_DIRNAME", "RUN_ID", "Job", "JobLock", "SweepCallback", "callback_failed", "check_folders",
-    "cpu_count", "env_flag", "error_line", "expand_grid", "gpu_count", "gpu_slot", "holder_alive", "index_result",
-    "job_dirname", "job_state", "jobs_per_gpu", "last_summary", "n_parallel_jobs", "reindex", "resume_mode",
+    "HOST", "INDEX_DIR", "MAX_DIRNAME", "Job", "JobLock", "SweepCallback", "callback_failed", "check_folders",
+    "expand_grid", "gpu_slot", "holder_alive", "index_result", "job_dirname", "job_state", "last_summary", "reindex",
     "summarize", "validate_grid",
 ]  # fmt: skip

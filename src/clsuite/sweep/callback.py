@@ -26,10 +26,9 @@ from clsuite import identity as ident
 from clsuite.config import ConfigError, check_names
 from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_bytes_atomic, write_json_atomic
 from clsuite.locks import HOST
-from clsuite.sweep.env import env_flag
 from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, validate_grid
 from clsuite.sweep.index import reindex
-from clsuite.sweep.job import error_line
+from clsuite.sweep.job import env_flag, error_line
 from clsuite.sweep.summary import summarize
 
 
@@ -47,8 +46,7 @@ def _refuse(check, *args) -> None:
 
 
 def _check_run_dir(run_dir: Path) -> None:
-    """A single run's folder: refused when it holds another run's results; made now and written to
-    once (an OS error here, a full disk included, is one line naming it, not Hydra's traceback)."""
+    """A single run's folder (:meth:`SweepCallback.on_run_start`); an OS error names it."""
     made = False
     try:
         if (run_dir / RESULTS_FILE).exists():
@@ -91,9 +89,8 @@ def callback_failed() -> str | None:
 
 
 def _counted(stage: str):
-    """A callback method whose failure counts. Hydra only warns when a callback raises: the sweep
-    would run jobs whose grid was never checked, or exit 0 without its summary. Here the failure is
-    one ``error:`` line; at the start nothing runs (exit 1), at the end the sweep exits 1."""
+    """A callback method whose failure counts (Hydra would only warn): at the start nothing runs, at
+    the end the sweep exits 1."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -121,8 +118,8 @@ class SweepCallback(Callback):
         self.grid: list[dict] | None = None
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run (validated by ``clsuite.cli.precheck``), before Hydra makes its folder: a folder
-        free of other results."""
+        """A single run, before Hydra makes its folder: refused when it holds another run's results;
+        made now and written to once (a full disk is one line, not Hydra's traceback)."""
         _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
     @_counted("start")

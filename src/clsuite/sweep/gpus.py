@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from clsuite.home import cpu_count, gpu_count, jobs_per_gpu, n_parallel_jobs  # noqa: F401  (re-exported)
-from clsuite.sweep.env import env_flag
+from clsuite.home import gpu_count, jobs_per_gpu
+from clsuite.sweep.job import env_flag
 
 
 def _lock_dir() -> Path:

@@ -60,14 +60,6 @@ def expand_grid(config: DictConfig) -> list[dict]:
     return out
 
 
-def search_dirs(config: DictConfig) -> list[str]:
-    """The config directories on the sweep's search path beside ``conf/``: ``--config-dir`` and the
-    ``file://`` entries of ``hydra.searchpath`` (Hydra's ``hydra.runtime.config_sources``). An option
-    of a group (``method=er_newest``) may live in any of them, as Hydra composes it."""
-    sources = config.hydra.runtime.get("config_sources") or []
-    return [str(s.path) for s in sources if s.get("schema") == "file"]
-
-
 def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     """Compose and validate every job of the sweep (``ConfigError`` names the first bad job); every job
     has the same ``trainer.numerics`` (a process chooses its CPU kernels once: ``clsuite.numerics``).
@@ -90,7 +82,8 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
         raise ConfigError(f"hydra.launcher.n_jobs must be a whole number >= 1 (or -1: one per core), got {n_jobs!r}")
     name = config.hydra.job.config_name
-    extra = search_dirs(config)  # (and the hydra.searchpath overrides: each composition reads them)
+    # a group's option (method=er_newest) may live in --config-dir or a file:// hydra.searchpath entry
+    extra = [str(s.path) for s in config.hydra.runtime.get("config_sources") or [] if s.get("schema") == "file"]
     searchpath = [o for o in config.hydra.overrides.get("hydra") or () if o.lstrip("+~").startswith("hydra.searchpath")]
     parser = OverridesParser.create()
     bases: dict[tuple, DictConfig] = {}

@@ -41,12 +41,9 @@ def index_result(root, results_path, res: dict, config_key: str, experiment, ove
 
 
 def reindex(root) -> int:
-    """Index every sealed results file under ``root/<experiment>/<job>/`` that has no index entry yet.
-
-    The files already read are remembered with their mtime (``.index/_scanned.json``), so a rerun
-    reads only new or changed ones. An existing entry is never overwritten. Returns how many
-    results were newly indexed.
-    """
+    """Index every sealed results file under ``root/<experiment>/<job>/`` that has no entry yet (an
+    entry is never overwritten); the files read are kept with their mtime (``.index/_scanned.json``),
+    so a rerun reads only new or changed ones. Returns how many results were newly indexed."""
     root = Path(root)
     scanned_path = root / INDEX_DIR / SCANNED_FILE
     scanned = read_object(scanned_path) or {}

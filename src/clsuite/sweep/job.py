@@ -10,7 +10,9 @@ docs/RUNS.md, "Runs and sweeps".
   writing it never ends the sweep; task-end checkpoints stay in ``checkpoints/`` until the results
   file is written (a rerun continues from the last finished task: docs/CHECKPOINTS.md);
 - log: one JSON line per job in ``<sweep dir>/sweep_log.jsonl`` (progress, rerun reasons); the
-  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``).
+  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``);
+- the job's environment: ``CLSUITE_RESUME`` (over the ``resume`` key), ``CLSUITE_REUSE``,
+  ``CLSUITE_GPU_POOL`` (:func:`env_flag`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ from clsuite.io import (
 )
 from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
-from clsuite.sweep.env import env_flag, resume_mode
+from clsuite.schema import RESUME_MODES
 from clsuite.sweep.index import INDEX_DIR, index_result
 
+_OFF = ("0", "false", "no", "off")
 _LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
 
 
@@ -59,7 +62,8 @@ class Job:
         self.norm = normalize(self.cfg)
         self.hash = config_hash(self.norm)
         self.name = self.out_dir.name
-        self.mode = resume_mode(self.cfg)
+        env = (os.environ.get("CLSUITE_RESUME") or "").lower()  # strict (default), config_only or off
+        self.mode = "off" if env in _OFF else env if env in RESUME_MODES else str(self.cfg.get("resume") or "strict")
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
         self.rerun_reasons: list[str] = []
         self.lock = JobLock(self.out_dir)
@@ -76,8 +80,7 @@ class Job:
         return self.identity
 
     def in_grid(self) -> bool:
-        """True when this sweep's ``grid.json`` lists this job's config: ``clsuite.sweep.grid.validate_grid``
-        validated it before any job started (a job it lacks is validated by ``clsuite.cli.run_job``)."""
+        """True when this sweep's ``grid.json`` lists this job's config (validated before any job started)."""
         grid = read_object(self.sweep_dir / GRID_FILE) or {}
         if grid.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
             return False
@@ -94,12 +97,7 @@ class Job:
         return ident.differences(res.get("identity"), self.expected())
 
     def finished(self) -> tuple[dict, str] | None:
-        """(results, "skipped" | "reused") when this job already has a result, else None.
-
-        Its own results file must be sealed and well formed and match (:meth:`mismatch`); otherwise
-        it is set aside as ``results.stale-<n>.json`` with the reason. A result of another
-        experiment (the reuse index) must pass the same checks before it is copied and sealed here.
-        """
+        """(results, "skipped" | "reused") when this job already has a result (resume, reuse), else None."""
         if self.mode == "off":
             return None
         run = read_run(self.results_path)
@@ -201,6 +199,11 @@ class Job:
         if self.name.rsplit(",", 1)[-1].startswith("hash="):
             with contextlib.suppress(OSError):
                 write_json_atomic(self.out_dir / OVERRIDES_FILE, self.overrides)
+
+
+def env_flag(name: str, default: bool = True) -> bool:
+    v = os.environ.get(name)
+    return default if v is None or v == "" else v.lower() not in _OFF
 
 
 def error_line(exc: BaseException) -> str:
