@@ -6,18 +6,15 @@ parts) every ``trainer.log_every_n_steps`` incoming batches, reading the detache
 and ``acc/task<j>``, ``acc/seen`` after each task (docs/WANDB.md, "What a run logs"). CSV writes
 both to ``csv/metrics.csv``.
 
-**A logger failure never costs a result** (docs/INTEGRITY.md, "Loggers"): W&B trouble is one
-``warning:`` line; a W&B run that cannot start logs to CSV instead, and a write or finish that fails
-later stops W&B logging; training goes on and the results file is written. ``logger.required=true``
-makes a W&B run that cannot start one ``error:`` line (:class:`LoggerUnavailable`, exit 2) before
-training. A W&B run gets the results file's facts at its end (``clsuite.wandb_run.log_results``).
+A logger failure never costs a result (docs/INTEGRITY.md, "Loggers"): a W&B run that cannot start
+logs to CSV (:class:`LoggerUnavailable` under ``logger.required=true``), a failed write stops W&B
+logging (:class:`SafeWandbLogger`). A W&B run gets the results file's facts at its end (:func:`_finish`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from pathlib import Path
 
 import lightning as L
 import torch
@@ -25,16 +22,7 @@ from lightning.pytorch.loggers import WandbLogger
 from omegaconf import OmegaConf
 
 from clsuite.config import wandb_settings
-from clsuite.io import RESULTS_FILE
-from clsuite.results import read_run
-from clsuite.wandb_run import (
-    STEP_AXIS,
-    init_run,
-    log_results,
-    mark_mirrored,
-    results_sha,
-    row_metrics,
-)
+from clsuite.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
 
 KINDS = ("csv", "wandb", "none")
 
@@ -101,7 +89,7 @@ def make_logger(cfg, out_dir):
     if kind == "wandb":
         config = OmegaConf.to_container(cfg, resolve=True)
         try:
-            run = init_run(config, out_dir, source="ran", overrides=_overrides(), logger_cfg=config["logger"])
+            run = init_run(config, out_dir, source="ran", overrides=_overrides(), lc=config["logger"])
         except Exception as e:
             if config["logger"].get("required"):
                 line = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -128,13 +116,10 @@ def make_logger(cfg, out_dir):
 def _finish(logger: SafeWandbLogger, out_dir, exit_code: int, mode: str) -> None:
     """The run's end: the results file's facts (a finished run), finish, and, when every write went
     through, the folder's mirror record (an incomplete W&B run is left to scripts/wandb_sync.py)."""
-    run = logger.experiment
-    res = read_run(Path(out_dir) / RESULTS_FILE) if exit_code == 0 and logger.ok else None
-    if res is not None and res.ok:
-        log_results(run, res.data)
-    run.finish(exit_code=exit_code)
-    if res is not None and res.ok:
-        mark_mirrored(run, out_dir, results_sha(out_dir), mode)
+    res, sha = sealed(out_dir) if exit_code == 0 and logger.ok else (None, None)
+    with finishing(logger.experiment, out_dir, sha, mode, exit_code) as run:
+        if res is not None:
+            log_results(run, res)
 
 
 class RunLogger(L.Callback):

@@ -1,21 +1,21 @@
 """Weights & Biases, one run: its name and group, what it logs, the mirror of a results file.
 
-What a run logs, its keys and axes, names and groups: docs/WANDB.md. An experiment's runs and its
-aggregate run: ``clsuite.wandb_sync``.
+What a run logs, its keys and axes, names and groups, the mirror: docs/WANDB.md. An experiment's
+runs and its aggregate run: ``clsuite.wandb_sync``.
 
-1. **Names and groups** (:func:`describe`): group = one cell of a table (the runs of a group are its
-   seeds), job_type = the method, name and tags = every key, only keys the method reads.
-2. **A run that trains** logs live (``clsuite.loggers``: :func:`init_run`, :func:`row_metrics` after
-   each task, :func:`log_results` at its end). **A job that did not train** (skipped, reused,
-   synced) is logged from its sealed ``results.json`` (:func:`log_from_results`): the loss rows of
-   its CSV log when they are this run's (:func:`csv_history`), the rows of R, then the same end.
-3. **One mirror per folder**: ``<job>/wandb/mirror.json`` names the run that mirrors the folder's
-   results file (by its SHA-256), so a grid point is logged once however often the sweep is
-   resumed; when the results change, the folder's earlier runs move to ``<job>/wandb/superseded/``.
+1. names and groups (:func:`describe`);
+2. a run that trains logs live (``clsuite.loggers``: :func:`init_run`, :func:`row_metrics` after each
+   task, :func:`log_results` at its end); a job that did not train (skipped, reused, synced) is
+   logged from its sealed results file (:func:`log_from_results`): its CSV loss rows
+   (:func:`csv_history`), the rows of R, then the same end;
+3. one mirror per folder: every run opens through :func:`open_run` (the folder's earlier runs
+   superseded) and ends through :func:`finishing` (``wandb/mirror.json``: the run that mirrors
+   this content, :func:`mirrored`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
@@ -116,12 +116,16 @@ def _short(text: str, limit: int = 128) -> str:
 # ----------------------------------------------------------------------------- one mirror per folder
 
 
-def results_sha(out_dir) -> str | None:
-    """SHA-256 of the folder's results file (None when it has none)."""
+def sealed(out_dir) -> tuple[dict | None, str | None]:
+    """The folder's sealed results (``clsuite.results.read_run``; None when missing or rejected) and
+    the SHA-256 of its file (what ``wandb/mirror.json`` records)."""
+    path = Path(out_dir) / RESULTS_FILE
+    if not (run := read_run(path)).ok:
+        return None, None
     try:
-        return sha256(read_regular(Path(out_dir) / RESULTS_FILE))
+        return run.data, sha256(read_regular(path))
     except (OSError, Unreadable):
-        return None
+        return run.data, None
 
 
 def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
@@ -141,7 +145,24 @@ def supersede(out_dir) -> None:
     (d / MIRROR_FILE).unlink(missing_ok=True)
 
 
-def mark_mirrored(run, out_dir, content_sha: str | None, mode: str) -> None:
+def open_run(out_dir, settings: dict, **init):
+    """A W&B run in ``<out_dir>/wandb/`` (``settings``: project, entity, mode); the folder's earlier
+    runs superseded first."""
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    supersede(out_dir)
+    return wandb.init(**settings, dir=str(out_dir), reinit="create_new", **init)
+
+
+@contextlib.contextmanager
+def finishing(run, out_dir, content_sha: str | None, mode: str, exit_code: int | None = None):
+    """Finish ``run`` after the block; when the block went through and ``content_sha`` is known, the
+    run is the folder's mirror of that content."""
+    try:
+        yield run
+    finally:
+        run.finish(exit_code=exit_code)
     if content_sha is not None:
         write_json_atomic(
             Path(out_dir) / "wandb" / MIRROR_FILE, {"run_id": run.id, "sha256": content_sha, "mode": mode}
@@ -151,36 +172,24 @@ def mark_mirrored(run, out_dir, content_sha: str | None, mode: str) -> None:
 # ----------------------------------------------------------------------------- one run
 
 
-def init_run(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None):
-    """A W&B run for the job in ``out_dir`` with its name, group, tags and axes; the folder's
-    earlier W&B runs are superseded."""
-    import wandb
-
-    os.environ.setdefault("WANDB_SILENT", "true")
-    lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
+def init_run(cfg: dict, out_dir, *, source: str, overrides, lc: dict):
+    """A W&B run for the job in ``out_dir`` (``lc``: its logger config) with its name, group, tags, axes."""
     d = describe(cfg, overrides)
-    supersede(out_dir)
     tags = [*d["tags"], *(lc.get("tags") or [])] + ([] if source == "ran" else ["from_results", source])
-    run = wandb.init(
-        **wandb_settings(lc),
+    run = open_run(
+        out_dir,
+        wandb_settings(lc),
         name=lc.get("run_name") or d["name"],
         group=lc.get("group") or d["group"],
         job_type=d["job_type"],
         tags=list(dict.fromkeys(tags)),
-        dir=str(out_dir),
         config={**cfg, "source": source},
-        reinit="create_new",
     )
-    define_axes(run)
-    return run
-
-
-def define_axes(run) -> None:
-    """Per-task keys on the ``task`` axis, training keys on ``train/step`` (never global_step)."""
-    run.define_metric(TASK_AXIS)
+    run.define_metric(TASK_AXIS)  # per-task keys on the task axis, training keys on train/step (never global_step)
     run.define_metric("acc/*", step_metric=TASK_AXIS)
     run.define_metric(STEP_AXIS)
     run.define_metric("train/*", step_metric=STEP_AXIS)
+    return run
 
 
 def row_metrics(i: int, accs, seen: int) -> dict:
@@ -258,19 +267,15 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the results file
     is missing or this grid point already has a W&B run. Returns whether it logged.
     """
-    found, sha = read_run(Path(out_dir) / RESULTS_FILE), results_sha(out_dir)
+    res, sha = sealed(out_dir)
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
-    if not found.ok or mirrored(out_dir, sha, wandb_settings(lc)["mode"]):
+    mode = wandb_settings(lc)["mode"]
+    if res is None or mirrored(out_dir, sha, mode):
         return False  # no sealed results file (clsuite.results): nothing to mirror
-    res = found.data
-    run = init_run(cfg, out_dir, source=source, overrides=overrides, logger_cfg=lc)
-    try:
+    with finishing(init_run(cfg, out_dir, source=source, overrides=overrides, lc=lc), out_dir, sha, mode) as run:
         for h in [*csv_history(out_dir, res), *task_rows(res.get("R") or [])]:  # train/step rows, then task rows
             run.log(h)
         log_results(run, res)
-    finally:
-        run.finish()
-    mark_mirrored(run, out_dir, sha, wandb_settings(lc)["mode"])
     return True
 
 

@@ -34,7 +34,7 @@ from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, read_json, sha256
 from clsuite.metrics import METRICS
 from clsuite.paths import safe_name
 from clsuite.results import read_run
-from clsuite.wandb_run import log_from_results, mark_mirrored, mirrored, supersede
+from clsuite.wandb_run import finishing, log_from_results, mirrored, open_run
 
 # ----------------------------------------------------------------------------- an experiment
 
@@ -69,8 +69,6 @@ def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Pa
 
     Its id hashes the runs' identities and metrics, so an unchanged experiment is logged once.
     """
-    import wandb
-
     from clsuite.analysis.defaults import caption, fixed_settings
     from clsuite.analysis.load import load_runs
     from clsuite.analysis.report import aggregate
@@ -79,29 +77,23 @@ def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Pa
     runs, _dropped = load_runs(exp_dir)
     if runs.empty:
         return None
-    os.environ.setdefault("WANDB_SILENT", "true")
     sha = sha256(runs[["job", "key", *METRICS]].to_csv(index=False))
     out_dir, settings = Path(out_root) / exp_dir.name, wandb_settings(logger_cfg or {})
     if mirrored(out_dir, sha, settings["mode"]):
         return out_dir / "wandb"
     built = aggregate(exp_dir.name, exp_dir.parent, out_root, layout=experiment)
-    supersede(out_dir)
-    run = wandb.init(
-        **settings,
+    run = open_run(
+        out_dir,
+        settings,
         name=f"{experiment} aggregate",
         group=experiment,
         job_type="aggregate",
         tags=[experiment, "aggregate"],
         notes=caption(fixed_settings(runs)) or None,
-        dir=str(out_dir),
         config={"experiment": experiment, "runs": len(runs)},
-        reinit="create_new",
     )
-    try:
+    with finishing(run, out_dir, sha, settings["mode"]):
         run.log(aggregate_outputs(built))
-    finally:
-        run.finish()
-    mark_mirrored(run, out_dir, sha, settings["mode"])
     return out_dir / "wandb"
 
 
