@@ -175,3 +175,14 @@ def test_make_fig_choices_dry_run(args, seeds, reading):
         assert f"seed=range(0,{seeds})" in cmd and f"reading={reading}" in cmd
         assert not any(a.startswith("experiment=") for a in cmd)  # each choice keeps its folder
     assert steps[-2:] == [("aggregate", [c.experiment for c in ch.CHOICES]), ("choices", [])]
+
+
+def test_paper_choices_with_an_option_first_runs_the_choices_loop(monkeypatch):
+    # `clsuite paper --seeds 2 choices`: the target is not argv[0]; each choice's sweep, then one aggregation
+    calls = []
+    monkeypatch.setattr(paper, "_sweep", lambda cmd: calls.append(("sweep", cmd[cmd.index("--config-name") + 1])) or 0)
+    monkeypatch.setattr("clsuite.analysis.report.main_aggregate", lambda argv: calls.append(("aggregate", argv)) or 0)
+    monkeypatch.setattr(ch, "main", lambda argv: calls.append(("choices", argv)) or 0)
+    assert paper.main(["--seeds", "2", "choices"]) == 0
+    names = [c.experiment for c in ch.CHOICES]
+    assert calls == [*(("sweep", n) for n in names), ("aggregate", names), ("choices", [])]

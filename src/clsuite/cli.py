@@ -5,14 +5,10 @@
     clsuite -m method=adaer,mir,er memory=50,100   # a sweep (Hydra multirun; clsuite.sweep)
     clsuite paper table2 --launcher joblib         # a paper target: its sweep, then its tables (clsuite.paper)
 
-Steps: before ``hydra.main`` (:func:`precheck`), ``--help`` prints the keys of the schema
-(``clsuite.confighelp``), the overrides are checked and the config composed as Hydra will compose
-it (``clsuite.config.check_overrides``, ``clsuite.compose``), and a single run is validated, once
-(``clsuite.config.validate``), so a refused run leaves no folder; a single run then trains into its
-own folder (:func:`run_single`); a sweep's jobs, validated by ``clsuite.sweep.SweepCallback`` before
-any starts, each take their lock, resume or train, and record a failure without stopping the others
-(:func:`run_job`). A run continues from its latest task-end checkpoint of the same identity
-(``clsuite.checkpoint``). The path of one run: docs/ARCHITECTURE.md; the exit statuses (0, 1, 2,
+Steps (the path of one run: docs/ARCHITECTURE.md): :func:`precheck` before ``hydra.main`` (``--help``,
+the overrides, the composed config, a single run validated once: a refused run leaves no folder);
+:func:`run_single` trains a single run into its folder; :func:`run_job` runs one job of a sweep (its
+lock, resume or train, a failure recorded without stopping the others). The exit statuses (0, 1, 2,
 128 + n after signal n) and what each one prints: docs/RUNS.md.
 """
 

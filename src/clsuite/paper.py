@@ -69,11 +69,6 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
-
-
 def sweep_args(a: argparse.Namespace, seeds: int, experiment: bool = True) -> list[str]:
     """The overrides every sweep of the target gets (step 2)."""
     out = [f"reading={a.reading}", f"launcher={a.launcher}", f"seed=range(0,{seeds})"]
@@ -143,7 +138,8 @@ def main(argv: list[str]) -> int:
     try:
         steps = plan(argv)
     except ValueError as e:
-        return _fail(str(e))
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if "--dry-run" in argv:
         from clsuite.home import hint
 
@@ -155,7 +151,7 @@ def main(argv: list[str]) -> int:
     from clsuite.analysis.report import main_aggregate
 
     status = 0
-    if target_name(argv[0]) == "choices":  # (the Makefile's fig-choices loop)
+    if steps[-1][0] == "choices":  # (the Makefile's fig-choices loop)
         for _, cmd in steps[:-2]:
             s = _sweep(cmd)
             if s not in (0, 1):
