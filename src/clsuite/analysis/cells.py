@@ -124,19 +124,6 @@ def find(multirun) -> dict[str, Experiment]:
     return out
 
 
-def cell_runs(cell: Cell, experiments: dict[str, Experiment]) -> tuple[pd.DataFrame, list[str]]:
-    """The cell's runs (distinct by identity) and the folders they came from."""
-    mine = [e for e in experiments.values() if not e.empty and owner(e) is cell]
-    if not mine:
-        return pd.DataFrame(), []
-    runs = distinct_runs(mine)
-    return runs[runs["method"].isin(cell.methods)], sorted(e.name for e in mine)
-
-
-def _label(flat: dict, base: dict, keys: list[str]) -> str:
-    return ", ".join(f"{k}={ch.show(flat.get(k))}" for k in keys if flat.get(k) != base.get(k))
-
-
 @dataclass(frozen=True)
 class Row:
     cell: Cell
@@ -188,8 +175,10 @@ def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
         base = g[is_def]
         if base.empty:
             continue
-        ref = base["flat"].iloc[0]
-        labels = g["flat"].map(lambda f, ref=ref, keys=keys: _label(f, ref, keys))
+        ref = base["flat"].iloc[0]  # a variant is named by the keys whose value differs from the default's
+        labels = g["flat"].map(
+            lambda f, r=ref, ks=keys: ", ".join(f"{k}={ch.show(f.get(k))}" for k in ks if f.get(k) != r.get(k))
+        )
         for variant in sorted(set(labels[~is_def])):
             arm = g[(labels == variant) & ~is_def]
             x, y = dict(zip(arm["seed"], arm["acc"])), dict(zip(base["seed"], base["acc"]))
@@ -218,14 +207,6 @@ def table(all_rows: list[Row]) -> tb.Table:
     return t
 
 
-def _paper(cell: Cell) -> str:
-    vals = [
-        f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in ('split_mnist', 'split_fmnist'))}"
-        for m in cell.methods
-    ]
-    return "paper (split-MNIST/split-FMNIST) " + ", ".join(vals)
-
-
 def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     """Step 5: one note for the cell."""
     sweeps = ", ".join(f"sweeps/{s}.yaml" for s in cell.sweeps)
@@ -252,24 +233,32 @@ def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     moved = sorted({f"{who((r.method, r.name))} {r.diff.interval()} on {pv.bench_label(r.benchmark)}"
                     for r in cell_rows if r.verdict != NO_EFFECT})  # fmt: skip
     n = max(r.diff.n for r in cell_rows)
+    paper = "paper (split-MNIST/split-FMNIST) " + ", ".join(
+        f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in ('split_mnist', 'split_fmnist'))}"
+        for m in cell.methods
+    )
     return (
-        f"**{cell.title}** ({_paper(cell)}; default: {cell.default_label}): {what}. "
+        f"**{cell.title}** ({paper}; default: {cell.default_label}): {what}. "
         f"Variants that move Acc (Δ [95% CI], paired): {'; '.join(moved) if moved else 'none'}. "
         f"{n} seeds, runs in {', '.join(f'multirun/{f}/' for f in folders)}; rerun: `{cell.command}`."
     )
 
 
 def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], list[str]]]:
+    """Per cell: its rows (steps 2-3) and the folders of its runs (step 1: distinct by identity)."""
     out = {}
     for c in CELLS:
-        runs, folders = cell_runs(c, experiments)
-        out[c.name] = (rows(c, runs), folders)
+        mine = [e for e in experiments.values() if not e.empty and owner(e) is c]
+        runs = distinct_runs(mine)
+        runs = runs[runs["method"].isin(c.methods)] if mine else runs
+        out[c.name] = (rows(c, runs), sorted(e.name for e in mine))
     return out
 
 
 def notes(experiments: dict[str, Experiment]) -> list[str]:
     """One note per cell (step 5), for the report's Table II notes."""
-    return [summary(c, *measured(experiments)[c.name]) for c in CELLS]
+    m = measured(experiments)
+    return [summary(c, *m[c.name]) for c in CELLS]
 
 
 def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:

@@ -31,14 +31,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 from omegaconf import OmegaConf
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import Experiment, load_experiment, order_readings
 from clsuite.analysis.stats import paired
-from clsuite.config import CONF_DIR
+from clsuite.home import CONF_DIR, hint
 
 PREFIX = "choices_"
 QUANTITIES = ("acc", "forget")
@@ -46,9 +45,7 @@ ENV = ("code", "torch_threads", "device", "torch")
 
 
 def command() -> str:
-    """What runs the choices' sweeps, in the form that works here (``clsuite.home.hint``)."""
-    from clsuite.home import hint
-
+    """What runs the choices' sweeps, in the form that works here."""
     return hint("paper", "choices", "--launcher", "joblib")
 
 
@@ -134,22 +131,21 @@ class Row:
         return self.diffs["acc"].n
 
 
-def _setting(r: pd.Series, own: set) -> str:
-    """What must be equal for two runs to be paired: the config less the choice's keys, and the environment."""
-    cfg = {k: v for k, v in r["flat"].items() if k not in own}
-    return json.dumps([cfg, [str(r[k]) for k in ENV]], sort_keys=True, default=str)
-
-
 def choice_rows(choice: Choice, e: Experiment) -> list[Row]:
     """Every (non-default value, benchmark, method, reading, setting) of one choice's experiment."""
     if e.empty:
         return []
     runs = e.runs
     own = choice.own_keys({k for f in runs["flat"] for k in f})
-    runs = runs.assign(
-        value=runs["flat"].map(lambda f: show(f.get(choice.key))),
-        setting=runs.apply(lambda r: _setting(r, own), axis=1),
-    )
+
+    def setting(r) -> str:  # what must be equal for two runs to be paired: the config less the choice's keys, the env
+        return json.dumps(
+            [{k: v for k, v in r["flat"].items() if k not in own}, [str(r[k]) for k in ENV]],
+            sort_keys=True,
+            default=str,
+        )
+
+    runs = runs.assign(value=runs["flat"].map(lambda f: show(f.get(choice.key))), setting=runs.apply(setting, axis=1))
     out = []
     for (bench, method, reading, _), g in runs.groupby(["benchmark", "method", "reading", "setting"], sort=False):
         default = choice.default(reading)

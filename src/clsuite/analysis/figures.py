@@ -79,13 +79,6 @@ def method_style(method: str) -> tuple[str, str]:
     return (str(0.25 + 0.1 * (i % 5)), _EXTRA_MARKERS[i % len(_EXTRA_MARKERS)])
 
 
-def level_style(value: float, values) -> tuple[tuple, object]:
-    """(colour, line style) of one level of tau / lambda among ``values``."""
-    values = sorted(values)
-    i = values.index(value) if value in values else 0
-    return plt.get_cmap("viridis")(i / max(len(values) - 1, 1) * 0.9), LINESTYLES[i % len(LINESTYLES)]
-
-
 def _clip(quantity: str, mean, std) -> np.ndarray:
     """Error-bar lengths (2 x n) of mean ± std clipped to the quantity's range."""
     lo, hi = QUANTITIES[quantity].bounds
@@ -158,14 +151,6 @@ def _bounds_ylim(ax, quantity: str) -> None:
     ax.set_ylim(max(a, lo - 2), min(b, hi + 2))
 
 
-def _joint_line(ax, sel: pd.DataFrame, quantity: str) -> list:
-    j = sel[sel["method"] == "joint"]
-    if j.empty or j[f"{quantity}_mean"].isna().all():
-        return []
-    ax.axhline(float(j[f"{quantity}_mean"].iloc[0]), ls="--", color=METHOD_STYLE["joint"][0], lw=1.2)
-    return [JOINT_HANDLE]
-
-
 def vs_condition(
     summary: pd.DataFrame, quantity: str, x_key: str, title: str, stem: Path, xlabel: str | None = None
 ) -> list[Path]:
@@ -194,7 +179,10 @@ def vs_condition(
                         capsize=2, lw=1.2, label=pv.method_label(m))  # fmt: skip
             for xi, (_, r) in zip(x, sm.iterrows()):
                 handles += _paper_markers(ax, xi, b, m, quantity, r, marker, colour)
-        handles += _joint_line(ax, sb, quantity)
+        j = sb.loc[sb["method"] == "joint", f"{quantity}_mean"]
+        if not j.isna().all():  # Joint: one final accuracy, a horizontal line
+            ax.axhline(float(j.iloc[0]), ls="--", color=METHOD_STYLE["joint"][0], lw=1.2)
+            handles.append(JOINT_HANDLE)
         if log:
             ax.set_xscale("log", base=2)
             ax.minorticks_off()
@@ -260,7 +248,8 @@ def first_task(runs: pd.DataFrame, title: str, stem: Path, by: str = "method") -
                 colour, marker = method_style(g)
                 ls, label = "-", pv.method_label(g)
             else:
-                (colour, ls), marker, label = level_style(g, groups), "o", f"{by.replace('tau', 'τ')} = {g:g}"
+                colour = plt.get_cmap("viridis")(k / max(len(groups) - 1, 1) * 0.9)  # a level: low to high
+                ls, marker, label = LINESTYLES[k % len(LINESTYLES)], "o", f"{by.replace('tau', 'τ')} = {g:g}"
             ax.plot(x, mean, color=colour, ls=ls, marker=marker, ms=3.5, label=label)
             ax.fill_between(x, lo, hi, color=colour, alpha=0.12, lw=0)
             ns.append(len(col))

@@ -1,33 +1,27 @@
 """Load the runs of an experiment: results files -> one row per distinct run, and the sweep's status.
 
-Steps (``load_experiment``):
+Steps (``load_experiment``; what is trusted and kept: docs/INTEGRITY.md, sections 1-2):
 
-1. Find every ``results.json`` under ``multirun/<experiment>/`` (bookkeeping folders skipped;
-   superseded ``results.stale-<n>.json`` files are counted, never read as runs). Each is read by
-   ``clsuite.results.read_run``: an unsealed, edited or malformed file is never counted; the
-   status lists it with the reason (``rejected``).
-2. One row per sealed file: the grouping keys (benchmark, method, reading, M, tau, lambda, seed), the
-   quantities of ``clsuite.metrics.QUANTITIES`` (the metrics as written by the run; the first-task
-   numbers computed from R), R and b, and the facts of the machine that made it (device, torch
-   threads, versions, the code's content hash and the commit that made it) read from the file itself.
-3. Deduplicate by run identity: ``identity.key`` (the hash of config, code, data and environment
-   written by ``src/run.py``; a file without one is rejected by the reader). A run copied from another experiment
-   (``reused_from``) and the same job reached twice count once.
+1. Every ``results.json`` under ``multirun/<experiment>/`` (bookkeeping folders skipped; superseded
+   ``results.stale-<n>.json`` files counted, never read) is read by ``clsuite.results.read_run``: a
+   file it refuses, or one in a grid folder that is not the run the grid asked for there (its
+   ``config_hash``), is never counted; the status lists it with the reason (``rejected``).
+2. One row per sealed file (:data:`COLUMNS`): the grouping keys (benchmark, method, reading, M, tau,
+   lambda, seed), the quantities of ``clsuite.metrics.QUANTITIES`` (the first-task numbers from R),
+   R and b, and the facts of the machine that made it (device, threads, versions, code, commit).
+3. One row per run identity (``identity.key``): a copy (``reused_from``) and the same job reached
+   twice count once; of two copies the grid's own folder's is kept.
 4. ``variant``: config keys, other than the grouping keys, that take several values within one
    group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
-4b. One run per seed of a cell (:func:`one_per_seed`; the rule: docs/INTEGRITY.md, section 2), the
-   others listed (``seed_duplicates``).
-5. Status against the sweep's ``grid.json``: finished (the grid's folders that hold their own
-   run), failed (``failed.json`` and no results), missing (expected, neither finished nor failed),
-   outside the grid (left by an earlier sweep), stale files, and whether the runs mix code versions
-   (content hashes of the code) or environments (thread counts move results: PROTOCOL, "compare
-   runs only when everything that moves numbers is equal").
+5. One run per seed of a cell (the rule: docs/INTEGRITY.md, section 2), the others listed
+   (``seed_duplicates``).
+6. Status against the sweep's ``grid.json``: finished (the grid's folders that hold their own run),
+   failed (``failed.json`` and no results), missing, outside the grid (an earlier sweep's), stale
+   files, and whether the runs mix code versions or environments (PROTOCOL: compare runs only when
+   everything that moves numbers is equal).
 
-A folder of the grid counts only the run the grid asked for there (its ``config_hash``), and of
-two copies of one run the grid's own is kept: docs/INTEGRITY.md, section 2.
-
-The reading (``paper_text`` / ``mir_code``, the paper's open choices settled two ways) is the
-top-level ``reading`` of the results file; files from before readings existed are ``unlabelled``.
+The reading (``paper_text`` / ``mir_code``) is the top-level ``reading`` of the results file; files
+from before readings existed are ``unlabelled``.
 """
 
 from __future__ import annotations
@@ -48,12 +42,10 @@ from clsuite.numerics import label as numerics_label
 from clsuite.results import read_run
 from clsuite.schema import dotted_get
 
-CONDITION_LABELS = {"memory": "M", "lambda": "λ", "tau": "τ"}  # the paper's symbols, in tables and figures
-
 
 def short(key: str) -> str:
-    """A grouping key as the paper writes it (``memory`` -> ``M``); other keys unchanged."""
-    return CONDITION_LABELS.get(key, key)
+    """A grouping key as the paper writes it in tables and figures (``memory`` -> ``M``); others unchanged."""
+    return {"memory": "M", "lambda": "λ", "tau": "τ"}.get(key, key)
 
 
 SKIP_DIRS = {".submitit", "wandb", ".hydra", "csv", ".index"}
@@ -94,37 +86,28 @@ def _num(v) -> float:
         return float("nan")
 
 
-def _device(res: dict) -> str:
-    """``cpu``, or ``cuda:0 (<GPU model>)`` when the file names the GPU."""
-    dev, gpu = str(res.get("device", "unknown")), (res.get("versions") or {}).get("gpu")
-    return f"{dev} ({gpu})" if gpu and dev.startswith("cuda") else dev
-
-
-def _commit(res: dict) -> str:
-    """Where the run's code came from: the commit's first 10 digits, ``+dirty`` with uncommitted
-    changes under src/ or conf/ (``identity.provenance``; files made before content hashes:
-    ``identity.code.commit`` / ``dirty_hash``), ``unknown`` outside a git checkout."""
+def _code(res: dict) -> tuple[str, str]:
+    """(commit, code) of a run. commit: where its code came from, the commit's first 10 digits, ``+dirty``
+    with uncommitted changes under src/ or conf/ (``identity.provenance``), ``unknown`` outside a git
+    checkout. code: its version, the content hash ``identity.code.hash``. Files made before content
+    hashes: the commit from ``identity.code.commit`` / ``dirty_hash``, the code ``commit:<commit>[+<dirty
+    hash>]`` (what their identity keyed on)."""
+    code = dotted_get(res, "identity.code", {}) or {}
     prov = dotted_get(res, "identity.provenance")
     if isinstance(prov, dict):
         commit, dirty = prov.get("commit"), prov.get("dirty")
     else:
-        code = dotted_get(res, "identity.code", {}) or {}
         commit = code.get("commit")
         dirty = commit and code.get("dirty_hash")  # installed packages had a dirty_hash and no commit
-    return str(commit or "unknown")[:10] + ("+dirty" if dirty else "")
-
-
-def _code(res: dict) -> str:
-    """The run's code version: the content hash ``identity.code.hash``; files made before content
-    hashes: ``commit:<commit>[+<dirty hash>]`` (what their identity keyed on)."""
-    code = dotted_get(res, "identity.code", {}) or {}
     if code.get("hash"):
-        return str(code["hash"])
-    if code.get("commit") or code.get("dirty_hash"):
-        return f"commit:{str(code.get('commit') or 'unknown')[:10]}" + (
+        version = str(code["hash"])
+    elif code.get("commit") or code.get("dirty_hash"):
+        version = f"commit:{str(code.get('commit') or 'unknown')[:10]}" + (
             f"+{code['dirty_hash']}" if code.get("dirty_hash") else ""
         )
-    return "unknown"
+    else:
+        version = "unknown"
+    return str(commit or "unknown")[:10] + ("+dirty" if dirty else ""), version
 
 
 def real_data(res: dict) -> bool:
@@ -136,15 +119,6 @@ def real_data(res: dict) -> bool:
         and bool(files)
         and all(isinstance(v, str) and v for v in files.values())
     )
-
-
-def reading_of(res: dict) -> str:
-    r = res.get("reading")
-    if r is None:
-        r = res.get("config", {}).get("reading")
-    if isinstance(r, dict):  # a config group holding its own name
-        r = r.get("name")
-    return str(r) if r else UNLABELLED
 
 
 def order_readings(readings) -> list[str]:
@@ -165,11 +139,15 @@ def run_row(res: dict, job: str) -> dict:
     env = dotted_get(res, "identity.env", {}) or {}
     versions = res.get("versions", {}) or {}
     threads = env.get("torch_threads", dotted_get(cfg, "trainer.threads"))
+    dev, gpu = str(res.get("device", "unknown")), versions.get("gpu")  # cuda:0 (<GPU model>) when named
+    commit, code = _code(res)
+    reading = res["reading"] if res.get("reading") is not None else cfg.get("reading")
+    reading = reading.get("name") if isinstance(reading, dict) else reading  # a config group holding its name
     return {
         "job": job,
         "benchmark": res.get("benchmark", dotted_get(cfg, "benchmark.name")),
         "method": res.get("method", dotted_get(cfg, "method.name")),
-        "reading": reading_of(res),
+        "reading": str(reading) if reading else UNLABELLED,
         "memory": int(res.get("memory", cfg.get("memory", 0))),
         "memory_per_class": bool(cfg.get("memory_per_class", False)),  # M per class (mir_code) or in total
         "tau": _num(cfg.get("tau")),
@@ -180,13 +158,13 @@ def run_row(res: dict, job: str) -> dict:
         "first_task_drop": first_task_drop(R),
         "wall_time_s": _num(res.get("wall_time_s")),
         "train_time_s": _num(res.get("train_time_s")),
-        "device": _device(res),
+        "device": f"{dev} ({gpu})" if gpu and dev.startswith("cuda") else dev,
         "torch_threads": "unknown" if threads is None else str(threads),
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
         "numerics": numerics_label(env.get("numerics")),  # the CPU kernels in effect (clsuite.numerics)
-        "commit": _commit(res),
-        "code": _code(res),
+        "commit": commit,
+        "code": code,
         "real_data": real_data(res),
         "key": str(res["identity"]["key"]),  # sealed files only: the reader checked it
         "reused_from": res.get("reused_from"),
@@ -198,22 +176,10 @@ def run_row(res: dict, job: str) -> dict:
 
 
 COLUMNS = [
-    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "seed", *QUANTITIES, "wall_time_s", "train_time_s",
-    "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from", "R", "b", "flat", "versions",
+    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "variant", "seed", *QUANTITIES, "wall_time_s",
+    "train_time_s", "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from",
+    "R", "b", "flat", "versions",
 ]  # fmt: skip
-
-
-def dedupe(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
-    """One row per identity key (the grid's own folder preferred, then a run trained here to a copy);
-    the dropped (job, kept job)."""
-    kept: dict[str, dict] = {}
-    dropped = []
-    for r in sorted(rows, key=lambda r: (not r.get("in_grid"), r["reused_from"] is not None, r["job"])):
-        if r["key"] in kept:
-            dropped.append((r["job"], kept[r["key"]]["job"]))
-        else:
-            kept[r["key"]] = r
-    return sorted(kept.values(), key=lambda r: r["job"]), dropped
 
 
 def split_items(text: str) -> list[str]:
@@ -237,19 +203,10 @@ def varying_keys(flats) -> set[str]:
     return {k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1}
 
 
-def variants(rows: list[dict]) -> list[str]:
-    """``key=value,...`` of the config keys that vary within one group of the grouping keys."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(tuple(str(r[k]) for k in KEYS if k != "variant"), []).append(r["flat"])
-    varying = sorted(set().union(*map(varying_keys, groups.values())))
-    return [",".join(f"{k}={r['flat'].get(k)}" for k in varying) for r in rows]
-
-
-def grid_jobs(exp_dir) -> dict[str, dict] | None:
-    """``{folder: job}`` of the experiment's ``grid.json`` (each job: its overrides and, from grids
-    written since issue 30, ``config_hash``), or None without a usable grid."""
-    grid = read_object(Path(exp_dir) / GRID_FILE)
+def grid_jobs(exp_dir, grid: dict | None = None) -> dict[str, dict] | None:
+    """``{folder: job}`` of the experiment's ``grid.json`` (``grid``: that file, already read; each job: its
+    overrides and, from grids written since issue 30, ``config_hash``), or None without a usable grid."""
+    grid = read_object(Path(exp_dir) / GRID_FILE) if grid is None else grid
     jobs = grid.get("jobs") if grid is not None else None
     if not isinstance(jobs, list) or not all(isinstance(j, dict) and isinstance(j.get("dir"), str) for j in jobs):
         return None
@@ -296,20 +253,13 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def one_per_seed(rows: list[dict], current_code: str | None) -> tuple[list[dict], list[dict]]:
-    """A cell holds one run per seed. Of several distinct runs (identities) of one cell and seed,
-    keep the current code's run (``current_code``: its content hash), else the newest results file
-    (then the first job by name); the others are returned as ``[{"job", "kept", "why"}]``, never pooled."""
-    cells: dict[tuple, list[dict]] = {}
-    for r in rows:
-        cells.setdefault(tuple(str(r[k]) for k in (*KEYS, "seed")), []).append(r)
-    kept, dropped = [], []
-    for group in cells.values():
-        best = sorted(group, key=lambda r: (r["code"] != current_code, not r.get("in_grid"), -r["mtime"], r["job"]))[0]
-        why = "the current code's run" if best["code"] == current_code else "the newest results file"
-        kept.append(best)
-        dropped += [{"job": r["job"], "kept": best["job"], "why": why} for r in group if r is not best]
-    return sorted(kept, key=lambda r: r["job"]), sorted(dropped, key=lambda d: d["job"])
+def _keep_first(df: pd.DataFrame, by: list[str], **order: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per value of ``by``: the first by ``order`` (then the job name); the others, each with
+    ``kept``, the job kept in its place."""
+    df = df.assign(**order).sort_values([*order, "job"])
+    df["kept"] = df.groupby(by, dropna=False, sort=False)["job"].transform("first")
+    first = df["job"] == df["kept"]
+    return df[first].drop(columns=[*order, "kept"]), df[~first]
 
 
 def current_code() -> str | None:
@@ -320,52 +270,42 @@ def current_code() -> str | None:
         return None
 
 
-def load_runs(exp_dir, with_left_out: bool = False):
-    """The distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS` + ``variant``: sealed files
-    only, one run per identity, one per seed of a cell) and the duplicates of an identity; with
-    ``with_left_out`` also ``{"rejected": [...], "seed_duplicates": [...]}``."""
-    rows, rejected = read_runs(exp_dir, grid_jobs(exp_dir))
-    rows, dropped = dedupe(rows)
-    for r, v in zip(rows, variants(rows) if rows else []):
-        r["variant"] = v
-    rows, seed_dups = one_per_seed(rows, current_code() if rows else None)
-    df = pd.DataFrame(rows, columns=COLUMNS)
-    df.insert(COLUMNS.index("seed"), "variant", [r["variant"] for r in rows])
+def load_runs(exp_dir, with_left_out: bool = False, grid: dict | None = None):
+    """Steps 1-5: the distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS`) and the copies of
+    an identity, ``[(job, kept job)]``; with ``with_left_out`` also ``{"rejected": [...],
+    "seed_duplicates": [...]}``. ``grid``: its ``grid.json``, already read."""
+    rows, rejected = read_runs(exp_dir, grid_jobs(exp_dir, grid))
+    df = pd.DataFrame(rows, columns=[*COLUMNS, "mtime", "in_grid"])
+    df, copies = _keep_first(df, ["key"], grid_last=~df["in_grid"].astype(bool), copy=df["reused_from"].notna())
+    cells = df.groupby([k for k in KEYS if k != "variant"], dropna=False, sort=False)["flat"]
+    varying = sorted(set().union(*(varying_keys(flats) for _, flats in cells)))  # step 4: keys that vary in a cell
+    df["variant"] = [",".join(f"{k}={f.get(k)}" for k in varying) for f in df["flat"]]
+    code = current_code() if rows else None
+    df, others = _keep_first(df, [*KEYS, "seed"], other_code=df["code"] != code,
+                             grid_last=~df["in_grid"].astype(bool), older=-df["mtime"])  # fmt: skip
+    kept_code = df.set_index("job")["code"]
+    why = {True: "the current code's run", False: "the newest results file"}
+    seed_dups = [
+        {"job": j, "kept": k, "why": why[kept_code[k] == code]} for j, k in sorted(zip(others["job"], others["kept"]))
+    ]
+    df = df.sort_values("job")[COLUMNS].reset_index(drop=True)
+    dropped = list(zip(copies["job"], copies["kept"]))
     if with_left_out:
         return df, dropped, {"rejected": rejected, "seed_duplicates": seed_dups}
     return df, dropped
 
 
-def load_failures(exp_dir) -> list[dict]:
-    """Jobs whose last attempt failed (a ``failed.json`` and no results file beside it)."""
+def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dict) -> dict:
+    """Step 6; a failed job: a ``failed.json`` and no results file beside it."""
     exp_dir = Path(exp_dir)
-    out = []
+    failures = []
     for path in files(exp_dir, FAILED_FILE):
-        if (path.parent / RESULTS_FILE).is_file():
-            continue
-        rec = read_object(path) or {"error": "unreadable failed.json"}
-        fields = {k: rec.get(k, default) for k, default in (("error", ""), ("attempt", 1), ("time", ""), ("host", ""))}
-        out.append({"job": str(path.parent.relative_to(exp_dir)), **fields})
-    return out
-
-
-def code_versions(runs: pd.DataFrame) -> dict:
-    """``{code version: {"runs": n, "commits": [...]}}``: the runs of each content hash of the code
-    and the commits that made them (two commits of the same code are one version)."""
-    if runs.empty:
-        return {}
-    return {
-        str(code): {"runs": len(g), "commits": sorted(set(g["commit"]))} for code, g in runs.groupby("code", sort=True)
-    }
-
-
-def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], left_out: dict | None = None) -> dict:
-    """Finished / failed / missing / outside the grid / stale / duplicates / left out (rejected
-    files, other runs of a seed) / mixed code or environment."""
-    exp_dir = Path(exp_dir)
-    left_out = left_out or {"rejected": [], "seed_duplicates": []}
+        if not (path.parent / RESULTS_FILE).is_file():
+            rec = read_object(path) or {"error": "unreadable failed.json"}
+            fields = {k: rec.get(k, d) for k, d in (("error", ""), ("attempt", 1), ("time", ""), ("host", ""))}
+            failures.append({"job": str(path.parent.relative_to(exp_dir)), **fields})
     done = set(runs["job"]) | {d for d, _ in dropped} | {d["job"] for d in left_out["seed_duplicates"]}
-    failed = {f["job"] for f in failures}
+    envs = runs.groupby(["device", "torch_threads", "torch", "numerics"]).size()
     out = {
         "finished": len(runs),
         "failed": failures,
@@ -376,32 +316,32 @@ def status(exp_dir, runs: pd.DataFrame, dropped: list, failures: list[dict], lef
         "grid": None,
         "missing": [],
         "outside_grid": [],
-        "commits": runs["commit"].value_counts().to_dict() if not runs.empty else {},
-        "code_versions": code_versions(runs),
-        "environments": (
-            runs.groupby(["device", "torch_threads", "torch", "numerics"]).size().to_dict() if not runs.empty else {}
-        ),
+        "commits": runs["commit"].value_counts().to_dict(),
+        # the runs of each content hash of the code and the commits that made them (two commits, one version)
+        "code_versions": {
+            str(c): {"runs": len(g), "commits": sorted(set(g["commit"]))} for c, g in runs.groupby("code", sort=True)
+        },
+        "environments": {" / ".join(k): v for k, v in envs.to_dict().items()},
     }
-    jobs = grid_jobs(exp_dir)
+    jobs = grid_jobs(exp_dir, grid)
     if jobs is not None:
-        grid, expected = read_object(exp_dir / GRID_FILE) or {}, list(jobs)
         out["grid"] = {
-            "expected": len(expected),
-            "finished": len(done & set(expected)),  # the grid's folders that hold their own run
+            "expected": len(jobs),
+            "finished": len(done & set(jobs)),  # the grid's folders that hold their own run
             "created": grid.get("created"),
             "argv": grid.get("argv"),
         }
-        rejected = {r["job"] for r in left_out["rejected"]}
-        out["missing"] = [d for d in expected if d not in done and d not in failed and d not in rejected]
-        out["outside_grid"] = sorted(done - set(expected))
-    out["environments"] = {" / ".join(k): v for k, v in out["environments"].items()}
+        skip = done | {f["job"] for f in failures} | {r["job"] for r in left_out["rejected"]}
+        out["missing"] = [d for d in jobs if d not in skip]
+        out["outside_grid"] = sorted(done - set(jobs))
     return out
 
 
 def load_experiment(exp_dir) -> Experiment:
     exp_dir = Path(exp_dir)
-    runs, dropped, left_out = load_runs(exp_dir, with_left_out=True)
-    return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, runs, dropped, load_failures(exp_dir), left_out))
+    grid = read_object(exp_dir / GRID_FILE) or {}  # read once: the runs' check against it, and the status
+    runs, dropped, left_out = load_runs(exp_dir, with_left_out=True, grid=grid)
+    return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, grid, runs, dropped, left_out))
 
 
 def distinct_runs(experiments) -> pd.DataFrame:

@@ -25,7 +25,6 @@ Steps (:func:`compare`):
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from clsuite.metrics import METRICS
 
 READING = "mir_code"
 QUANTITIES = ("acc", "forget", "bwt")
+KEY = ["benchmark", "method", "quantity"]  # a cell
 TABLE2_CLAIMS = tuple(c for c in CLAIMS if c.experiment == "table2")
 
 
@@ -89,8 +89,7 @@ def from_runs(name: str, runs: pd.DataFrame) -> Source | None:
 def read_runs_table(path: Path) -> pd.DataFrame:
     """A ``runs.csv`` (``make aggregate``) as run rows."""
     df = pd.read_csv(path)
-    df["variant"] = df.get("variant", pd.Series([""] * len(df))).fillna("")
-    return df
+    return df.assign(variant=df["variant"].fillna("") if "variant" in df else "")
 
 
 _CELL = re.compile(r"^(-?[\d.]+)(?: ± ([\d.]+))?(?: \(n=(\d+)\))?")
@@ -138,53 +137,51 @@ def read_report(path: Path) -> Source:
     return Source(name, pd.DataFrame(cells), pd.DataFrame(comps), verdicts, resolution=0.05)
 
 
+_last: tuple = (None, None, [])  # (experiments, crossmachine, sources) of the last call: the report asks twice
+
+
 def sources(experiments: dict, crossmachine: Path | None) -> list[Source]:
     """Every source: the reports and runs tables of ``crossmachine`` (reports first: the reference),
-    then the ``machines_*`` experiments."""
-    out: list[Source] = []
-    folder = Path(crossmachine) if crossmachine else None
-    if folder and folder.is_dir():
-        out += [read_report(p) for p in sorted(folder.glob("*.md")) if p.name != "README.md"]
-        for p in sorted(folder.glob("*.csv")):
-            runs = read_runs_table(p)
-            cpu = runs["cpu"].mode().iloc[0] if "cpu" in runs and not runs.empty else "unknown machine"
-            if s := from_runs(f"{cpu}, native (runs table {p.stem})", runs):
-                out.append(s)
-    for n in sorted(experiments):
-        e = experiments[n]
+    then the ``machines_*`` experiments. Read once per (experiments, crossmachine): the report asks
+    for its verdict table and for its subsection."""
+    global _last
+    if _last[0] is experiments and _last[1] == crossmachine:
+        return _last[2]
+    files = sorted(Path(crossmachine).glob("*"), key=lambda p: (p.suffix != ".md", p.name)) if crossmachine else []
+    out = [read_report(p) for p in files if p.suffix == ".md" and p.name != "README.md"]
+    for p in (p for p in files if p.suffix == ".csv"):
+        runs = read_runs_table(p)
+        cpu = runs["cpu"].mode().iloc[0] if "cpu" in runs and not runs.empty else "unknown machine"
+        if s := from_runs(f"{cpu}, native (runs table {p.stem})", runs):
+            out.append(s)
+    for n, e in sorted(experiments.items()):
         if n.startswith("machines_") and not e.empty:
             cpu, kernels = e.runs["cpu"].mode().iloc[0], e.runs["numerics"].mode().iloc[0]
             if s := from_runs(f"{cpu}, {kernels} (multirun/{n})", e.runs):
                 out.append(s)
+    _last = (experiments, crossmachine, out)
     return out
 
 
 # ----------------------------------------------------------------------------- comparing them
 
 
-def _se(std, n) -> float:
-    return std / math.sqrt(n) if n and n > 1 and not math.isnan(std) else float("nan")
-
-
 def moved_cells(srcs: list[Source]) -> pd.DataFrame:
     """Steps 1-2: the cells of every source against the reference (the first), flagged when moved."""
     if len(srcs) < 2:
         return pd.DataFrame()
-    ref = srcs[0].cells.set_index(["benchmark", "method", "quantity"])
-    rows = []
+
+    def se(c):  # the standard error std / sqrt(n); NaN for n < 2
+        return c["std"] / np.sqrt(pd.to_numeric(c["n"]).where(lambda n: n > 1))
+
+    ref = srcs[0].cells.assign(ref_se=se).rename(columns={"mean": "ref_mean"})
+    frames = []
     for s in srcs[1:]:
-        for r in s.cells.itertuples():
-            k = (r.benchmark, r.method, r.quantity)
-            if k not in ref.index:
-                continue
-            a = ref.loc[k]
-            se = math.sqrt(_se(a["std"], a["n"]) ** 2 + _se(r.std, r.n) ** 2)
-            d = r.mean - a["mean"]
-            rounding = srcs[0].resolution + s.resolution
-            rows.append({"source": s.name, "benchmark": r.benchmark, "method": r.method, "quantity": r.quantity,
-                         "ref_mean": a["mean"], "ref_se": _se(a["std"], a["n"]), "mean": r.mean,
-                         "se": _se(r.std, r.n), "diff": d, "se_diff": se, "moved": bool(abs(d) > se + rounding)})  # fmt: skip
-    return pd.DataFrame(rows)
+        m = s.cells.assign(source=s.name, se=se).merge(ref[[*KEY, "ref_mean", "ref_se"]], on=KEY)
+        m["diff"], m["se_diff"] = m["mean"] - m["ref_mean"], np.sqrt(m["ref_se"] ** 2 + m["se"] ** 2)
+        frames.append(m.assign(moved=m["diff"].abs() > m["se_diff"] + srcs[0].resolution + s.resolution))
+    cols = ["source", *KEY, "ref_mean", "ref_se", "mean", "se", "diff", "se_diff", "moved"]
+    return pd.concat(frames, ignore_index=True)[cols]
 
 
 def same_runs(srcs: list[Source]) -> list[tuple[str, str, int, int]]:

@@ -23,9 +23,7 @@ column of the runs, read from each results file's identity: ATen level x MKL bra
    supported / contradicted / unresolved), and whether that outcome changes with the kernel set:
    what one machine's verdict on the pair would be, and whether another machine's could differ.
 
-A kernel set is a machine's arithmetic: a seed's run on another CPU is another draw of the
-noise, so per-seed results agree between machines only as far as ``sd_num`` allows; ``portable``
-removes the draw (docs/NUMERICS.md).
+A kernel set stands for a machine's arithmetic (docs/NUMERICS.md, "How loud is the noise?").
 """
 
 from __future__ import annotations

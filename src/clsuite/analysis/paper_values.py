@@ -28,8 +28,6 @@ TARGETS = {
     "ablation_cifar100": "Fig. 12 (the ablation on split-CIFAR100; needs its files)",
 }
 
-SOURCE = "Li, Tang, Li: AdaER (paper/adaer.tex), Table II and Sec. V text"
-
 # Transcribed tables: one line per row, as printed.
 # fmt: off
 # Paper Table II: (Acc, Forget, BWT, FWT), M = 100, class-IL, one pass over the stream.
