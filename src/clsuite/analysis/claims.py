@@ -55,7 +55,7 @@ paper's value: a magnitude check, not a verdict.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -211,13 +211,6 @@ def arm(runs: pd.DataFrame, quantity: str, **where) -> dict:
     return s.groupby("seed")[quantity].mean().to_dict()
 
 
-def _benchmarks(runs: pd.DataFrame):
-    """(benchmark, its runs, the methods present) in the paper's order."""
-    for b in pv.order_benchmarks(runs["benchmark"]):
-        rb = runs[runs["benchmark"] == b]
-        yield b, rb, pv.order_methods(rb["method"])
-
-
 def _better(benchmark: str, label: str, quantity: str, x: dict, y: dict) -> Comparison:
     """Arm x better than arm y: d = x - y, or y - x where lower is better (Forget, the first-task drop)."""
     if not QUANTITIES[quantity].higher_is_better:
@@ -233,25 +226,22 @@ def _values(runs, key):
     return sorted(runs[key].dropna().unique().tolist())
 
 
-Builder = Callable[[pd.DataFrame], list[Comparison]]
+# A claim's comparisons on one benchmark: build(benchmark, its runs, the methods present in the paper's order);
+# :func:`judge` runs it on each benchmark in the paper's order.
+Builder = Callable[[str, pd.DataFrame, list[str]], Iterator[Comparison]]
 
 
 def beats(quantity: str, winners, losers=None, over: str | None = None, exclude=("joint",)) -> Builder:
     """Each winner beats each loser (default: every other method present) on every benchmark (and value of ``over``)."""
 
-    def build(runs):
-        out = []
-        for b, rb, present in _benchmarks(runs):
-            for v in _values(rb, over) if over else [None]:
-                at = {over: v} if over else {}
-                for w in [m for m in winners if m in present]:
-                    for lo in [m for m in (losers or present) if m in present and m != w and m not in exclude]:
-                        label = f"{pv.method_label(w)} vs {pv.method_label(lo)}" + (
-                            f" ({_cond(over, v)})" if over else ""
-                        )
-                        x, y = (arm(rb, quantity, method=m, **at) for m in (w, lo))
-                        out.append(_better(b, label, quantity, x, y))
-        return out
+    def build(b, rb, present):
+        for v in _values(rb, over) if over else [None]:
+            at = {over: v} if over else {}
+            for w in [m for m in winners if m in present]:
+                for lo in [m for m in (losers or present) if m in present and m != w and m not in exclude]:
+                    label = f"{pv.method_label(w)} vs {pv.method_label(lo)}" + (f" ({_cond(over, v)})" if over else "")
+                    x, y = (arm(rb, quantity, method=m, **at) for m in (w, lo))
+                    yield _better(b, label, quantity, x, y)
 
     return build
 
@@ -259,14 +249,12 @@ def beats(quantity: str, winners, losers=None, over: str | None = None, exclude=
 def best_at(quantity: str, key: str, best: float, method: str) -> Builder:
     """``method`` is best at ``key = best`` against every other value of ``key`` on every benchmark."""
 
-    def build(runs):
-        out = []
-        for b, rb, _ in _benchmarks(select(runs, method=method)):
-            top = arm(rb, quantity, **{key: best})
-            for v in [v for v in _values(rb, key) if not math.isclose(v, best)]:
-                label = f"{pv.method_label(method)} {_cond(key, best)} vs {_cond(key, v)}"
-                out.append(_better(b, label, quantity, top, arm(rb, quantity, **{key: v})))
-        return out
+    def build(b, rb, _present):
+        rb = select(rb, method=method)
+        top = arm(rb, quantity, **{key: best})
+        for v in [v for v in _values(rb, key) if not math.isclose(v, best)]:
+            label = f"{pv.method_label(method)} {_cond(key, best)} vs {_cond(key, v)}"
+            yield _better(b, label, quantity, top, arm(rb, quantity, **{key: v}))
 
     return build
 
@@ -274,13 +262,10 @@ def best_at(quantity: str, key: str, best: float, method: str) -> Builder:
 def grows(quantity: str, key: str, lo: float, hi: float, exclude=("joint", "online")) -> Builder:
     """Every method improves from ``key = lo`` to ``key = hi``."""
 
-    def build(runs):
-        out = []
-        for b, rb, present in _benchmarks(runs):
-            for m in [m for m in present if m not in exclude]:
-                x, y = arm(rb, quantity, method=m, **{key: hi}), arm(rb, quantity, method=m, **{key: lo})
-                out.append(_better(b, f"{pv.method_label(m)} {_cond(key, hi)} vs {_cond(key, lo)}", quantity, x, y))
-        return out
+    def build(b, rb, present):
+        for m in [m for m in present if m not in exclude]:
+            x, y = arm(rb, quantity, method=m, **{key: hi}), arm(rb, quantity, method=m, **{key: lo})
+            yield _better(b, f"{pv.method_label(m)} {_cond(key, hi)} vs {_cond(key, lo)}", quantity, x, y)
 
     return build
 
@@ -297,17 +282,14 @@ def changes_less(quantity: str, key: str, lo: float, hi: float, method: str, oth
             return {s: 100 * (1 - z[s] / a[s]) for s in set(a) & set(z) if a[s]}
         return {s: abs(z[s] - a[s]) for s in set(a) & set(z)}
 
-    def build(runs):
-        out = []
-        for b, rb, present in _benchmarks(runs):
-            if method not in present:
-                continue
-            mine = change(rb, method)
-            for o in [m for m in (others or present) if m in present and m not in (method, "joint", "online")]:
-                what = "decline (%)" if relative else "abs. change"
-                label = f"{pv.method_label(o)} vs {pv.method_label(method)}: {what} of {QUANTITIES[quantity].label}, {_cond(key, lo)} → {_cond(key, hi)}"
-                out.append(Comparison(b, label, paired(change(rb, o), mine)))
-        return out
+    def build(b, rb, present):
+        if method not in present:
+            return
+        mine = change(rb, method)
+        for o in [m for m in (others or present) if m in present and m not in (method, "joint", "online")]:
+            what = "decline (%)" if relative else "abs. change"
+            label = f"{pv.method_label(o)} vs {pv.method_label(method)}: {what} of {QUANTITIES[quantity].label}, {_cond(key, lo)} → {_cond(key, hi)}"
+            yield Comparison(b, label, paired(change(rb, o), mine))
 
     return build
 
@@ -381,7 +363,11 @@ def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True, benchmarks
     out = []
     for r in order_readings(base["reading"]):
         sel = select(base[base["reading"] == r], **claim.at)
-        out.append(Judged(claim, r, claim.build(sel) if not sel.empty else [], family_wise))
+        comparisons = []
+        for b in pv.order_benchmarks(sel["benchmark"]):
+            rb = sel[sel["benchmark"] == b]
+            comparisons += claim.build(b, rb, pv.order_methods(rb["method"]))
+        out.append(Judged(claim, r, comparisons, family_wise))
     return out
 
 
@@ -432,9 +418,10 @@ def check_quote(q: pv.Quote, runs: pd.DataFrame, reading: str) -> QuoteCheck:
     return QuoteCheck(q, reading, one_sample(vals), f"{q.kind} of {desc} vs {vs}, per seed")
 
 
-def check_quotes(experiments: dict) -> list[QuoteCheck]:
+def check_quotes(experiments: dict, quotes=pv.QUOTES) -> list[QuoteCheck]:
+    """Each quoted number whose experiment has runs on its benchmark, per reading (those with a run)."""
     out = []
-    for q in pv.QUOTES:
+    for q in quotes:
         exp = experiments.get(q.experiment)
         if exp is None or exp.empty or q.benchmark not in set(exp.runs["benchmark"]):
             continue

@@ -22,20 +22,20 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from clsuite.analysis import cells as cl
 from clsuite.analysis import choices as ch
+from clsuite.analysis import claims
 from clsuite.analysis import figures as fg
 from clsuite.analysis import machines as mc
 from clsuite.analysis import noise as nz
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.claims import CLAIMS, check_quote, check_quotes, judge, judge_all
+from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
 from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
@@ -97,76 +97,6 @@ def memory_axis(runs: pd.DataFrame) -> str:
     return f"memory size M (samples {memory_unit(runs)})"
 
 
-def _memory(e: Experiment, out: Path, s: pd.DataFrame, fig=("Fig. 5", "Fig. 6"), what="") -> Built:
-    unit = memory_unit(e.runs)
-    tables = [
-        tb.pivot(s, f"{fig[0]}{what}: Acc (%) against M ({unit})", "acc", "memory"),
-        tb.pivot(s, f"{fig[1]}{what}: BWT (% points) against M ({unit})", "bwt", "memory"),
-    ]
-    stem, figs = "fig11_ablation" if what else "fig5_fig6_memory", []
-    for r, sr, t, x in _readings(s):
-        axis = memory_axis(e.runs if r is None else e.runs[e.runs["reading"] == r])
-        for q, name, f in (("acc", "averaged test accuracy", fig[0]), ("bwt", "backward transfer", fig[1])):
-            title = f"{f}{what}: {name} against the memory size M{t}"
-            figs += fg.vs_condition(sr, q, "memory", title, out / f"{stem}_{q}{x}", xlabel=axis)
-    return tables, figs
-
-
-def _first_task_figs(e: Experiment, title: str, stem: Path, by: str = "method") -> list[Path]:
-    """Task 1's accuracy through the stream (``fg.first_task``), a figure per reading."""
-    return [
-        p for _, runs, t, x in _readings(e.runs) for p in fg.first_task(runs, f"{title}{t}", Path(f"{stem}{x}"), by)
-    ]
-
-
-def _first_task(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    tables = [
-        tb.pivot(s, "Fig. 7: accuracy on task 1 after the last task (%)", "first_task_final", None),
-        tb.pivot(s, "Fig. 7: drop of the accuracy on task 1, after task 1 minus after the last task (% points)",
-                 "first_task_drop", None),
-    ]  # fmt: skip
-    return tables, _first_task_figs(e, "Fig. 7: accuracy on task 1 as the tasks are learned", out / "fig7_first_task")
-
-
-def _tau(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    tables = [
-        tb.pivot(s, "Fig. 10a: AdaER's Acc (%) against τ", "acc", None, row_key="tau"),
-        tb.pivot(s, "Fig. 10b-c: AdaER's task-1 accuracy after the last task (%) against τ", "first_task_final", None,
-                 row_key="tau"),
-    ]  # fmt: skip
-    figs = []
-    for _, sr, t, x in _readings(s):
-        figs += fg.levels(sr, "acc", "tau", f"Fig. 10a: AdaER's averaged test accuracy against τ{t}",
-                          out / f"fig10a_tau_acc{x}")  # fmt: skip
-    figs += _first_task_figs(e, "Fig. 10b-c: AdaER's accuracy on task 1 for each τ", out / "fig10bc_tau_first_task",
-                             by="tau")  # fmt: skip
-    return tables, figs
-
-
-def _imbalance(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
-    tables = [tb.pivot(s, "Fig. 9: Acc (%) against the imbalance λ", "acc", "lambda")]
-    figs = []
-    for _, sr, t, x in _readings(s):
-        figs += fg.bars(sr, "acc", f"Fig. 9a: averaged test accuracy at λ = 0.5{t}", out / f"fig9a_imbalance_05{x}",
-                        **{"lambda": 0.5})  # fmt: skip
-        figs += fg.vs_condition(sr, "acc", "lambda", f"Fig. 9b-c: averaged test accuracy against λ{t}",
-                                out / f"fig9bc_imbalance{x}")  # fmt: skip
-    return tables, figs
-
-
-def _cifar100(e: Experiment, out: Path, s: pd.DataFrame, fig: str = "Fig. 8") -> Built:
-    tables = [tb.adhoc(s, f"{fig}: split-CIFAR100"), tb.pivot(s, f"{fig}: task-1 accuracy after the last task (%)",
-                                                              "first_task_final", None)]  # fmt: skip
-    stem = fig.lower().replace(". ", "").replace(" ", "_")
-    figs = []
-    for _, sr, t, x in _readings(s):
-        figs += fg.bars(
-            sr, "acc", f"{fig}a: averaged test accuracy on split-CIFAR100{t}", out / f"{stem}a_cifar100_acc{x}"
-        )
-    figs += _first_task_figs(e, f"{fig}b: accuracy on task 1 of split-CIFAR100", out / f"{stem}b_cifar100_first_task")
-    return tables, figs
-
-
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
     different key per method, which no grouping key shows)."""
@@ -178,10 +108,34 @@ def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
 
 
 @dataclass(frozen=True)
+class Pivot:
+    """A table of one quantity against a condition (``tables.pivot``); ``{unit}`` in its title: M's unit."""
+
+    title: str
+    quantity: str
+    col_key: str | None = None
+    row_key: str = "method"
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A figure per reading (:func:`_readings`): ``draw(that reading's summary, *args, title, stem, **kw)``;
+    ``figures.first_task`` draws from the runs. An M axis says the unit of M in the reading's runs."""
+
+    draw: Callable[..., list[Path]]
+    title: str
+    stem: str  # the file name, less the reading and the format
+    args: tuple = ()
+    kw: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
 class Section:
     experiment: str  # its folder: multirun/<experiment>/
     title: str
-    build: Callable[[Experiment, Path, pd.DataFrame], Built]
+    tables: tuple[Pivot | str, ...] = ()  # a str: a plain table of every setting (tables.adhoc), so titled
+    figures: tuple[Plot, ...] = ()
+    layout: Callable[[Experiment, Path, pd.DataFrame], Built] | None = None  # one of its own instead (Table II's)
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
     claims_on: str | None = None  # a benchmark on other data than the paper's: its claims judged apart
@@ -194,24 +148,74 @@ class Section:
         args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
         return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
 
+    def build(self, e: Experiment, out: Path, s: pd.DataFrame) -> Built:
+        """Its tables, then its figures: those of the summary for each reading in turn, then those of the runs."""
+        if self.layout:
+            return self.layout(e, out, s)
+        unit, figs = memory_unit(e.runs), []
+        tables = [
+            tb.adhoc(s, t) if isinstance(t, str) else tb.pivot(s, t.title.format(unit=unit), t.quantity, t.col_key,
+                                                               t.row_key)
+            for t in self.tables
+        ]  # fmt: skip
+        for of_runs in (False, True):
+            for r, data, t, x in _readings(e.runs if of_runs else s):
+                for p in [p for p in self.figures if (p.draw is fg.first_task) == of_runs]:
+                    runs = e.runs[e.runs["reading"] == r] if r else e.runs
+                    m = {"xlabel": memory_axis(runs)} if "memory" in p.args else {}
+                    figs += p.draw(data, *p.args, f"{p.title}{t}", out / f"{p.stem}{x}", **p.kw, **m)
+        return tables, figs
+
+
+def _memory(fig5: str, fig6: str, what: str, stem: str) -> dict:
+    """Figs. 5, 6 and 11: Acc and BWT against M."""
+    return {
+        "tables": (Pivot(f"{fig5}{what}: Acc (%) against M ({{unit}})", "acc", "memory"),
+                   Pivot(f"{fig6}{what}: BWT (% points) against M ({{unit}})", "bwt", "memory")),
+        "figures": tuple(Plot(fg.vs_condition, f"{f}{what}: {name} against the memory size M", f"{stem}_{q}", (q, "memory"))
+                         for q, name, f in (("acc", "averaged test accuracy", fig5), ("bwt", "backward transfer", fig6))),
+    }  # fmt: skip
+
+
+def _cifar100(fig: str, stem: str) -> dict:
+    """Figs. 8 and 12: Acc and task 1 on split-CIFAR100."""
+    return {
+        "tables": (f"{fig}: split-CIFAR100", Pivot(f"{fig}: task-1 accuracy after the last task (%)", "first_task_final")),
+        "figures": (Plot(fg.bars, f"{fig}a: averaged test accuracy on split-CIFAR100", f"{stem}a_cifar100_acc", ("acc",)),
+                    Plot(fg.first_task, f"{fig}b: accuracy on task 1 of split-CIFAR100", f"{stem}b_cifar100_first_task")),
+    }  # fmt: skip
+
 
 # Table II's CIFAR-10 row on the JPEG copy (issue 32): its folder, and the command that fills it.
 CIFAR10_JPEG = "i32_cifar10_jpeg"
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "3",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
+_CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
-    Section("table2", "Table II", _table2, run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading",
-                                                "paper_text,mir_code")),
-    Section("memory", "Memory size M (Figs. 5, 6)", _memory),
-    Section("first_task", "The first task through the stream (Fig. 7)", _first_task),
-    Section("tau", "τ (Fig. 10)", _tau),
-    Section("imbalance", "Imbalance λ (Fig. 9)", _imbalance),
+    Section("table2", "Table II", layout=_table2,
+            run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading", "paper_text,mir_code")),
+    Section("memory", "Memory size M (Figs. 5, 6)", **_memory("Fig. 5", "Fig. 6", "", "fig5_fig6_memory")),
+    Section("first_task", "The first task through the stream (Fig. 7)",
+            (Pivot("Fig. 7: accuracy on task 1 after the last task (%)", "first_task_final"),
+             Pivot("Fig. 7: drop of the accuracy on task 1, after task 1 minus after the last task (% points)",
+                   "first_task_drop")),
+            (Plot(fg.first_task, "Fig. 7: accuracy on task 1 as the tasks are learned", "fig7_first_task"),)),
+    Section("tau", "τ (Fig. 10)",
+            (Pivot("Fig. 10a: AdaER's Acc (%) against τ", "acc", row_key="tau"),
+             Pivot("Fig. 10b-c: AdaER's task-1 accuracy after the last task (%) against τ", "first_task_final",
+                   row_key="tau")),
+            (Plot(fg.levels, "Fig. 10a: AdaER's averaged test accuracy against τ", "fig10a_tau_acc", ("acc", "tau")),
+             Plot(fg.first_task, "Fig. 10b-c: AdaER's accuracy on task 1 for each τ", "fig10bc_tau_first_task",
+                  kw={"by": "tau"}))),
+    Section("imbalance", "Imbalance λ (Fig. 9)", (Pivot("Fig. 9: Acc (%) against the imbalance λ", "acc", "lambda"),),
+            (Plot(fg.bars, "Fig. 9a: averaged test accuracy at λ = 0.5", "fig9a_imbalance_05", ("acc",), {"lambda": 0.5}),
+             Plot(fg.vs_condition, "Fig. 9b-c: averaged test accuracy against λ", "fig9bc_imbalance", ("acc", "lambda")))),
     Section("ablation", "Ablation: C-CMR and E-BRS over M (Fig. 11)",
-            partial(_memory, fig=("Fig. 11 (ablation)", "Ablation"), what=", C-CMR and E-BRS against ER, MIR, AdaER")),
-    Section("cifar100", "split-CIFAR100 (Fig. 8)", _cifar100, optional=True, needs="the CIFAR-100 files"),
-    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)", partial(_cifar100, fig="Fig. 12 (ablation)"), optional=True,
-            needs="the CIFAR-100 files"),
-    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", _table2,
+            **_memory("Fig. 11 (ablation)", "Ablation", ", C-CMR and E-BRS against ER, MIR, AdaER", "fig11_ablation")),
+    Section("cifar100", "split-CIFAR100 (Fig. 8)", **_cifar100("Fig. 8", "fig8"), optional=True, needs=_CIFAR100),
+    Section("ablation_cifar100", "Ablation on split-CIFAR100 (Fig. 12)",
+            **_cifar100("Fig. 12 (ablation)", "fig12_(ablation)"), optional=True, needs=_CIFAR100),
+    Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data", layout=_table2,
             optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
             claims_on="split_cifar10_jpeg", run=_JPEG_RUN, nice=True),
 )  # fmt: skip
@@ -324,14 +328,12 @@ def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
     if judged:
         out += [f"The paper's claims on {label} (paired by seed, 95% t intervals; the rules of section "
                 f"{len(SECTIONS) + 1}):", "", tb.claims_markdown(judged)]  # fmt: skip
-    checks = []
-    for q in pv.QUOTES:
-        table2_like = set(q.at) <= {"memory"} and q.at.get("memory", 100) == 100 and set(q.vs or {}) <= {"method"}
-        if q.benchmark == ref and q.experiment in ("table2", "first_task", "ablation") and table2_like:
-            mine = replace(q, benchmark=bench)
-            checks += [check_quote(mine, runs, r) for r in order_readings(runs["reading"])]
-    checks = [c for c in checks if c.ours.n]
-    if checks:
+    table2_like = [  # quoted for the official data, from runs of Table II's conditions
+        replace(q, benchmark=bench, experiment=e.name) for q in pv.QUOTES
+        if q.benchmark == ref and q.experiment in ("table2", "first_task", "ablation") and set(q.at) <= {"memory"}
+        and q.at.get("memory", 100) == 100 and set(q.vs or {}) <= {"method"}
+    ]  # fmt: skip
+    if checks := check_quotes({e.name: e}, table2_like):
         t = tb.quotes(checks)
         t.title = f"The paper's numbers quoted for {ref_label} (official data), beside ours on {label}"
         out.append(t.markdown())
@@ -492,15 +494,8 @@ NUMERICS_INTRO = (
 
 def _rules() -> str:
     """The verdict rules, as stated in clsuite.analysis.claims."""
-    from clsuite.analysis import claims
-
-    doc = claims.__doc__ or ""
-    return (
-        doc[doc.index("Rules") : doc.index("The paper's numbers quoted")]
-        .strip()
-        .replace("``", "`")
-        .replace(":func:", "")
-    )
+    rules = claims.__doc__[claims.__doc__.index("Rules") : claims.__doc__.index("The paper's numbers quoted")]
+    return rules.strip().replace("``", "`").replace(":func:", "")
 
 
 def _claim_json(j) -> dict:

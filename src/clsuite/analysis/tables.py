@@ -1,22 +1,13 @@
-"""Tables from the summaries, written as Markdown and as LaTeX (booktabs).
+"""Tables from the summaries, written as Markdown and as LaTeX (booktabs); what each shows and why:
+docs/REPRODUCING.md ("Aggregation", "Report").
 
-- ``table2``: the paper's Table II, one table per benchmark: a row per method in the paper's order
-  (its horizontal rules kept), per metric one column per reading (``paper_text``, ``mir_code``,
-  ...) side by side, then the paper's value. Only runs under Table II's conditions (M = 100,
-  tau = 0.5, lambda = 0, no variant) enter it.
-- ``pivot``: one quantity against a condition (M, lambda) or tau, columns = benchmark x value;
-  the paper's Table II value in [brackets] in the cell of Table II's conditions.
-- ``adhoc``: any other sweep: a plain table of its swept axes (the grouping keys and config keys
-  that take several values, and always the benchmark and the reading), the mean ± std of every
-  quantity where n > 1, n, and the paper's Table II value in [brackets] in a row under Table II's
-  conditions.
-- ``claims`` / ``claim_details`` / ``quotes``: the verdicts with their intervals, every comparison
-  behind them, and the paper's quoted numbers beside ours; ``rule_change``: the verdicts that the
-  family-wise control of "contradicted" (``claims``, rule 4) moves, and why.
-- ``status``: finished, failed, missing, outside the grid, duplicates, code versions, environments.
+- ``table2``: the paper's Table II, a table per benchmark, the readings side by side, the paper's value beside;
+- ``pivot``: one quantity against a condition (M, lambda) or tau; ``adhoc``: any other sweep, a row per setting;
+- ``claims``, ``claim_details``, ``rule_change``, ``verdicts``, ``quotes``: the claims judged by
+  ``clsuite.analysis.claims`` (its rules) and the paper's quoted numbers beside ours;
+- ``status_markdown``: finished, failed, missing, outside the grid, duplicates, code versions, environments.
 
-Cells are ``mean ± std`` (sample std over seeds); ``(n=k)`` where fewer seeds finished than in
-the rest of the table; ``N/A`` where a quantity is undefined (Joint's Forget); ``–`` where no run.
+Cells: ``mean ± std`` over seeds, ``(n=k)`` where fewer seeds finished, ``N/A`` undefined, ``–`` no run (:data:`NOTE`).
 """
 
 from __future__ import annotations
@@ -74,11 +65,11 @@ def paper_number(v) -> str:
     return "N/A" if v is None else f"{v:.1f}"
 
 
-def paper_cell(benchmark: str, method: str, quantity: str, cond: dict) -> float | str | None:
-    """The paper's Table II value when ``cond`` is Table II's condition, else ``""`` (no bracket)."""
+def paper_bracket(benchmark: str, method: str, quantity: str, cond: dict) -> str:
+    """`` [x]``: the paper's Table II value when ``cond`` is Table II's condition, else ``""``."""
     if quantity not in METRICS or method not in pv.TABLE2.get(benchmark, {}) or cond.get("variant"):
         return ""
-    return pv.table2_value(benchmark, method, quantity) if pv.under(cond) else ""
+    return f" [{paper_number(pv.table2_value(benchmark, method, quantity))}]" if pv.under(cond) else ""
 
 
 def _tex(s: str) -> str:
@@ -214,8 +205,8 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
         for b, v in cols:
             where = {k: r[k] for k in rk} | {"benchmark": b} | ({col_key: v} if col_key else {})
             c = _one(s, **where)
-            p = "" if c is None else paper_cell(b, r["method"], quantity, {k: c[k] for k in CONDITIONS})
-            row.append(_cell(c, quantity, n_all) + ("" if p == "" else f" [{paper_number(p)}]"))
+            p = "" if c is None else paper_bracket(b, r["method"], quantity, {k: c[k] for k in CONDITIONS})
+            row.append(_cell(c, quantity, n_all) + p)
             ns += [] if c is None else [int(c["n"])]
         t.add([*row, n_range(ns)])
     return t
@@ -274,10 +265,7 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
         lead = [_axis_cell(a, r[a]) for a in axes]
         lead += [{"None": "–"}.get(v, v) for v in (r["_items"].get(k, "None") for k in extra)]
         cond = {k: r[k] for k in CONDITIONS} | {"variant": r["variant"] or r.get("overrides", "")}
-        cells = []
-        for q in qs:
-            p = paper_cell(r["benchmark"], r["method"], q, cond)
-            cells.append(fmt(r[f"{q}_mean"], r[f"{q}_std"]) + ("" if p == "" else f" [{paper_number(p)}]"))
+        cells = [fmt(r[f"{q}_mean"], r[f"{q}_std"]) + paper_bracket(r["benchmark"], r["method"], q, cond) for q in qs]
         t.add([*lead, *cells, fmt(r["wall_time_s_mean"], digits=0), r["n"]])
     return t
 
