@@ -78,6 +78,11 @@ def main() -> int:
         return child(argparse.Namespace(**json.loads(args.child)))
     if args.device == "cuda" and args.measure != "stream":
         return fail(f"--device cuda measures the stream only (--measure stream), not --measure {args.measure}")
+    if args.device == "cuda":
+        import torch  # (only here: the driver imports no torch on the CPU)
+
+        if not torch.cuda.is_available():
+            return fail(f"--device cuda, but torch {torch.__version__} sees no CUDA device; valid here: --device cpu")
     trees = [t.split("=", 1) if "=" in t else ["new", t] for t in args.src or [str(args.root)]]
     trees = [(name, src_dir(Path(path))) for name, path in trees]
     conf = trees[0][1].parent / "conf"
@@ -542,12 +547,8 @@ def sync_log():
 
 
 def setup_stream(args):
-    import torch
-
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data"))
     cuda = args.device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        raise SystemExit("error: no CUDA device (use --device cpu)")
     args.profile &= args.profile_only in (None, args.variant["version"])
     return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], (
         lambda r, benchmark, method: time_one(args, benchmark, method, cuda)

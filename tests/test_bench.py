@@ -9,6 +9,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,8 @@ def bench_module():
     return module
 
 
-def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, cwd=cwd)
+def run(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 @pytest.mark.parametrize(
@@ -36,10 +37,11 @@ def run(*args, cwd=ROOT):
         (["--methods", "er", "nope"], "error: unknown method(s) nope; valid: "),
         (["--measure", "stream", "--benchmarks", "split_mnist,mnist"], "error: unknown benchmark(s) mnist; valid: "),
         (["--device", "cuda", "--measure", "jobs"], "error: --device cuda measures the stream only"),
+        (["--device", "cuda", "--benchmark", "synthetic"], "error: --device cuda, but torch "),  # no GPU seen
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(args, line):
-    p = run(*args)
+    p = run(*args, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr.startswith(line) and len(p.stderr.splitlines()) == 1, p.stderr
 
