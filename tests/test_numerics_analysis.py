@@ -140,3 +140,16 @@ def test_each_kernel_set_judges_the_comparison_and_a_changed_outcome_is_flagged(
     same = nz.outcomes_table(runs({("adaer", "A"): [93.0, 94.0, 95.0], ("adaer", "B"): [93.5, 94.0, 95.0],
                                    ("mir", "A"): [90.0] * 3, ("mir", "B"): [90.0] * 3}), pairs=(("adaer", "mir"),))  # fmt: skip
     assert not same["moves"].any()
+
+
+def test_the_report_reads_the_other_machines_once(monkeypatch):
+    """The report asks for the fragile claims (its verdict table) and for the subsection: one reading."""
+    read = []
+    real = mc.read_report
+    monkeypatch.setattr(mc, "read_report", lambda p: read.append(p) or real(p))
+    experiments: dict = {}
+    fragile = mc.fragile_claims(experiments, DOCS)
+    lines = mc.markdown(experiments, DOCS)
+    assert len(read) == 1 and fragile == set() and any("Table II verdicts per machine" in x for x in lines)
+    mc.markdown({}, DOCS)  # other experiments: read again
+    assert len(read) == 2
