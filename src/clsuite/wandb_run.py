@@ -68,12 +68,8 @@ def swept_keys(overrides) -> dict[str, str]:
 
 
 def describe(cfg: dict, overrides=()) -> dict:
-    """W&B name, group, job_type and tags of a run of ``cfg`` (a resolved config as a dict).
-
-    ``overrides`` (the job's Hydra overrides, or its folder name split at commas) adds every
-    other key the sweep or the command line set (``batch_size=10``, ...) to the name, the tags
-    and the group: runs that differ in anything but the seed never share a group.
-    """
+    """W&B name, group, job_type and tags of a run of ``cfg`` (a resolved config as a dict), every key
+    ``overrides`` set (:func:`swept_keys`) included (docs/WANDB.md)."""
     method = cfg.get("method") or {}
     known = "replay" in method or "update" in method  # a results file written without them: name every key
     has_memory = not known or bool(method.get("replay") or method.get("update"))  # Online, Joint, oEWC, SI: none
@@ -134,24 +130,18 @@ def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
     return content_sha is not None and m.get("sha256") == content_sha and m.get("mode") == mode
 
 
-def supersede(out_dir) -> None:
-    """Move the folder's earlier W&B runs into ``wandb/superseded/`` (kept, but not synced by
-    ``wandb sync <job>/wandb/offline-run-*``): a folder's runs mirror its current results only."""
-    d = Path(out_dir) / "wandb"
-    old = [p for p in d.glob("*run-*") if p.is_dir() and not p.is_symlink()] if d.is_dir() else []
-    for p in old:
-        (d / "superseded").mkdir(exist_ok=True)
-        os.replace(p, d / "superseded" / p.name)
-    (d / MIRROR_FILE).unlink(missing_ok=True)
-
-
 def open_run(out_dir, settings: dict, **init):
-    """A W&B run in ``<out_dir>/wandb/`` (``settings``: project, entity, mode); the folder's earlier
-    runs superseded first."""
+    """A W&B run in ``<out_dir>/wandb/`` (``settings``: project, entity, mode). The folder's earlier
+    runs move to ``wandb/superseded/`` first (kept, but not synced by ``wandb sync
+    <job>/wandb/offline-run-*``): a folder's runs mirror its current results only."""
     import wandb
 
     os.environ.setdefault("WANDB_SILENT", "true")
-    supersede(out_dir)
+    d = Path(out_dir) / "wandb"
+    for p in [p for p in d.glob("*run-*") if p.is_dir() and not p.is_symlink()]:  # (none without d)
+        (d / "superseded").mkdir(exist_ok=True)
+        os.replace(p, d / "superseded" / p.name)
+    (d / MIRROR_FILE).unlink(missing_ok=True)
     return wandb.init(**settings, dir=str(out_dir), reinit="create_new", **init)
 
 
@@ -230,12 +220,8 @@ CSV_FILE = Path("csv") / "metrics.csv"  # clsuite.loggers: the CSV logger's outp
 
 
 def csv_history(out_dir, res: dict) -> list[dict]:
-    """The loss rows (``train/step``, ``train/loss``, its parts) the run logged to ``csv/metrics.csv``.
-
-    Only when the file belongs to these results: its per-task rows (``acc/seen``) must be the
-    rows of R the results hold, and its steps within the run's; else (no file, another run's
-    file, a run logged with logger=none) no rows.
-    """
+    """The loss rows (``train/step``, ``train/loss``, its parts) the run logged to ``csv/metrics.csv``,
+    when that file's per-task rows are these results' rows of R and its steps within the run's."""
     import csv
 
     try:
@@ -261,12 +247,8 @@ def csv_history(out_dir, res: dict) -> list[dict]:
 
 
 def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cfg=None) -> bool:
-    """A W&B run for a job that did not train (skipped, reused, synced), from its results file.
-
-    Replays the loss rows its run logged (:func:`csv_history`) on the ``train/step`` axis and the
-    rows of R on the ``task`` axis, then :func:`log_results`. Does nothing when the results file
-    is missing or this grid point already has a W&B run. Returns whether it logged.
-    """
+    """A W&B run for a job that did not train (step 2), unless the results file is missing or already
+    mirrored. Returns whether it logged."""
     res, sha = sealed(out_dir)
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
     mode = wandb_settings(lc)["mode"]
@@ -280,10 +262,8 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
 
 
 def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
-    """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb.
-
-    A W&B failure (no network in online mode, ...) is a warning: the job's results stand.
-    """
+    """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb; a
+    W&B failure (no network in online mode, ...) is a warning: the job's results stand."""
     if cfg.logger.name != "wandb":
         return
     from omegaconf import OmegaConf

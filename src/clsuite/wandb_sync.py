@@ -5,17 +5,14 @@
 
 What the runs hold, where they are written and how they are uploaded: docs/WANDB.md.
 
-1. Every results file the report reads (``clsuite.analysis.load.read_runs``: sealed, the grid's own
-   run) and no W&B run mirrors yet gets one (``clsuite.wandb_run.log_from_results``, ``source:
-   synced``); the files left out are named, never synced.
-2. The aggregate run (:func:`log_experiment`): ``clsuite.analysis.report.aggregate`` writes
-   ``results/<experiment>/`` and the run logs what it made (:func:`aggregate_outputs`), so W&B and
-   the report cannot disagree. A sweep under logger=wandb ends with this command in a child process
-   (``clsuite.wandb_run.log_sweep_aggregate``: the analysis sits above the sweep).
+1. every results file the report reads (``clsuite.analysis.load.read_runs``) and no W&B run mirrors
+   yet gets one (``clsuite.wandb_run.log_from_results``, ``source: synced``); the others are named;
+2. the aggregate run (:func:`log_experiment`) logs what ``clsuite.analysis.report.aggregate`` wrote
+   (:func:`aggregate_outputs`). A sweep under logger=wandb ends with this command in a child process.
 
-:func:`read_offline_run` decodes an offline run (the record log of ``run-<id>.wandb``) without
-network, for the tests and ``--check``. By hand: the installed wandb (0.31) reads these files only
-in its Go core (its Python ``DataStore`` reader is gone) and has no command that prints them.
+:func:`read_offline_run` decodes an offline run without network, for the tests and ``--check``. By
+hand: the installed wandb (0.31) reads these files only in its Go core (its Python ``DataStore``
+reader is gone) and has no command that prints them.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ import os
 import re
 import struct
 import sys
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
 
 from clsuite.config import ConfigError, wandb_settings
@@ -64,11 +61,8 @@ def aggregate_outputs(built: dict) -> dict:
 
 
 def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Path | None:
-    """The aggregate W&B run of an experiment: ``aggregate`` of ``exp_dir`` into
-    ``out_root/<its name>/``, and :func:`aggregate_outputs` logged from there.
-
-    Its id hashes the runs' identities and metrics, so an unchanged experiment is logged once.
-    """
+    """The aggregate W&B run of an experiment (``aggregate`` of ``exp_dir`` into ``out_root/<its name>/``),
+    logged once while its runs' identities and metrics stay the same."""
     from clsuite.analysis.defaults import caption, fixed_settings
     from clsuite.analysis.load import load_runs
     from clsuite.analysis.report import aggregate
@@ -197,10 +191,7 @@ def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
     exp_dir = Path(multirun_dir) / experiment
     runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
     ids = {r["id"] for r in runs}
-    groups, sources = defaultdict(int), defaultdict(int)
-    for r in runs:
-        groups[r["group"]] += 1
-        sources[r["config"].get("source")] += 1
+    groups, sources = Counter(r["group"] for r in runs), Counter(r["config"].get("source") for r in runs)
     dirs = list(grid_jobs(exp_dir) or {})
     covered = sum(bool(offline_runs(exp_dir / d)) for d in dirs)
     lines = [

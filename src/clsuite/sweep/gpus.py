@@ -16,13 +16,6 @@ from pathlib import Path
 from clsuite.home import gpu_count, jobs_per_gpu
 from clsuite.sweep.job import env_flag
 
-
-def _lock_dir() -> Path:
-    d = os.environ.get("CLSUITE_GPU_LOCK_DIR")
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(d) if d else Path(tempfile.gettempdir()) / f"clsuite-gpu-locks-{uid}"
-
-
 _HELD: list[int] = []  # GPU slots held by this process (CLSUITE_GPU then comes from the pool)
 
 
@@ -38,13 +31,9 @@ def _pool_wanted(trainer_cfg) -> bool:
 
 @contextlib.contextmanager
 def gpu_slot(trainer_cfg=None, job_num: int = 0, poll_s: float = 2.0):
-    """Hold a free GPU slot (GPU g, slot s) for the duration; sets ``CLSUITE_GPU=g``.
-
-    Slots are lock files ``gpu<g>.<s>.lock`` in a machine-wide folder, so parallel sweeps on one
-    machine share the pool; ``flock`` is released by the kernel when a job dies. Free GPUs are
-    filled before a second slot of a GPU is used, starting at GPU ``job_num % n``. Yields the
-    GPU index, or None when the pool is off (not under launcher=joblib, a device chosen, no GPU).
-    """
+    """Hold a free slot ``gpu<g>.<s>.lock`` for the duration (``CLSUITE_GPU=g``): free GPUs first,
+    starting at GPU ``job_num % n``. Yields g, or None when the pool is off (not under launcher=joblib,
+    a device chosen, no GPU)."""
     if not _pool_wanted(trainer_cfg):
         yield None
         return
@@ -54,7 +43,7 @@ def gpu_slot(trainer_cfg=None, job_num: int = 0, poll_s: float = 2.0):
         return
     import fcntl
 
-    d = _lock_dir()
+    d = Path(os.environ.get("CLSUITE_GPU_LOCK_DIR") or Path(tempfile.gettempdir()) / f"clsuite-gpu-locks-{os.getuid()}")
     d.mkdir(parents=True, exist_ok=True)
     order = [(s, (job_num + i) % n) for s in range(jobs_per_gpu()) for i in range(n)]
     waited = False

@@ -32,12 +32,9 @@ def was_validated(batch) -> bool:
 
 
 def expand_grid(config: DictConfig) -> list[dict]:
-    """The jobs a multirun will launch: ``[{"overrides": [...], "dir": <subdir>}, ...]``.
-
-    Same expansion as Hydra's basic sweeper: ``hydra.sweeper.params`` first, then the
-    command-line overrides (which win on the same key), cartesian product in that key order.
-    ``dir`` is the job's folder name when ``hydra.sweep.subdir`` is the override dirname.
-    """
+    """The jobs a multirun will launch, ``[{"overrides": [...], "dir": <subdir>}, ...]``, as Hydra's basic
+    sweeper expands them (``hydra.sweeper.params``, then the command line's overrides, which win);
+    ``dir``: the job's folder name when ``hydra.sweep.subdir`` is the override dirname."""
     from hydra._internal.config_loader_impl import get_overrides_dirname
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra

@@ -70,10 +70,6 @@ class Job:
         self.results_path, self.failed_path = self.out_dir / RESULTS_FILE, self.out_dir / FAILED_FILE
         self.checkpoint_dir = self.out_dir / CHECKPOINT_DIR  # task-end checkpoints: a rerun resumes from them
 
-    def index_path(self) -> Path:
-        key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
-        return self.sweep_dir.parent / INDEX_DIR / f"{key}.json"
-
     def expected(self) -> dict:
         if self.identity is None:
             self.identity = ident.expected(self.cfg)
@@ -124,7 +120,8 @@ class Job:
         print(f"rerun {self.name}: {detail}; old results kept as {stale.name}", file=sys.stderr)
 
     def _reuse(self) -> tuple[dict, str] | None:
-        entry = read_object(self.index_path())
+        key = self.hash if self.mode == "config_only" else self.expected()["key"][:20]
+        entry = read_object(self.sweep_dir.parent / INDEX_DIR / f"{key}.json")
         if not entry or not isinstance(entry.get("path"), str):
             return None
         src = Path(entry["path"])

@@ -11,6 +11,7 @@ interrupted.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from clsuite.identity import config_hash
@@ -36,24 +37,14 @@ def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
     return "failed", "left no results and no failure record (its files could not be written?)"
 
 
-def _log(sweep_dir: Path, sweep_id: str | None) -> tuple[dict, dict, list[str]]:
-    counts = {"ran": 0, "skipped": 0, "reused": 0, "busy": 0, "interrupted": 0, "failed": 0}
-    reasons: dict[str, int] = {}
-    failed: list[str] = []
-    for rec in read_log(sweep_dir, sweep_id):
-        status = str(rec.get("status"))
-        counts[status] = counts.get(status, 0) + 1
-        for r in rec.get("reasons") or ():
-            reasons[r] = reasons.get(r, 0) + 1
-        if status in ("failed", "interrupted"):
-            failed.append(f"{rec.get('job')}: {rec.get('error', '')}")
-    return counts, reasons, failed
-
-
 def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = None) -> dict:
     """Counts of the jobs of one sweep invocation (module docstring) and why jobs reran (``reruns``)."""
     sweep_dir = Path(sweep_dir)
-    counts, reasons, failed = _log(sweep_dir, sweep_id)
+    log = read_log(sweep_dir, sweep_id)
+    counts = dict.fromkeys(("ran", "skipped", "reused", "busy", "interrupted", "failed"), 0)
+    counts.update(Counter(str(rec.get("status")) for rec in log))
+    failed = [f"{r.get('job')}: {r.get('error', '')}" for r in log if str(r.get("status")) in ("failed", "interrupted")]
+    reasons = dict(Counter(r for rec in log for r in rec.get("reasons") or ()))
     out = {**counts, "reruns": reasons, "failed_jobs": failed, "sweep_dir": str(sweep_dir)}
     dirs = [g["dir"] for g in grid or () if g.get("dir")]
     if grid is not None and len(dirs) == len(grid):
