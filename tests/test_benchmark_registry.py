@@ -99,6 +99,23 @@ def test_a_benchmark_from_a_yaml_and_a_reader_outside_src(tmp_path, reader_in_th
         api.compose([*overrides, "benchmark.n_tasks=3"])
 
 
+def test_the_source_is_looked_up_once_per_check_and_once_per_run(tmp_path, reader_in_this_test, monkeypatch):
+    """The config check binds the benchmark's source once (its sizes, then its files; also when
+    train_per_class is null and the memory rule needs the source's size), the run's build once (the
+    data module reads it, the identity hashes its files): none of them looks it up again."""
+    data = tmp_path / "data"
+    write_data(data)
+    overrides = [f"hydra.searchpath=[file://{conf_dir(tmp_path, 'tiny_npz')}]", "benchmark=tiny_npz", *FAST]
+    overrides += [f"data.root={data}", "benchmark.train_per_class=null"]
+    looked_up, get = [], sources.get
+    monkeypatch.setattr(sources, "get", lambda source: looked_up.append(source) or get(source))
+    cfg = api.compose(overrides)
+    assert looked_up == ["tiny_npz"]
+    res = api.run(cfg, tmp_path / "run")  # (api.run validates a composed config again: one more check)
+    assert looked_up == ["tiny_npz"] * 3 and res["steps_per_task"] == [2 * 40 // 10] * 2
+    assert set(res["identity"]["data"]["files"]) == {"tiny/data.npz"}
+
+
 def test_an_unknown_source_lists_the_registered_ones(tmp_path):
     extra = conf_dir(tmp_path, "nope")
     with pytest.raises(ConfigError, match=r"^unknown benchmark.source 'nope'; valid choices: MNIST, FashionMNIST"):

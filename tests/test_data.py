@@ -13,6 +13,7 @@ import torch
 from clsuite.data.benchmarks import split_tasks
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.data.files import DataError, load_cifar, load_mnist_like
+from clsuite.data.sources import bind
 from clsuite.models.nets import build_model
 from tests.conftest import make_cfg
 
@@ -59,7 +60,7 @@ def fake_cifar(root, name, n_classes, per_class_train, per_class_test):
 
 def datamodule(bench, root, **data):
     cfg = {"root": str(root), "verify_md5": False, **data}
-    return ContinualDataModule(bench, cfg, seed=data.pop("seed", 0) if "seed" in data else 0).prepare()
+    return ContinualDataModule(bind(bench), cfg, seed=data.pop("seed", 0) if "seed" in data else 0).prepare()
 
 
 @pytest.mark.parametrize("name,source", [("split_mnist", "MNIST"), ("split_fmnist", "FashionMNIST")])
@@ -106,8 +107,8 @@ def test_random_class_order_is_a_seeded_permutation(tmp_path):
 def test_samples_drawn_with_the_seed(tmp_path):
     fake_mnist(tmp_path, "MNIST")
     bench = BENCH["split_mnist"]
-    a = ContinualDataModule(bench, {"root": str(tmp_path), "verify_md5": False}, seed=0).prepare()
-    b = ContinualDataModule(bench, {"root": str(tmp_path), "verify_md5": False}, seed=1).prepare()
+    a = ContinualDataModule(bind(bench), {"root": str(tmp_path), "verify_md5": False}, seed=0).prepare()
+    b = ContinualDataModule(bind(bench), {"root": str(tmp_path), "verify_md5": False}, seed=1).prepare()
     assert not torch.equal(a.tasks[0].train[0], b.tasks[0].train[0])
 
 
@@ -134,7 +135,7 @@ def test_imbalance_lambda_shrinks_one_class_per_task(tmp_path, lam, semantics, e
 def test_domain_il_maps_labels_to_position_in_task(tmp_path):
     fake_mnist(tmp_path, "MNIST")
     dm = ContinualDataModule(
-        BENCH["split_mnist"], {"root": str(tmp_path), "verify_md5": False}, scenario="domain_il"
+        bind(BENCH["split_mnist"]), {"root": str(tmp_path), "verify_md5": False}, scenario="domain_il"
     ).prepare()
     assert dm.num_classes == 2
     _, y, t = dm.split(3, "test")  # classes 6, 7 -> 0, 1

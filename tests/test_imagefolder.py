@@ -79,6 +79,11 @@ def bench(path: str, **opts) -> dict:
     return {"source": "image_folder", "image_folder": spec}
 
 
+def read(benchmark: dict, root, download: bool, verify: bool, cache_dir):
+    """The benchmark's arrays, as the data module reads them (its source bound, then read)."""
+    return sources.bind(benchmark).read(root, download, verify, cache_dir)
+
+
 @pytest.fixture(autouse=True)
 def fresh_memo():
     IF._MEMO.clear()
@@ -89,7 +94,7 @@ def fresh_memo():
 @pytest.mark.parametrize("kind", ["dir", "tar", "tar.gz"])
 def test_exact_pixels_labels_and_order(tmp_path, kind):
     arc = write_archive(tmp_path / "data" / "tiny", kind, members())
-    xtr, ytr, xte, yte = sources.read(bench(arc.name), tmp_path / "data", False, True, tmp_path / "cache")
+    xtr, ytr, xte, yte = read(bench(arc.name), tmp_path / "data", False, True, tmp_path / "cache")
     for (x, y), split in (((xtr, ytr), "train"), ((xte, yte), "test")):
         ex, ey = expected(split)
         assert x.dtype == np.uint8 and x.shape == ex.shape == (len(ey), 3, 4, 5)
@@ -100,17 +105,17 @@ def test_exact_pixels_labels_and_order(tmp_path, kind):
 
 def test_one_common_prefix_is_allowed_two_are_refused(tmp_path):
     arc = write_archive(tmp_path / "d" / "pre", "tar", {f"cifar/{k}": v for k, v in members().items()})
-    xtr = sources.read(bench(arc.name), tmp_path / "d", False, True, tmp_path / "c")[0]
+    xtr = read(bench(arc.name), tmp_path / "d", False, True, tmp_path / "c")[0]
     np.testing.assert_array_equal(xtr, expected("train")[0])
     both = {**{f"a/{k}": v for k, v in members().items()}, **{f"b/{k}": v for k, v in members().items()}}
     arc = write_archive(tmp_path / "d" / "two", "tar", both)
     with pytest.raises(DataError, match="under several folders"):
-        sources.read(bench(arc.name), tmp_path / "d", False, True, tmp_path / "c")
+        read(bench(arc.name), tmp_path / "d", False, True, tmp_path / "c")
 
 
 def test_grey_images_with_channels_1(tmp_path):
     arc = write_archive(tmp_path / "d" / "g", "tar", members())
-    xtr, _, _, _ = sources.read(bench(arc.name, channels=1), tmp_path / "d", False, True, tmp_path / "c")
+    xtr, _, _, _ = read(bench(arc.name, channels=1), tmp_path / "d", False, True, tmp_path / "c")
     rgb = expected("train")[0].astype(np.float64)
     grey = (rgb[:, 0] * 299 + rgb[:, 1] * 587 + rgb[:, 2] * 114) / 1000  # Pillow's L conversion (ITU-R 601-2)
     assert xtr.shape == (9, 1, 4, 5)
@@ -123,12 +128,12 @@ def test_the_cache_is_keyed_by_the_checksum_and_a_hit_decodes_nothing(tmp_path, 
     calls = []
     real = IF.decode
     monkeypatch.setattr(IF, "decode", lambda *a: calls.append(a) or real(*a))
-    first = sources.read(bench(arc.name), data, False, True, cache)
+    first = read(bench(arc.name), data, False, True, cache)
     (cached,) = (cache / "image_folder").glob("*.npz")
     assert cached.name.startswith(md5(arc) + "-") and len(calls) == 1
     IF._MEMO.clear()  # a new process: only the disk cache is left
     monkeypatch.setattr(IF, "decode", lambda *a: pytest.fail("decoded again despite the cache"))
-    again = sources.read(bench(arc.name), data, False, True, cache)
+    again = read(bench(arc.name), data, False, True, cache)
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     # another archive (one pixel changed) has another checksum: a miss, decoded, a second cache file
@@ -138,7 +143,7 @@ def test_the_cache_is_keyed_by_the_checksum_and_a_hit_decodes_nothing(tmp_path, 
     changed["train/ant/1.png"] = png(a)
     arc2 = write_archive(data / "tiny2", "tar.gz", changed)
     monkeypatch.setattr(IF, "decode", lambda *a: calls.append(a) or real(*a))
-    x2 = sources.read(bench(arc2.name), data, False, True, cache)[0]
+    x2 = read(bench(arc2.name), data, False, True, cache)[0]
     assert len(calls) == 2 and len(list((cache / "image_folder").glob("*.npz"))) == 2
     assert x2[0, 0, 0, 0] == first[0][0, 0, 0, 0] ^ 1
 
@@ -146,12 +151,12 @@ def test_the_cache_is_keyed_by_the_checksum_and_a_hit_decodes_nothing(tmp_path, 
 def test_a_damaged_cache_file_is_decoded_again_and_replaced(tmp_path):
     data, cache = tmp_path / "data", tmp_path / "cache"
     arc = write_archive(data / "tiny", "tar", members())
-    first = sources.read(bench(arc.name), data, False, True, cache)
+    first = read(bench(arc.name), data, False, True, cache)
     (cached,) = (cache / "image_folder").glob("*.npz")
     cached.write_bytes(cached.read_bytes()[:100])
     IF._MEMO.clear()
     with pytest.warns(UserWarning, match="unreadable"):
-        again = sources.read(bench(arc.name), data, False, True, cache)
+        again = read(bench(arc.name), data, False, True, cache)
     np.testing.assert_array_equal(first[0], again[0])
     IF._MEMO.clear()
     np.testing.assert_array_equal(IF._load_cached(cached, 3)[0], first[0])  # rewritten whole
@@ -163,7 +168,7 @@ def test_an_unwritable_cache_is_a_warning_not_a_lost_run(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would be")
     with pytest.warns(UserWarning, match="cache not written"):
-        x = sources.read(bench(arc.name), data, False, True, blocker)[0]
+        x = read(bench(arc.name), data, False, True, blocker)[0]
     np.testing.assert_array_equal(x, expected("train")[0])
 
 
@@ -180,29 +185,29 @@ def test_checks_md5_sizes_classes_and_image_sizes(tmp_path):
     data, cache = tmp_path / "data", tmp_path / "cache"
     arc = write_archive(data / "t", "tar", members())
     with pytest.raises(DataError, match=r"^corrupted data file .*t.tar: md5 [0-9a-f]{32}, expected 0+"):
-        sources.read(bench(arc.name, md5="0" * 32), data, False, True, cache)
-    sources.read(bench(arc.name, md5="0" * 32), data, False, False, cache)  # data.verify_md5=false
-    sources.read(bench(arc.name, md5=md5(arc)), data, False, True, cache)
+        read(bench(arc.name, md5="0" * 32), data, False, True, cache)
+    read(bench(arc.name, md5="0" * 32), data, False, False, cache)  # data.verify_md5=false
+    read(bench(arc.name, md5=md5(arc)), data, False, True, cache)
     with pytest.raises(DataError, match=r"has 3 classes, benchmark\.image_folder\.classes=4$"):
-        sources.read(bench(arc.name, classes=4), data, False, True, cache)
+        read(bench(arc.name, classes=4), data, False, True, cache)
     with pytest.raises(
         DataError, match=r"smallest training class has 3 images, benchmark\.image_folder\.train_per_class=2$"
     ):
-        sources.read(bench(arc.name, train_per_class=2), data, False, True, cache)
+        read(bench(arc.name, train_per_class=2), data, False, True, cache)
     with pytest.raises(DataError, match="missing image-folder archive"):
-        sources.read(bench("nope.tar"), data, False, True, cache)
+        read(bench("nope.tar"), data, False, True, cache)
     odd = {k: v for k, v in members().items() if not k.startswith("test/cat/")}
     with pytest.raises(DataError, match=r"train/ and test/ hold different classes \(cat\)"):
-        sources.read(bench(write_archive(data / "odd", "tar", odd).name), data, False, True, cache)
+        read(bench(write_archive(data / "odd", "tar", odd).name), data, False, True, cache)
     sizes = {**members(), "train/cat/7.png": png(pixels("train", "cat", "7.png", (6, 5)))}
     with pytest.raises(DataError, match=r"train/cat/7.png is \(6, 5\) \(H, W\), the first one \(4, 5\)"):
-        sources.read(bench(write_archive(data / "sz", "tar", sizes).name), data, False, True, cache)
+        read(bench(write_archive(data / "sz", "tar", sizes).name), data, False, True, cache)
     bad = {**members(), "test/ant/c.png": b"not a png"}
     with pytest.raises(DataError, match=r"undecodable image .*test/ant/c\.png"):
-        sources.read(bench(write_archive(data / "bad", "tar", bad).name), data, False, True, cache)
+        read(bench(write_archive(data / "bad", "tar", bad).name), data, False, True, cache)
     (data / "broken.tar.gz").write_bytes(b"\x1f\x8b garbage")
     with pytest.raises(DataError, match="unreadable image-folder archive"):
-        sources.read(bench("broken.tar.gz"), data, False, True, cache)
+        read(bench("broken.tar.gz"), data, False, True, cache)
 
 
 def test_directory_checksum_covers_names_and_contents(tmp_path):
@@ -271,7 +276,7 @@ def test_split_cifar10_jpeg_is_its_own_benchmark_and_split_cifar10_unchanged(tmp
     for k in ("n_tasks", "classes_per_task", "train_per_class", "backbone", "iters_per_batch"):
         assert jpeg[k] == official[k], k
     assert jpeg.image_folder.md5 == "0d11abded7da73ed95b60c470137a5e6"  # ../shared/datasets/README.md
-    assert sources.get("image_folder").file_list(dict(jpeg)) == ["CIFAR10-jpeg/cifar10-jpeg.tar.gz"]
+    assert sources.bind(dict(jpeg)).file_list() == ["CIFAR10-jpeg/cifar10-jpeg.tar.gz"]
     with pytest.raises(ConfigError, match=r"^unknown benchmark.image_folder.channels 2; valid choices: 1, 3$"):
         api.compose(["benchmark=split_cifar10_jpeg", "benchmark.image_folder.channels=2", f"data.root={tmp_path}"])
 
@@ -287,7 +292,7 @@ def test_the_shared_cifar10_jpeg_copy(tmp_path):
     """The real archive: 5,000 / 1,000 images per class in the official label order, the README's
     channel means (to 3 decimals), the md5 check."""
     b = dict(make_cfg("benchmark=split_cifar10_jpeg").benchmark)
-    xtr, ytr, xte, yte = sources.read(b, SHARED, False, True, tmp_path)
+    xtr, ytr, xte, yte = read(b, SHARED, False, True, tmp_path)
     assert xtr.shape == (50000, 3, 32, 32) and xte.shape == (10000, 3, 32, 32)
     assert np.bincount(ytr).tolist() == [5000] * 10 and np.bincount(yte).tolist() == [1000] * 10
     (arrays,) = IF._MEMO.values()

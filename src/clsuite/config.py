@@ -104,19 +104,18 @@ def check_names(cfg) -> None:
 def validate(cfg: DictConfig) -> None:
     """Every check a composed config must pass before a run; raises ``ConfigError`` (one line).
 
-    The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules),
-    W&B when it is required, then the data files the run will read (there, readable)."""
+    The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules, the
+    benchmark's source looked up once), W&B when it is required, then the files that source will
+    read (there, readable)."""
     check_names(cfg)
-    check(cfg)
+    source = check(cfg)
     logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
     if logger.get("name") == "wandb" and logger.get("required") and (why := cannot_start(logger)):
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
-    from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
+    if source.files is None:  # generated data: no files
+        return
     from clsuite.data.files import absent, unreadable
 
-    source = sources.get(cfg.benchmark.source)  # the files a source reads (none: generated); known: the schema
-    if source.files is None:
-        return
     d = cfg.data
     root = Path(str(d.root))
     if not d.download and not root.is_dir():
@@ -125,7 +124,7 @@ def validate(cfg: DictConfig) -> None:
             f"{cfg.benchmark.source}'s files (e.g. DATA_DIR=../shared/datasets), or pass data.download=true on a "
             "machine with network"
         )
-    rels = source.file_list(OmegaConf.to_container(cfg.benchmark, resolve=True))
+    rels = source.file_list()
     if problem := unreadable(root, rels, folders=source.folders):
         raise ConfigError(problem)
     if not d.download and (problem := absent(root, rels)):  # (data.download=true: fetched by the run)

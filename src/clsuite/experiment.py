@@ -40,6 +40,7 @@ from clsuite.checkpoint import (
 )
 from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
+from clsuite.data import sources
 from clsuite.data.datamodule import ContinualDataModule
 from clsuite.identity import identity, pin_threads, seal, threads_of
 from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
@@ -102,11 +103,12 @@ def _build(method_cfg, slot: str):
 
 
 def build(cfg: DictConfig):
-    """(datamodule, learner, device) from a composed config: the method's replay policy
+    """(datamodule, learner, device) from a composed config: the benchmark's source is looked up
+    once (``dm.source``, also the run's data identity); the method's replay policy
     (``method.replay``), update policy (``method.update``) and plugin (``method.plugin``)
     are instantiated from their config groups (conf/replay, conf/update, conf/method)."""
     dm = ContinualDataModule(
-        OmegaConf.to_container(cfg.benchmark, resolve=True),
+        sources.bind(OmegaConf.to_container(cfg.benchmark, resolve=True)),
         {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
         scenario=cfg.scenario,
         batch_size=int(cfg.batch_size),
@@ -194,7 +196,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
             f"task {empty[0] + 1} of {dm.n_tasks} has no training samples (data.val_fraction={cfg.data.val_fraction}, "
             f"benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
         )
-    ident = identity(cfg, device.type)
+    ident = identity(cfg, device.type, dm.source)
     saver = TaskCheckpoint(ident["key"], t0)
     run_log = RunLogger(logger, every=int(cfg.trainer.log_every_n_steps)) if logger is not None else None
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)

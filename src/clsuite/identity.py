@@ -207,19 +207,20 @@ def provenance() -> dict:
 # ----------------------------------------------------------------------------- 3. data
 
 
-def data_identity(cfg) -> dict:
+def data_identity(cfg, source=None) -> dict:
     """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data); a
     folder of a source that reads folders: the md5 of its files' (path, md5) lines
-    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one."""
+    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one.
+    ``source``: the run's bound source (``clsuite.data.sources.bind``), else bound here."""
     from clsuite.data import sources
     from clsuite.data.files import file_md5
     from clsuite.data.imagefolder import checksum
 
     c = _container(cfg)
     root = Path(str(c["data"]["root"]))
-    src = sources.get(c["benchmark"]["source"])
+    src = source or sources.bind(c["benchmark"])
     files = {}
-    for rel in src.file_list(c["benchmark"]):
+    for rel in src.file_list():
         path = root / rel
         files[rel] = file_md5(path) if path.is_file() else checksum(path) if src.folders and path.is_dir() else None
     return {"files": files, **({"decoder": src.decoder()} if src.decoder else {})}
@@ -293,13 +294,14 @@ def env_identity(device: str, numerics: str = "native") -> dict:
 # ----------------------------------------------------------------------------- the whole
 
 
-def identity(cfg, device: str | None = None) -> dict:
-    """The identity of a run of ``cfg`` in this process (threads must be pinned already)."""
+def identity(cfg, device: str | None = None, source=None) -> dict:
+    """The identity of a run of ``cfg`` in this process (threads must be pinned already);
+    ``source``: the run's bound source (:func:`data_identity`)."""
     config = normalize(cfg)
     parts = {
         "config": config,
         "code": code_part(config),
-        "data": data_identity(cfg),
+        "data": data_identity(cfg, source),
         "env": env_identity(device or device_type(cfg), numerics_of(cfg)),
     }
     return {"key": key_of(parts), **parts, "provenance": provenance()}

@@ -373,9 +373,9 @@ def _raw(cfg, key: str) -> str:
 # ----------------------------------------------------------------------------- cross-key rules
 
 
-def _rule_benchmark(cfg) -> str | None:
+def _rule_benchmark(cfg, sizes) -> str | None:
     """benchmark sizes fit the source: classes_per_task, n_tasks, train_per_class, val_fraction."""
-    n_classes, available = source_size(cfg.benchmark)
+    n_classes, available = sizes
     per_task = cfg.benchmark.classes_per_task
     for key, hi in (("benchmark.classes_per_task", n_classes), ("benchmark.n_tasks", n_classes // per_task)):
         if msg := Whole(1, hi).problem(key, value(cfg, key)):
@@ -392,22 +392,16 @@ def _rule_benchmark(cfg) -> str | None:
     return None
 
 
-def source_size(bench) -> tuple[int, int]:
-    """(classes, training samples of the smallest class) of the benchmark's source, from its reader's
-    registration (``clsuite.data.sources``: a number, or a key of the benchmark config that holds it)."""
-    from clsuite.data import sources
-
-    try:
-        src = sources.get(bench.source)
-    except sources.UnknownSource as e:
-        raise ConfigError(str(e)) from None
+def source_size(src) -> tuple[int, int]:
+    """(classes, training samples of the smallest class) of a bound source (``clsuite.data.sources``:
+    its registration holds a number, or a key of the benchmark config that holds it)."""
 
     def size(v, what: str) -> int:
         if isinstance(v, int):
             return v
-        n = OmegaConf.select(bench, v)
+        n = dotted_get(src.benchmark, v)
         if n is None:
-            raise ConfigError(f"benchmark.{v} is missing; benchmark.source={bench.source} needs its {what}")
+            raise ConfigError(f"benchmark.{v} is missing; benchmark.source={src.benchmark['source']} needs its {what}")
         if msg := Whole(1).problem(f"benchmark.{v}", n):
             raise ConfigError(msg)
         return n
@@ -420,7 +414,7 @@ def n_classes(cfg) -> int:
     return int(cfg.benchmark.n_tasks) * int(cfg.benchmark.classes_per_task)
 
 
-def _rule_memory(cfg) -> str | None:
+def _rule_memory(cfg, sizes) -> str | None:
     """memory: at least one slot per task (GEM's task ring) or per class (HAL's ring, iCaRL's
     exemplars) of the method's layout; at most :data:`MAX_SLOTS` slots or the stream's training
     samples, whichever is larger (beyond both, an M only allocates memory no sample ever fills:
@@ -431,7 +425,7 @@ def _rule_memory(cfg) -> str | None:
         return None
     bench, per_class = cfg.benchmark, bool(cfg.memory_per_class)
     classes = n_classes(cfg)
-    per_class_n = bench.train_per_class or source_size(bench)[1]
+    per_class_n = bench.train_per_class or sizes[1]
     stream = classes * (per_class_n - round(cfg.data.val_fraction * per_class_n))
     unit = classes if per_class else 1  # slots per unit of `memory`
     lo, why = 0, ""
@@ -461,7 +455,7 @@ def _rule_memory(cfg) -> str | None:
     return f"memory must be a whole number in [{lo}, {hi}]{size} ({need}), got {m}"
 
 
-def _rule_scenario(cfg) -> str | None:
+def _rule_scenario(cfg, sizes) -> str | None:
     """scenario: one the method's plugin supports (iCaRL and HAL need one output per class)."""
     plugin = cfg.method.get("plugin")
     ok = NODES.get(plugin.get("_target_"), {}).get("scenarios") if plugin else None
@@ -470,7 +464,7 @@ def _rule_scenario(cfg) -> str | None:
     return None
 
 
-def _rule_device(cfg) -> str | None:
+def _rule_device(cfg, sizes) -> str | None:
     """trainer: gpu needs a CUDA device, device_index one of them, precision one the device runs."""
     t = cfg.trainer
     acc, index, precision = t.accelerator, t.get("device_index"), t.precision
@@ -494,14 +488,14 @@ def _precision_line(precision, device, valid=CPU_PRECISIONS) -> str:
     return f"trainer.precision={precision} does not run on {device}; valid choices here: {', '.join(valid)}"
 
 
-def _rule_eval_split(cfg) -> str | None:
+def _rule_eval_split(cfg, sizes) -> str | None:
     """eval_split=val needs a validation split (data.val_fraction > 0)."""
     if cfg.eval_split == "val" and cfg.data.val_fraction == 0:
         return "eval_split=val needs data.val_fraction > 0 (e.g. data.val_fraction=0.05)"
     return None
 
 
-def _rule_logger(cfg) -> str | None:
+def _rule_logger(cfg, sizes) -> str | None:
     """logger.required: only W&B can fail to start (csv and none always do), so only it can be required."""
     logger = cfg.get("logger")
     if logger is not None and logger.get("required") and logger.get("name") != "wandb":
@@ -524,21 +518,20 @@ RULES: tuple[Callable, ...] = (
 # ----------------------------------------------------------------------------- the check
 
 
-def _check(cfg, key: str, spec: Spec, req: bool = True) -> bool:
-    """Check one key; False when it is absent and not required (``ConfigError`` when it is required)."""
+def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
+    """Check one key (absent: a ``ConfigError`` when it is required)."""
     v = value(cfg, key, spec)
-    if v is MISSING:
-        if req:
-            raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
-        return False
-    if msg := spec.problem(key, v):
+    if v is MISSING and req:
+        raise ConfigError(f"{key} is missing from the config (deleted?); {key} must be {spec.range()}")
+    if v is not MISSING and (msg := spec.problem(key, v)):
         raise ConfigError(msg)
-    return True
 
 
-def check(cfg: DictConfig) -> int:
-    """Steps 1-3 of the module docstring; the number of keys checked. Raises ``ConfigError``."""
-    n = sum(_check(cfg, key, spec, spec.req) for key, spec in KEYS.items())
+def check(cfg: DictConfig):
+    """Steps 1-3 of the module docstring; raises ``ConfigError``. The benchmark's source, bound once
+    (``clsuite.data.sources.bind``): its sizes go to the rules, and ``clsuite.config.validate`` checks its files."""
+    for key, spec in KEYS.items():
+        _check(cfg, key, spec, spec.req)
     for slot in SLOTS:
         node = value(cfg, f"method.{slot}")
         if node is MISSING or node is None:
@@ -553,8 +546,13 @@ def check(cfg: DictConfig) -> int:
                 valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
                 raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}") from None
             continue
-        n += sum(_check(cfg, f"method.{slot}.{k}", spec) for k, spec in node_keys(target).items())
+        for k, spec in node_keys(target).items():
+            _check(cfg, f"method.{slot}.{k}", spec)
+    from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
+
+    source = sources.bind(value(cfg, "benchmark"))
+    sizes = source_size(source)
     for rule in RULES:
-        if msg := rule(cfg):
+        if msg := rule(cfg, sizes):
             raise ConfigError(msg)
-    return n
+    return source

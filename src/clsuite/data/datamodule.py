@@ -13,7 +13,7 @@ import lightning as L
 import torch
 
 from clsuite.data.benchmarks import split_tasks
-from clsuite.data.sources import load_source
+from clsuite.data.sources import Source
 
 SCENARIOS = ("class_il", "task_il", "domain_il")
 
@@ -39,11 +39,12 @@ class TensorStream:
 
 
 class ContinualDataModule(L.LightningDataModule):
-    def __init__(self, benchmark: dict, data: dict, scenario: str = "class_il", batch_size: int = 20, seed: int = 0):
+    def __init__(self, source: Source, data: dict, scenario: str = "class_il", batch_size: int = 20, seed: int = 0):
+        """``source``: the benchmark's source bound to its config (``clsuite.data.sources.bind``)."""
         super().__init__()
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; valid: {', '.join(SCENARIOS)}")
-        self.bench, self.data_cfg = dict(benchmark), dict(data)
+        self.source, self.bench, self.data_cfg = source, source.benchmark, dict(data)
         self.scenario, self.batch_size, self.seed = scenario, batch_size, seed
         self.n_tasks = int(self.bench["n_tasks"])
         self.classes_per_task = int(self.bench["classes_per_task"])
@@ -61,16 +62,10 @@ class ContinualDataModule(L.LightningDataModule):
         """Read and split the files once (also validates them: raises DataError)."""
         if self.tasks is None:
             d = self.data_cfg
-            arrays = load_source(
-                self.bench["source"],
-                d["root"],
-                bool(d.get("download", False)),
-                bool(d.get("verify_md5", True)),
-                benchmark=self.bench,
-                cache_dir=d.get("cache_dir"),
-            )
             self.tasks = split_tasks(
-                arrays,
+                self.source.read(
+                    d["root"], bool(d.get("download", False)), bool(d.get("verify_md5", True)), d.get("cache_dir")
+                ),
                 self.n_tasks,
                 self.classes_per_task,
                 self.bench.get("train_per_class"),

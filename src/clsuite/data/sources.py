@@ -2,56 +2,53 @@
 
 A benchmark is one file, ``conf/benchmark/<name>.yaml`` (its source, tasks, classes per task,
 training samples per class, backbone); a new data *format* adds one reader, registered by name
-with :func:`register`, with the sizes the config check needs before any file is read. Nothing
-else changes: ``clsuite.config`` checks a benchmark against its source's sizes, the data module
-reads through :func:`read`, the run's data identity hashes the source's ``files``.
+with :func:`register`, with the sizes the config check needs before any file is read
+(docs/EXTENDING.md, "Adding a benchmark": ``classes``, ``train_per_class``, ``files``, ``folders``,
+``cached``, ``decoder``, and ``module:name`` for a reader outside this package).
 
-A reader outside this package is found by an import path in ``source``: ``source: my_pkg.readers:npz``
-imports ``my_pkg.readers`` (which registers ``npz``) and uses ``npz`` (docs/EXTENDING.md).
-
-    @register("npz", classes=10, train_per_class="npz.train_per_class", files=lambda b: [b["npz"]["file"]])
-    def read_npz(root, benchmark, *, download, verify):
-        ...  # -> (x_train uint8 (N, C, H, W), y_train int64, x_test, y_test)
-
-``classes`` / ``train_per_class``: a whole number, or a dotted key of the benchmark config that
-holds it (synthetic data: ``synthetic.num_classes``). ``files``: the data files the reader reads,
-relative to ``data.root`` (recorded, md5 included, in the run's identity), a list or a function of
-the benchmark config; ``None`` for generated data (no data directory needed). Optional:
-``folders=True``: an entry of ``files`` may be a folder (its identity: the md5 of its files' sorted
-(path, md5) lines); ``cached=True``: the reader also receives ``cache_dir=`` (``data.cache_dir``,
-where it may keep decoded arrays); ``decoder``: a function naming what decodes the files (recorded
-in the run's data identity: another decoder may give other pixels). The image-folder reader
-(``clsuite.data.imagefolder``) uses all three.
+:func:`bind` is the one lookup of a benchmark's source: the registered :class:`Source` with the
+benchmark config bound to it. Each entry binds once and hands it down: the config check
+(``clsuite.schema.check``: its sizes; ``clsuite.config.validate``: its files) and the run's build
+(``clsuite.experiment.build``: the data module reads through :meth:`Source.read`, the run's data
+identity hashes :meth:`Source.file_list`).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from clsuite.data import files as F
 from clsuite.data import imagefolder as IF
+from clsuite.errors import ConfigError
 
-Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download: bool, verify: bool) -> 4 arrays
+Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download, verify[, cache_dir]) -> 4 arrays
 
 
 @dataclass(frozen=True)
 class Source:
     name: str
-    read: Reader
+    reader: Reader
     classes: int | str  # classes in the data (or the benchmark key that holds the number)
     train_per_class: int | str  # training samples of its smallest class (or the key)
     files: Callable[[dict], list[str]] | None  # data files under data.root; None: generated data
     folders: bool = False  # an entry of files may be a folder
     cached: bool = False  # the reader takes cache_dir= (data.cache_dir)
     decoder: Callable[[], str] | None = None  # what decodes the files (the data identity records it)
+    benchmark: dict | None = None  # bound (:func:`bind`): the resolved benchmark config, the reader's options
 
-    def file_list(self, benchmark: dict) -> list[str]:
-        return [] if self.files is None else list(self.files(benchmark))
+    def file_list(self) -> list[str]:
+        """The files the bound benchmark reads, relative to ``data.root`` (none: generated data)."""
+        return [] if self.files is None else list(self.files(self.benchmark))
+
+    def read(self, root, download: bool, verify: bool, cache_dir: str | None = None):
+        """(x_train, y_train, x_test, y_test) of the bound benchmark."""
+        extra = {"cache_dir": cache_dir} if self.cached else {}
+        return self.reader(Path(root), self.benchmark, download=download, verify=verify, **extra)
 
 
 SOURCES: dict[str, Source] = {}
@@ -70,10 +67,6 @@ def register(
     return deco
 
 
-class UnknownSource(ValueError):
-    pass
-
-
 def get(source: str) -> Source:
     """The registered source ``name`` or ``module:name`` (the module is imported first: it registers it)."""
     module, _, name = str(source).rpartition(":")
@@ -81,20 +74,18 @@ def get(source: str) -> Source:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            raise UnknownSource(f"benchmark.source {source!r}: cannot import {module!r} ({e})") from None
+            raise ConfigError(f"benchmark.source {source!r}: cannot import {module!r} ({e})") from None
     if name not in SOURCES:
-        raise UnknownSource(
+        raise ConfigError(
             f"unknown benchmark.source {source!r}; valid choices: {', '.join(SOURCES)} "
             "(or module:name of a reader registered with clsuite.data.sources.register)"
         )
     return SOURCES[name]
 
 
-def read(benchmark: dict, root, download: bool, verify: bool, cache_dir: str | None = None):
-    """(x_train, y_train, x_test, y_test) of the benchmark's source."""
-    src = get(benchmark["source"])
-    extra = {"cache_dir": cache_dir} if src.cached else {}
-    return src.read(Path(root), benchmark, download=download, verify=verify, **extra)
+def bind(benchmark: dict) -> Source:
+    """The source of ``benchmark`` (a resolved benchmark config) with it bound: the one lookup."""
+    return replace(get(benchmark["source"]), benchmark=benchmark)
 
 
 # ----------------------------------------------------------------------------- the suite's own sources
@@ -127,15 +118,6 @@ register(
 def read_synthetic(root, benchmark, *, download, verify):
     """Learnable Gaussian clusters (:func:`make_synthetic`), no files."""
     return make_synthetic(**(benchmark.get("synthetic") or {}))
-
-
-def load_source(
-    source: str, root: str, download: bool, verify: bool, benchmark: dict | None = None, cache_dir: str | None = None
-):
-    """The (x_train, y_train, x_test, y_test) arrays of ``source``, read by its registered reader
-    (``clsuite.data.sources``); ``benchmark``: the benchmark config, where a reader finds its options;
-    ``cache_dir``: where a reader that caches decoded arrays keeps them (``data.cache_dir``)."""
-    return read({**(benchmark or {}), "source": source}, root, download, verify, cache_dir)
 
 
 def make_synthetic(num_classes=10, shape=(1, 8, 8), train_per_class=60, test_per_class=20, seed=0, noise=0.35):
