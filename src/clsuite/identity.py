@@ -91,8 +91,7 @@ def code_files(package_dir, conf_dir) -> dict[str, Path]:
 
 
 def code_hash(package_dir, conf_dir) -> str:
-    """:func:`_files_hash` of :func:`code_files`: the content, not the commit (a docs-only commit
-    changes nothing; any edit, addition, removal or rename of a file a run executes changes it)."""
+    """:func:`_files_hash` of :func:`code_files`: the content, not the commit (docs/RUNS.md, "Identity")."""
     return _files_hash(code_files(package_dir, conf_dir))
 
 
@@ -182,12 +181,8 @@ def _git(*args: str) -> bytes | None:
 
 @functools.cache
 def provenance() -> dict:
-    """``{"commit", "dirty", "version"}``: where the code came from (computed once per process).
-
-    Recorded beside the identity's parts, never in its key: the git commit and whether ``src/`` or
-    ``conf/`` had uncommitted changes (``None`` for both outside a git checkout), and the package
-    version (``None`` when clsuite is not installed).
-    """
+    """``{"commit", "dirty", "version"}``: where the code came from, beside the key (docs/RUNS.md,
+    "Identity"); commit and dirty ``None`` outside a git checkout, version when not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -240,12 +235,9 @@ def threads_of(cfg) -> int:
 
 
 def pin_threads(n: int) -> int:
-    """Set torch's intra-op threads and every BLAS / OpenMP pool of the process to ``n``.
-
-    Done inside every job (single run, basic, joblib, submitit): loky caps a worker's pools at
-    cores / n_jobs, while a basic-launcher job inherits them all (GEM's numpy products then used
-    every core), so without this the launcher moved the numbers.
-    """
+    """Set torch's intra-op threads and every BLAS / OpenMP pool of the process to ``n``, inside
+    every job: loky caps a worker's pools at cores / n_jobs, a basic-launcher job inherits them all
+    (docs/RUNS.md, "Threads")."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -318,11 +310,8 @@ def expected(cfg) -> dict:
 
 
 def made_by(ident: dict) -> str:
-    """Where the code of an identity came from: ``commit abc1234567[+dirty]``, ``version 0.2.0``, ``unknown``.
-
-    Read from the provenance entry, or from the code part of an identity made before content
-    hashes (``{"commit", "dirty_hash"}``).
-    """
+    """Where the code of an identity came from: ``commit abc1234567[+dirty]``, ``version 0.2.0``, ``unknown``
+    (its provenance, or the code part of an identity made before content hashes: ``commit``, ``dirty_hash``)."""
     if "provenance" in ident:
         prov = ident["provenance"] or {}
         dirty = prov.get("dirty")

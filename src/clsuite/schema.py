@@ -11,9 +11,10 @@ or ``unknown <key> <value>; valid choices: ...``):
 2. the three slots of a method, ``method.replay`` / ``method.update`` / ``method.plugin``, are
    either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) has a
    declaration in :data:`NODES`; each of its keys is checked against that declaration;
-3. the cross-key :data:`RULES`, in order: benchmark sizes, memory vs the method's memory
-   layout, scenario vs the method, precision vs the device, eval split vs the validation split,
-   logger.required vs the logger.
+3. the benchmark's source, looked up once (``clsuite.data.sources.bind``; returned for the files
+   check) and its sizes (:func:`source_size`); the cross-key :data:`RULES`, in order: benchmark
+   sizes, memory vs the method's memory layout, scenario vs the method, precision vs the device,
+   eval split vs the validation split, logger.required vs the logger.
 
 Adding a key is one line here (docs/CONFIG.md, "Adding a key"); a new replay / update / plugin
 class gets a ``NODES`` entry (or :func:`declare` from outside ``src/``).
@@ -409,11 +410,6 @@ def source_size(src) -> tuple[int, int]:
     return size(src.classes, "number of classes"), size(src.train_per_class, "training samples per class")
 
 
-def n_classes(cfg) -> int:
-    """Classes of the stream (T x classes per task): what memory_per_class multiplies."""
-    return int(cfg.benchmark.n_tasks) * int(cfg.benchmark.classes_per_task)
-
-
 def _rule_memory(cfg, sizes) -> str | None:
     """memory: at least one slot per task (GEM's task ring) or per class (HAL's ring, iCaRL's
     exemplars) of the method's layout; at most :data:`MAX_SLOTS` slots or the stream's training
@@ -424,7 +420,7 @@ def _rule_memory(cfg, sizes) -> str | None:
     if not update:  # no memory (online, joint, oEWC, SI)
         return None
     bench, per_class = cfg.benchmark, bool(cfg.memory_per_class)
-    classes = n_classes(cfg)
+    classes = bench.n_tasks * bench.classes_per_task  # the stream's: what memory_per_class multiplies
     per_class_n = bench.train_per_class or sizes[1]
     stream = classes * (per_class_n - round(cfg.data.val_fraction * per_class_n))
     unit = classes if per_class else 1  # slots per unit of `memory`
@@ -528,8 +524,7 @@ def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
 
 
 def check(cfg: DictConfig):
-    """Steps 1-3 of the module docstring; raises ``ConfigError``. The benchmark's source, bound once
-    (``clsuite.data.sources.bind``): its sizes go to the rules, and ``clsuite.config.validate`` checks its files."""
+    """Steps 1-3 of the module docstring (``ConfigError``); the benchmark's bound source."""
     for key, spec in KEYS.items():
         _check(cfg, key, spec, spec.req)
     for slot in SLOTS:
