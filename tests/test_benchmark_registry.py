@@ -116,6 +116,13 @@ def test_the_source_is_looked_up_once_per_check_and_once_per_run(tmp_path, reade
     assert set(res["identity"]["data"]["files"]) == {"tiny/data.npz"}
 
 
+@pytest.mark.parametrize("unset", ["null", "???"])
+def test_a_size_key_of_the_reader_left_unset_is_named(tmp_path, reader_in_this_test, unset):
+    overrides = [f"hydra.searchpath=[file://{conf_dir(tmp_path, 'tiny_npz')}]", "benchmark=tiny_npz", *FAST]
+    with pytest.raises(ConfigError, match=r"^benchmark.npz.classes is missing; benchmark.source=tiny_npz needs its "):
+        api.compose([*overrides, f"data.root={tmp_path}", f"benchmark.npz.classes={unset}"])
+
+
 def test_an_unknown_source_lists_the_registered_ones(tmp_path):
     extra = conf_dir(tmp_path, "nope")
     with pytest.raises(ConfigError, match=r"^unknown benchmark.source 'nope'; valid choices: MNIST, FashionMNIST"):

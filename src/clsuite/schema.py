@@ -401,7 +401,7 @@ def source_size(src) -> tuple[int, int]:
         if isinstance(v, int):
             return v
         n = dotted_get(src.benchmark, v)
-        if n is None:
+        if n in (None, "???"):  # null, or OmegaConf's missing value
             raise ConfigError(f"benchmark.{v} is missing; benchmark.source={src.benchmark['source']} needs its {what}")
         if msg := Whole(1).problem(f"benchmark.{v}", n):
             raise ConfigError(msg)
