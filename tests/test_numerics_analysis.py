@@ -142,14 +142,18 @@ def test_each_kernel_set_judges_the_comparison_and_a_changed_outcome_is_flagged(
     assert not same["moves"].any()
 
 
-def test_the_report_reads_the_other_machines_once(monkeypatch):
+def test_the_report_reads_the_other_machines_once(monkeypatch, tmp_path):
     """The report asks for the fragile claims (its verdict table) and for the subsection: one reading."""
+    from clsuite.analysis.report import build_report
+    from tests.results_fixtures import write_run
+
     read = []
     real = mc.read_report
     monkeypatch.setattr(mc, "read_report", lambda p: read.append(p) or real(p))
-    experiments: dict = {}
-    fragile = mc.fragile_claims(experiments, DOCS)
-    lines = mc.markdown(experiments, DOCS)
-    assert len(read) == 1 and fragile == set() and any("Table II verdicts per machine" in x for x in lines)
-    mc.markdown({}, DOCS)  # other experiments: read again
-    assert len(read) == 2
+    srcs = mc.sources({}, DOCS)
+    assert len(read) == 1 and mc.fragile_claims(srcs) == set()
+    assert any("Table II verdicts per machine" in x for x in mc.markdown(srcs)) and len(read) == 1
+    write_run(tmp_path / "multirun" / "adhoc", method="er", seed=0)
+    read.clear()
+    build_report(tmp_path / "multirun", tmp_path / "results", crossmachine=DOCS)
+    assert len(read) == 1

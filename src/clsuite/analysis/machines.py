@@ -137,16 +137,10 @@ def read_report(path: Path) -> Source:
     return Source(name, pd.DataFrame(cells), pd.DataFrame(comps), verdicts, resolution=0.05)
 
 
-_last: tuple = (None, None, [])  # (experiments, crossmachine, sources) of the last call: the report asks twice
-
-
 def sources(experiments: dict, crossmachine: Path | None) -> list[Source]:
     """Every source: the reports and runs tables of ``crossmachine`` (reports first: the reference),
-    then the ``machines_*`` experiments. Read once per (experiments, crossmachine): the report asks
-    for its verdict table and for its subsection."""
-    global _last
-    if _last[0] is experiments and _last[1] == crossmachine:
-        return _last[2]
+    then the ``machines_*`` experiments; the report reads them once and hands them to
+    :func:`fragile_claims` and :func:`markdown`."""
     files = sorted(Path(crossmachine).glob("*"), key=lambda p: (p.suffix != ".md", p.name)) if crossmachine else []
     out = [read_report(p) for p in files if p.suffix == ".md" and p.name != "README.md"]
     for p in (p for p in files if p.suffix == ".csv"):
@@ -159,7 +153,6 @@ def sources(experiments: dict, crossmachine: Path | None) -> list[Source]:
             cpu, kernels = e.runs["cpu"].mode().iloc[0], e.runs["numerics"].mode().iloc[0]
             if s := from_runs(f"{cpu}, {kernels} (multirun/{n})", e.runs):
                 out.append(s)
-    _last = (experiments, crossmachine, out)
     return out
 
 
@@ -223,14 +216,13 @@ def fragile(srcs: list[Source]) -> dict[str, dict[str, str]]:
     return out
 
 
-def fragile_claims(experiments: dict, crossmachine: Path | None) -> set[str]:
+def fragile_claims(srcs: list[Source]) -> set[str]:
     """The Table II claims whose verdict differs between machines (for the report's verdict table)."""
-    return set(fragile(sources(experiments, crossmachine)))
+    return set(fragile(srcs))
 
 
-def markdown(experiments: dict, crossmachine: Path | None) -> list[str]:
-    """The report's cross-machine subsection (empty with fewer than two sources)."""
-    srcs = sources(experiments, crossmachine)
+def markdown(srcs: list[Source]) -> list[str]:
+    """The report's cross-machine subsection of :func:`sources` (empty with fewer than two)."""
     if len(srcs) < 2:
         return []
     names = [s.name for s in srcs]
