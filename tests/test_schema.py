@@ -478,3 +478,16 @@ def test_a_signal_after_the_stop_message_cannot_change_the_exit_status(tmp_path)
     p = _run_patched(tmp_path, patch, "method=online")
     assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
     assert p.stderr.strip().splitlines()[-1].startswith("error: interrupted by SIGINT; the run stopped before its end")
+
+
+def test_an_interpolation_below_the_benchmark_that_does_not_resolve_is_one_error_line():
+    """A key the rules never read (a user benchmark's note) still resolves with the benchmark: its
+    failed interpolation is named by its own key, not a traceback (it was one before)."""
+    cfg = make_cfg("benchmark=split_mnist")
+    with open_dict(cfg):
+        cfg.benchmark.note = "${oops.missing}"
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert (
+        str(e.value) == "benchmark.note=${oops.missing} does not resolve (Interpolation key 'oops.missing' not found)"
+    )

@@ -345,15 +345,14 @@ def value(cfg, key: str, spec: Spec | None = None):
     """``cfg``'s value at the dotted ``key``, resolved; a failed interpolation is a ``ConfigError``."""
     try:
         v = OmegaConf.select(cfg, key, default=MISSING, throw_on_missing=True)
+        return OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
     except MissingMandatoryValue:
         raise ConfigError(f"{key} is not set (???){_must(key, spec)}") from None
-    except OmegaConfBaseException as e:
+    except OmegaConfBaseException as e:  # the key itself, or a key below it (e.g. benchmark.note)
         why = " ".join(str(e).split("\n")[0].split())
         why = re.sub(r"^\w+ raised while resolving interpolation: ", "", why).strip("\"'")
-        raise ConfigError(f"{key}={_raw(cfg, key)} does not resolve ({why}){_must(key, spec)}") from None
-    if v is MISSING:
-        return MISSING
-    return OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
+        bad = e.full_key if getattr(e, "full_key", None) and str(e.full_key).startswith(f"{key}.") else key
+        raise ConfigError(f"{bad}={_raw(cfg, bad)} does not resolve ({why}){_must(key, spec)}") from None
 
 
 def _must(key: str, spec: Spec | None) -> str:
