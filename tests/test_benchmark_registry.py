@@ -146,3 +146,20 @@ def test_the_cli_runs_a_benchmark_whose_reader_is_a_module_outside_src(tmp_path)
     res = json.loads(path.read_text())
     assert res["benchmark"] == "tiny_npz" and len(res["R"]) == 2 and "tiny_npz on" not in p.stderr
     assert f"tiny_npz (M={res['memory']}" in p.stdout
+
+
+def test_a_sweep_job_hands_its_source_to_the_run(tmp_path, reader_in_this_test, monkeypatch):
+    """A sweep's job looks the source up for its expected identity (skip, reuse, resume) and hands
+    it to the run: one lookup in the job's process, and the run's identity is the one expected."""
+    from clsuite import cli, sweep
+
+    data = tmp_path / "data"
+    write_data(data)
+    overrides = [f"hydra.searchpath=[file://{conf_dir(tmp_path, 'tiny_npz')}]", "benchmark=tiny_npz", *FAST]
+    cfg = api.compose([*overrides, f"data.root={data}"])
+    looked_up, get = [], sources.get
+    monkeypatch.setattr(sources, "get", lambda source: looked_up.append(source) or get(source))
+    job = sweep.Job(cfg, tmp_path / "sweep" / "job")
+    expected = job.expected()
+    res = cli._train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir, source=job.source)
+    assert looked_up == ["tiny_npz"] and res["identity"]["key"] == expected["key"]

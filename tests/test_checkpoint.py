@@ -387,8 +387,8 @@ def test_a_declared_field_starts_at_its_fill_on_append_replace_and_place():
 def test_a_field_declared_outside_src_is_written_and_checkpointed(monkeypatch, tmp_path):
     build = ex.build
 
-    def with_stamps(cfg):
-        dm, learner, device = build(cfg)
+    def with_stamps(cfg, source=None):
+        dm, learner, device = build(cfg, source)
         learner.update_policy = StampedReservoir()
         return dm, learner, device
 

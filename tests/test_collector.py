@@ -39,7 +39,7 @@ class Built(Exception):
 def test_every_run_collects_and_freezes_first(tmp_path, monkeypatch):
     calls = []
 
-    def build(cfg):
+    def build(cfg, source=None):
         calls.append("built")
         raise Built
 

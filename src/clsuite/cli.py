@@ -191,7 +191,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
                 mirror_finished(cfg, job.out_dir, how, hc.overrides.task)
                 return results["metrics"]["acc"]
             with sweep.gpu_slot(cfg.trainer, job_num=job.job_num):  # task-end checkpoints in the job's folder
-                results = _train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir)
+                results = _train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir, source=job.source)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:
         why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)

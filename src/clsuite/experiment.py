@@ -102,13 +102,14 @@ def _build(method_cfg, slot: str):
         raise ConfigError(f"method.{slot} could not be built: {why}") from None
 
 
-def build(cfg: DictConfig):
+def build(cfg: DictConfig, source=None):
     """(datamodule, learner, device) from a composed config: the benchmark's source is looked up
-    once (``dm.source``, also the run's data identity); the method's replay policy
+    once (``dm.source``, also the run's data identity) unless the caller hands it down (a sweep's
+    job looked it up for its expected identity: ``source``); the method's replay policy
     (``method.replay``), update policy (``method.update``) and plugin (``method.plugin``)
     are instantiated from their config groups (conf/replay, conf/update, conf/method)."""
     dm = ContinualDataModule(
-        sources.bind(OmegaConf.to_container(cfg.benchmark, resolve=True)),
+        source or sources.bind(OmegaConf.to_container(cfg.benchmark, resolve=True)),
         {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
         scenario=cfg.scenario,
         batch_size=int(cfg.batch_size),
@@ -171,7 +172,9 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
     )
 
 
-def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint_dir: str | Path | None = None) -> dict:
+def run_experiment(
+    cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint_dir: str | Path | None = None, source=None
+) -> dict:
     """Train on the stream, fill R, write ``results.json`` into ``out_dir``.
 
     Threads (torch and BLAS) are pinned first, so the launcher cannot move the numbers; a
@@ -180,7 +183,8 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     same identity in ``checkpoint_dir`` (default: ``clsuite.checkpoint.run_store_dir``) is
     resumed from; checkpoints are written there at task ends (``checkpoint``) and deleted once
     the results file is written (``clsuite.checkpoint``). Side files (checkpoints, ``model.ckpt``)
-    that cannot be written or deleted are a warning: they never cost the results.
+    that cannot be written or deleted are a warning: they never cost the results. ``source``: the
+    benchmark's bound source where the caller looked it up already (:func:`build`).
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
@@ -189,7 +193,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, logger=None, checkpoint
     pin_threads(threads_of(cfg))
     keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.runtime)
     collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.runtime)
-    dm, learner, device = build(cfg)
+    dm, learner, device = build(cfg, source)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:
         raise ConfigError(

@@ -299,14 +299,14 @@ def identity(cfg, device: str | None = None, source=None) -> dict:
     return {"key": key_of(parts), **parts, "provenance": provenance()}
 
 
-def expected(cfg) -> dict:
+def expected(cfg, source=None) -> dict:
     """The identity a run of ``cfg`` started now in this process would have: pins the threads and
-    the kernels (``clsuite.numerics.apply``), as the run will."""
+    the kernels (``clsuite.numerics.apply``), as the run will; ``source``: as :func:`identity`."""
     from clsuite.numerics import apply
 
     apply(numerics_of(cfg))
     pin_threads(threads_of(cfg))
-    return identity(cfg)
+    return identity(cfg, source=source)
 
 
 def made_by(ident: dict) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from clsuite import identity as ident
 from clsuite.config import dotted_get
+from clsuite.data import sources
 from clsuite.identity import config_diff, config_hash, normalize
 from clsuite.io import (
     CHECKPOINT_DIR,
@@ -65,6 +66,7 @@ class Job:
         env = (os.environ.get("CLSUITE_RESUME") or "").lower()  # strict (default), config_only or off
         self.mode = "off" if env in _OFF else env if env in RESUME_MODES else str(self.cfg.get("resume") or "strict")
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
+        self.source = None  # its bound data source (looked up once, with the identity; handed to the run)
         self.rerun_reasons: list[str] = []
         self.lock = JobLock(self.out_dir)
         self.results_path, self.failed_path = self.out_dir / RESULTS_FILE, self.out_dir / FAILED_FILE
@@ -72,7 +74,8 @@ class Job:
 
     def expected(self) -> dict:
         if self.identity is None:
-            self.identity = ident.expected(self.cfg)
+            self.source = sources.bind(self.cfg["benchmark"])
+            self.identity = ident.expected(self.cfg, self.source)
         return self.identity
 
     def in_grid(self) -> bool:
