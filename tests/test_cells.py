@@ -87,7 +87,7 @@ def test_a_cell_is_found_by_its_sweep_under_another_folder_name_and_noted(tmp_pa
     put(other, "joint", joint_cfg(10), (50.0,) * 4, tag="x")  # another sweep's runs: not the cell's
     found = cl.find(root)
     assert list(found) == ["i33_mine"] and cl.owner(found["i33_mine"]) is cl.BY_NAME["joint"]
-    joint, agem, logits = cl.notes(found)
+    joint, agem, logits = (line.removeprefix("- ") for line in cl.markdown(found)[:3])
     assert joint.startswith("**Joint** (paper (split-MNIST/split-FMNIST) Joint 94.0/83.2; default: 1 pass")
     assert "explained on every benchmark measured by 10 passes over the union" in joint
     assert "multirun/i33_mine/" in joint and "`make cell-joint`" in joint

@@ -63,7 +63,7 @@ def test_many_null_comparisons_and_one_borderline_negative_is_not_not_reproduced
 
 def test_a_clearly_negative_comparison_still_falsifies_among_many_nulls():
     j = _judged([CLEAR] + [[x + 0.2 * k for x in NULL] for k in range(-5, 6)])
-    assert j.outcomes[0] == cl.CONTRADICTED and j.verdict == cl.NOT and j.count(cl.CONTRADICTED) == 1
+    assert j.outcomes[0] == cl.CONTRADICTED and j.verdict == cl.NOT and j.outcomes.count(cl.CONTRADICTED) == 1
     assert j.p_adj[0] < cl.ALPHA and j.p_adj[0] == pytest.approx(12 * one_sample(CLEAR).p_below)
 
 
@@ -108,7 +108,7 @@ def test_the_level_boundary(p, other, expected):
 def test_supported_keeps_the_per_comparison_interval():
     """An intersection-union test needs no correction: 12 comparisons each just above 0 reproduce the claim."""
     j = _judged([[-x for x in BORDERLINE]] * 12)
-    assert j.verdict == cl.REPRODUCED and j.count(cl.SUPPORTED) == 12
+    assert j.verdict == cl.REPRODUCED and j.outcomes.count(cl.SUPPORTED) == 12
 
 
 def test_claims_table_and_what_moved_from_the_same_runs(tmp_path, capsys):

@@ -151,7 +151,7 @@ def test_the_report_reads_the_other_machines_once(monkeypatch, tmp_path):
     real = mc.read_report
     monkeypatch.setattr(mc, "read_report", lambda p: read.append(p) or real(p))
     srcs = mc.sources({}, DOCS)
-    assert len(read) == 1 and mc.fragile_claims(srcs) == set()
+    assert len(read) == 1 and mc.fragile(srcs) == {}
     assert any("Table II verdicts per machine" in x for x in mc.markdown(srcs)) and len(read) == 1
     write_run(tmp_path / "multirun" / "adhoc", method="er", seed=0)
     read.clear()

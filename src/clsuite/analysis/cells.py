@@ -1,7 +1,7 @@
 """Table II cells checked by measurement: each variant against the default, paired by seed, and
 whether it explains the distance to the paper (issue 33: Joint, A-GEM, MIR's stored logits).
 
-Steps (:func:`notes`, :func:`table`):
+Steps (:func:`markdown`):
 
 1. A cell (:data:`CELLS`) names the sweeps that measure it. Its runs are those of every experiment
    folder whose sweep was one of them (``grid.json``'s command line: ``--config-name <sweep>``, so
@@ -253,12 +253,6 @@ def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], l
         runs = runs[runs["method"].isin(c.methods)] if mine else runs
         out[c.name] = (rows(c, runs), sorted(e.name for e in mine))
     return out
-
-
-def notes(experiments: dict[str, Experiment]) -> list[str]:
-    """One note per cell (step 5), for the report's Table II notes."""
-    m = measured(experiments)
-    return [summary(c, *m[c.name]) for c in CELLS]
 
 
 def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:

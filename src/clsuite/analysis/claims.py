@@ -184,9 +184,6 @@ class Judged:
     def verdict(self) -> str:
         return verdict(self.outcomes)
 
-    def count(self, o: str) -> int:
-        return self.outcomes.count(o)
-
     @property
     def deciding(self) -> Comparison | None:
         """The comparison that decides the verdict: when one is contradicted, the most clearly
@@ -206,9 +203,7 @@ class Judged:
 
 def arm(runs: pd.DataFrame, quantity: str, **where) -> dict:
     """{seed: value} of ``quantity`` over the runs matching ``where`` (one run per seed after dedupe)."""
-    s = select(runs, **where)
-    s = s[~s[quantity].isna()]
-    return s.groupby("seed")[quantity].mean().to_dict()
+    return select(runs, **where).groupby("seed")[quantity].mean().dropna().to_dict()
 
 
 def _better(benchmark: str, label: str, quantity: str, x: dict, y: dict) -> Comparison:
@@ -431,10 +426,9 @@ def check_quotes(experiments: dict, quotes=pv.QUOTES) -> list[QuoteCheck]:
 
 def sign_flip_floor_note(judged: list[Judged]) -> str:
     """Say so when the seeds are too few for the sign-flip test to ever reach p < 0.05."""
-    ns = [c.result.n for j in judged for c in j.comparisons if c.result.n]
-    if not ns or smallest_signflip_p(min(ns)) < 0.05:
+    n = min((c.result.n for j in judged for c in j.comparisons if c.result.n), default=0)
+    if not n or smallest_signflip_p(n) < 0.05:
         return ""
-    n = min(ns)
     return (
         f"With {n} seeds the exact sign-flip test cannot give p < 0.05 (its smallest two-sided p is "
         f"2/2^{n} = {smallest_signflip_p(n):.4f}); the verdicts rest on the t intervals and t tests, which assume roughly "

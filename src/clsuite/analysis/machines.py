@@ -139,8 +139,7 @@ def read_report(path: Path) -> Source:
 
 def sources(experiments: dict, crossmachine: Path | None) -> list[Source]:
     """Every source: the reports and runs tables of ``crossmachine`` (reports first: the reference),
-    then the ``machines_*`` experiments; the report reads them once and hands them to
-    :func:`fragile_claims` and :func:`markdown`."""
+    then the ``machines_*`` experiments; read once, for :func:`fragile` and :func:`markdown`."""
     files = sorted(Path(crossmachine).glob("*"), key=lambda p: (p.suffix != ".md", p.name)) if crossmachine else []
     out = [read_report(p) for p in files if p.suffix == ".md" and p.name != "README.md"]
     for p in (p for p in files if p.suffix == ".csv"):
@@ -214,11 +213,6 @@ def fragile(srcs: list[Source]) -> dict[str, dict[str, str]]:
         if len(set(verdicts.values())) > 1:
             out[claim.key] = verdicts
     return out
-
-
-def fragile_claims(srcs: list[Source]) -> set[str]:
-    """The Table II claims whose verdict differs between machines (for the report's verdict table)."""
-    return set(fragile(srcs))
 
 
 def markdown(srcs: list[Source]) -> list[str]:

@@ -97,11 +97,9 @@ def one_sample(d) -> Paired:
     d = d[~np.isnan(d)]
     n = len(d)
     nan = float("nan")
-    if n == 0:
-        return Paired(0, nan, nan, nan, nan, nan, nan)
-    mean = float(d.mean())
-    if n == 1:
-        return Paired(1, mean, nan, nan, nan, nan, nan)
+    mean = float(d.mean()) if n else nan
+    if n < 2:
+        return Paired(n, mean, nan, nan, nan, nan, nan)
     sd = float(d.std(ddof=1))
     if sd == 0.0:  # every seed gives the same difference: the interval is that point
         p = 1.0 if mean == 0.0 else 0.0
@@ -114,8 +112,6 @@ def one_sample(d) -> Paired:
 
 
 def _signflip(d: np.ndarray) -> float:
-    if not np.any(d):
-        return 1.0
     exact = len(d) <= EXACT_UP_TO
     res = stats.permutation_test(
         (d,),

@@ -312,7 +312,7 @@ def claims(judged: list[Judged]) -> Table:
     for j in judged:
         w = j.deciding
         weak = "–" if w is None else f"{w.label}, {pv.bench_label(w.benchmark)}: {w.result.interval()}, n={w.result.n}"
-        counts = " / ".join(str(j.count(o)) for o in _COUNTED)
+        counts = " / ".join(str(j.outcomes.count(o)) for o in _COUNTED)
         t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak,
                "–" if w is None else decision(j, w)])  # fmt: skip
     return t
