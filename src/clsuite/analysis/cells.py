@@ -15,9 +15,7 @@ Steps (:func:`markdown`):
 3. Per variant: d_s = Acc_s(variant) - Acc_s(default) over the seeds both have, the mean and its
    95% t interval (``clsuite.analysis.stats.paired``); gap = paper - Acc(default), the mean over
    those seeds; the paper's value is Table II's (``paper_values``).
-4. :func:`verdict`: ``no measured effect`` (the interval holds 0); ``explains the gap`` (it holds
-   the gap and not 0); ``explains part`` (toward the paper, the whole interval short of the gap);
-   ``overshoots`` (toward the paper, the whole interval beyond the gap); ``away from the paper``.
+4. :func:`verdict`: the five verdicts of the table's note (:func:`table`; docs/CELLS.md shows it);
 5. The cell's note: the variants that explain the gap on every benchmark measured, else those that
    do on one, else a measured "none"; a cell without runs names the command that fills it.
 """

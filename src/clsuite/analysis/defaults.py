@@ -1,10 +1,8 @@
 """The settings an experiment's runs hold at a value other than the suite's default.
 
-A table or figure names every key that moves its numbers. Keys that take several values are its
-columns, axes or panels (swept conditions, variants, each row's overrides); a key held at one
-value other than its default for the whole experiment (``-m method=er,mir memory=50``) is named by
-:func:`fixed_settings` in every table's caption, every figure's title and the head of
-``results/<experiment>/<experiment>.md`` (``clsuite.analysis.report.aggregate``).
+Keys that take several values are a table's columns, axes or panels; a key held at one value other
+than its default for the whole experiment (``-m method=er,mir memory=50``) is named by
+:func:`fixed_settings` where docs/REPRODUCING.md ("Aggregation") says.
 
 Steps of :func:`fixed_settings`:
 

@@ -1,8 +1,6 @@
-"""The gate of ``make report DOCS=1`` (``clsuite report --docs``): which runs may reach docs/
-(docs/INTEGRITY.md, section 3). Every run the report shows must be sealed with no results file
-left out, made by the committed code (:func:`committed_code`) or by a code accepted in
-``docs/accepted_code.json`` (less the methods its ``except_methods`` names), and on the real data
-sets; otherwise :func:`ungated` names each run and why, and docs/ is left untouched.
+"""The gate of ``make report DOCS=1`` (``clsuite report --docs``): which runs may reach docs/, by
+the rules of docs/INTEGRITY.md, section 3 (an accepted code counts for every method but those its
+entry's ``except_methods`` names); :func:`ungated` names each run that fails them and why.
 """
 
 from __future__ import annotations

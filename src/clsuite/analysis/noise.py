@@ -1,29 +1,21 @@
 """Numerical noise: how far one seed's result moves with the CPU's kernels, beside the seeds' spread.
 
-The runs: one code, one config and one seed, made under several kernel sets (the ``numerics``
-column of the runs, read from each results file's identity: ATen level x MKL branch, or
-``portable``; ``make noise``: ER, MIR, C-CMR, E-BRS and AdaER, split-MNIST and split-FMNIST,
-``mir_code``, seeds 0-9, experiments ``noise_*`` and ``machines_*``). Steps:
+The runs (``make noise``; experiments ``noise_*`` and ``machines_*``): one code, one config and one
+seed under several kernel sets (the runs' ``numerics`` column: ATen level x MKL branch, or
+``portable``), each standing for a machine. What the tables' columns mean: docs/NUMERICS.md, "How
+loud is the noise?" (their notes). Steps:
 
 1. keep one code (the most common content hash) and, per method and benchmark, the seeds that
    every kernel set ran;
-2. :func:`noise_table`, per method and benchmark: the **numerical noise** ``sd_num``, the sample
-   sd of Acc over the kernel sets of one seed, pooled over seeds (root mean square); the **seed
-   spread** ``sd_seed``, the sample sd of Acc over seeds under one kernel set, pooled over kernel
-   sets; their ratio; the largest move of one seed (max - min over kernel sets); the seeds whose
-   Acc is the same under every kernel set;
-3. :func:`comparisons_table`, per pair of methods: the per-seed difference ``d_s`` under each
-   kernel set, its sd over seeds pooled over kernel sets (``sd_d``, seeds and noise together: what
-   a paired comparison on one machine sees), the share of seeds whose sign of ``d_s`` depends on
-   the kernel set, and the seeds a claim needs: the smallest n whose paired 95% t interval
-   excludes 0 with 80% probability for a true difference of 1, 2 or 5 points
-   (:func:`seeds_needed`: the noncentral t power of a two-sided one-sample t test, scipy);
-4. :func:`outcomes_table`, per pair of methods: the paired comparison over all seeds judged under
-   each kernel set alone (mean d and its 95% t interval, rule 1 of ``clsuite.analysis.claims``:
-   supported / contradicted / unresolved), and whether that outcome changes with the kernel set:
-   what one machine's verdict on the pair would be, and whether another machine's could differ.
-
-A kernel set stands for a machine's arithmetic (docs/NUMERICS.md, "How loud is the noise?").
+2. :func:`noise_table`, per method and benchmark: the numerical noise ``sd_num`` (sd of Acc over
+   the kernel sets of one seed) and the seed spread ``sd_seed`` (sd over seeds under one kernel
+   set), each pooled (rms), their ratio, the largest move of one seed, the seeds unmoved;
+3. :func:`comparisons_table`, per pair of methods: ``sd_d``, the sd of the per-seed difference
+   ``d_s`` over seeds pooled over kernel sets, the seeds whose sign of ``d_s`` moves with the kernel
+   set, and the seeds a claim needs (:func:`seeds_needed`: the noncentral t power of a two-sided
+   one-sample t test, scipy);
+4. :func:`outcomes_table`, per pair of methods: rule 1 of ``clsuite.analysis.claims`` under each
+   kernel set alone, and whether that outcome moves with the kernel set.
 """
 
 from __future__ import annotations

@@ -7,11 +7,9 @@
   the per-seed difference ``d_s = x_s - y_s`` (only seeds present in both arms count). Returned:
   mean of d, its sample std, n, the two-sided 95% Student-t interval
   ``mean +- t_{0.975, n-1} sd / sqrt(n)``, the paired t-test's p and the exact sign-flip
-  permutation test's p (all 2^n sign patterns of d; Monte Carlo with 2^16 draws above n = 16);
-  ``Paired.p_below`` is the one-sided t-test's p for mean(d) < 0, the test the interval's upper
-  bound inverts (the interval lies below 0 exactly when ``p_below < (1 - LEVEL) / 2``).
-  With n = 5 seeds the smallest two-sided sign-flip p is 2 / 2^5 = 0.0625: it can never reach
-  0.05, which the report says where it matters; the t interval assumes roughly normal d.
+  permutation test's p (all 2^n sign patterns of d; Monte Carlo with 2^16 draws above n = 16),
+  and ``Paired.p_below``, the one-sided p of rule 4 of ``clsuite.analysis.claims`` (docs/ANALYSIS.md).
+  The t interval assumes roughly normal d; the sign-flip p cannot reach 0.05 with 5 seeds or fewer.
 
 Why scipy: both tests, the t quantile and the t distribution are in ``scipy.stats`` (``ttest_1samp`` with its
 ``confidence_interval``, ``permutation_test`` with ``permutation_type="samples"``), a well-kept
