@@ -1,20 +1,12 @@
 """`make bench`, `make bench-numerics` and the GPU benchmark: each method's cost, side by side in one run.
 
 1. The options are checked (bad input: one ``error:`` line, exit 2, before any process starts).
-2. Variants: each code tree (``--src NAME=PATH``: a checkout or its ``src/``; ``--root``: the one
-   checkout) x each ``--numerics`` mode, each measured in its own process (a process pins its kernels
-   once): one per round with the order alternating (one for all rounds when there is one variant).
-3. In that process, each cell of the measure (``--measure``) is one row: its timings (one clock) and
-   the machine they were made on (what moves numbers: device, CPU, threads, torch, kernels, load).
-4. One table per measure; with several variants, each variant's medians and their ratios to the first's.
-   ``--out DIR``: ``bench.json`` (the rows as they come, then the summary), ``bench.log`` (the
-   processes' output), ``bench.md`` (the tables).
+2. Each variant (code tree x ``--numerics`` mode) runs in processes of its own (a process pins its kernels once).
+3. There each cell of the ``--measure`` is one row: its timings (one clock) and the machine they were made on.
+4. One table per measure; with several variants, their medians side by side and the ratios to the first's.
 
-The measures, their steps and columns: ``jobs`` (default: every method as a whole run against ER,
-docs/PERFORMANCE.md), ``stream`` (default with ``--device cuda``: a bounded stream at paper_text's
-setting, built by the suite's ``build()``, docs/GPU.md; on CUDA ``--sync-debug``, and ``--profile``,
-which slows the profiled process's later timings: ``--profile-only NAME``), ``net`` (the network
-alone, docs/PERFORMANCE.md) and ``checkpoint`` (one task-end checkpoint, docs/CHECKPOINTS.md).
+The measures, the variants' processes and rounds, ``--out``: docs/PERFORMANCE.md, "Measuring: `make bench`";
+``stream``: docs/GPU.md (``--profile`` slows the profiled process's later timings: ``--profile-only NAME``).
 
     make bench BENCH_ARGS="--repeats 2 --methods er gss"
     python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
@@ -570,10 +562,7 @@ def time_one(args, bname, method, cuda) -> dict:
 
     from clsuite.callbacks import MemoryUpdate, evaluate
 
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
+    sync = torch.cuda.synchronize if cuda else None  # (Clock: None syncs nothing; diagnose: CUDA only)
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()

@@ -1,8 +1,5 @@
-"""Bit-identity check of a speed change: R of every method, before and after.
-
-    python scripts/check_identical.py run --root /path/to/checkout --out before.json
-    python scripts/check_identical.py run --out after.json          # this checkout
-    python scripts/check_identical.py compare before.json after.json
+"""Bit-identity check of a speed change: R of every method, before and after (commands: docs/PERFORMANCE.md,
+"Bit-identity check").
 
 ``run`` trains every method of ``conf/method/*.yaml`` of the checkout at ``--root`` (its own
 ``src/`` and ``conf/``: an older commit is measured with its own code) for seeds 0-2 under
@@ -20,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+FIXED = ["reading=mir_code", "trainer.threads=1", "logger=none", "trainer.progress_bar=false"]  # every run's
+
 
 def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benchmark: str) -> None:
     sys.path[:0] = [str(root / "src")]
@@ -34,18 +33,7 @@ def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benc
     with tempfile.TemporaryDirectory() as tmp, initialize_config_dir(str(root / "conf"), version_base="1.3"):
         for m in methods:
             for s in seeds:
-                c = compose(
-                    "config",
-                    overrides=[
-                        f"method={m}",
-                        f"benchmark={benchmark}",
-                        "reading=mir_code",
-                        f"seed={s}",
-                        "trainer.threads=1",
-                        "logger=none",
-                        "trainer.progress_bar=false",
-                    ],
-                )
+                c = compose("config", overrides=[f"method={m}", f"benchmark={benchmark}", f"seed={s}", *FIXED])
                 res = run_experiment(c, Path(tmp) / f"{m}_{s}")
                 R[f"{m}/{s}"] = [res["b"], *res["R"]]  # b (random-init row), then R
                 print(f"{m} seed {s}: Acc {res['metrics']['acc']:.2f}", flush=True)

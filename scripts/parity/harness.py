@@ -16,16 +16,13 @@ e75a491``); another commit runs with a warning. Steps, per (method, benchmark, s
 4. per (method, benchmark): suite - Mammoth per seed, the mean with a 95% Student-t interval
    (``clsuite.analysis.stats.paired``), both sides' mean +- sd, the paper's Table II value.
 
-Both sides run in one process under ``trainer.numerics=portable`` (``clsuite.numerics``: the same
-CPU kernels on any x86-64 machine, so that the table reproduces elsewhere; ``--suite
-trainer.numerics=native`` for this machine's own) and one torch thread. Prints the Markdown table
-and writes every number, with the suite's commit and code hash, the Mammoth commit, the kernels
-and the machine, to ``--out`` (JSON), after every pair: a stopped harness keeps what it finished
-(``complete``: false). ``--suite KEY=VALUE``: one-change diagnostics
-of docs/PARITY.md (``method.plugin.hal_lambda=0.01``, ``replay_loss=concat``, ...);
-``PARITY_NOFLIP=1``: Mammoth's iCaRL without the flipped class means. Exit 2 with one ``error:``
-line when the checkout is missing or not Mammoth's. Slow: one suite run and one Mammoth run per
-seed (GSS about a minute each on one core).
+Both sides run in one process, one torch thread, under ``trainer.numerics=portable`` (docs/PARITY.md;
+``--suite trainer.numerics=native``: this machine's own kernels). Prints the Markdown table and writes
+every number (what docs/PARITY.md lists, and the suite's code hash) to ``--out`` after every pair: a
+stopped harness keeps what it finished (``complete``: false). ``--suite KEY=VALUE``: the one-change
+diagnostics of docs/PARITY.md (``replay_loss=concat``, ...); ``PARITY_NOFLIP=1``: Mammoth's iCaRL
+without the flipped class means. Exit 2 with one ``error:`` line when the checkout is missing or not
+Mammoth's. Slow: one suite run and one Mammoth run per seed (GSS about a minute each on one core).
 """
 
 from __future__ import annotations

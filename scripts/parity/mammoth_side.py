@@ -19,13 +19,8 @@ real one does on flat MNIST-sized tensors without augmentation:
 The driver (:func:`run`) follows Mammoth's training loop (``utils/training.py``): per task
 ``begin_task``, then ``observe(inputs, labels, not_aug_inputs)`` per batch, then ``end_task``; the
 final row of R is measured with the model's own ``forward`` (iCaRL: nearest mean of exemplars).
-Batches: GSS and HAL get the suite's exact batches (:mod:`suite_side`); iCaRL trains on what its
-``begin_task`` builds (the task's data + the exemplars, Mammoth's offline form), shuffled by a
-seeded loader of ``batch_size``. The network is Mammoth's ``BaseMNISTMLP`` (hidden 400) holding
-the suite's initial weights. Mammoth's arguments (:func:`mammoth_args`): ``buffer_size`` = the
-suite's M in slots, ``batch_size`` = ``minibatch_size`` = the suite's |B_t| and |R|, the suite's lr,
-one epoch; GSS ``batch_num`` 1; HAL ``hal_lambda`` 0.1, ``beta`` 0.5, ``gamma`` 0.1; iCaRL
-``opt_wd`` 1e-5. ``PARITY_NOFLIP=1``: iCaRL's class means without the flipped copies.
+Its batches, network and weights, and Mammoth's arguments (:func:`mammoth_args`): docs/PARITY.md,
+"Setting and commands". ``PARITY_NOFLIP=1``: iCaRL's class means without the flipped copies.
 """
 
 from __future__ import annotations
