@@ -31,7 +31,10 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_joblib_cfg
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher as _HydraJoblibLauncher
 from joblib import Parallel, delayed
+from joblib.externals.loky.process_executor import BrokenProcessPool
 from omegaconf import OmegaConf
+
+from clsuite.io import LOCK_FILE, read_object
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,6 @@ class JoblibLauncher(_HydraJoblibLauncher):
 
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
-        from clsuite.io import LOCK_FILE, read_object
         from clsuite.sweep import holder_alive
 
         path = self._job(overrides)[0] / LOCK_FILE
@@ -71,7 +73,6 @@ class JoblibLauncher(_HydraJoblibLauncher):
 
     def _record_death(self, idx: int, overrides: Sequence[str], error, status: str = "failed") -> JobReturn:
         """``failed.json`` for a job whose worker died (``Job.failed`` never raises)."""
-        from clsuite.io import LOCK_FILE
         from clsuite.sweep import Job
 
         folder, cfg = self._job(overrides)
@@ -83,8 +84,6 @@ class JoblibLauncher(_HydraJoblibLauncher):
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from joblib.externals.loky.process_executor import BrokenProcessPool
-
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
@@ -130,8 +129,6 @@ class JoblibLauncher(_HydraJoblibLauncher):
 
     def _after_broken_pool(self, e, pending, runs, job_overrides, run) -> None:
         """A worker died: rerun each job that was running then alone; the one that dies again failed."""
-        from joblib.externals.loky.process_executor import BrokenProcessPool
-
         lost = [i for i in pending if i not in runs]
         suspects = [i for i in lost if self._died_here(job_overrides[i])]
         print(

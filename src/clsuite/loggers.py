@@ -1,14 +1,12 @@
 """Loggers: CSV (default), W&B (offline unless asked) or none, and what a run logs to them.
 
 :func:`make_logger` opens the Lightning logger of a run; :class:`RunLogger` (a callback that
-``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs ``train/loss`` (and its
-parts) every ``trainer.log_every_n_steps`` incoming batches, reading the detached losses only then,
-and ``acc/task<j>``, ``acc/seen`` after each task (docs/WANDB.md, "What a run logs"). CSV writes
-both to ``csv/metrics.csv``.
+``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs what docs/WANDB.md, "What
+a run logs", lists, reading the detached losses only every ``trainer.log_every_n_steps`` incoming
+batches; CSV writes both to ``csv/metrics.csv``.
 
-A logger failure never costs a result (docs/INTEGRITY.md, "Loggers"): a W&B run that cannot start
-logs to CSV (:class:`LoggerUnavailable` under ``logger.required=true``), a failed write stops W&B
-logging (:class:`SafeWandbLogger`). A W&B run gets the results file's facts at its end (:func:`_finish`).
+A logger failure never costs a result (docs/INTEGRITY.md, "6. Loggers": :class:`LoggerUnavailable`,
+:class:`SafeWandbLogger`). A W&B run gets the results file's facts at its end (:func:`_finish`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Weights & Biases for an experiment: its results files pushed, a run per grid point, and its aggregate run.
 
-    python scripts/wandb_sync.py table2           # multirun/table2/: a W&B run per grid point + the aggregate run
-    python scripts/wandb_sync.py table2 --check   # what the offline runs on disk hold (no upload)
-
-What the runs hold, where they are written and how they are uploaded: docs/WANDB.md.
+The commands, what the runs hold, where they are written and how they are uploaded: docs/WANDB.md.
 
 1. every results file the report reads (``clsuite.analysis.load.read_runs``) and no W&B run mirrors
    yet gets one (``clsuite.wandb_run.log_from_results``, ``source: synced``); the others are named;

@@ -1,11 +1,6 @@
-"""Sweeps (Hydra multiruns): one module per concern.
-
-- ``job``: one job's resume / reuse / failure records / log line and its ``CLSUITE_*`` settings (:class:`Job`);
-- ``index``: the reuse index of finished runs by identity (:func:`reindex`);
-- ``grid``: the jobs of a sweep, composed and validated before any starts, folders checked;
-- ``summary``: what a sweep did, counted from the jobs' own files (the exit status);
-- ``callback``: the Hydra callback that ties the grid, ``grid.json`` and the summary together;
-- ``gpus``: a GPU per job (lock-file pool); job folder names: ``clsuite.paths``; the job lock: ``clsuite.locks``.
+"""Sweeps (Hydra multiruns), one module per concern, each opening with it: ``job`` (:class:`Job`), ``index``,
+``grid``, ``summary``, ``callback`` (the Hydra callback that ties them together), ``gpus``; job folder
+names: ``clsuite.paths``; the job lock: ``clsuite.locks`` (the layers: docs/ARCHITECTURE.md).
 """
 
 from clsuite.locks import HOST, JobLock, holder_alive
