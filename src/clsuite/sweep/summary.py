@@ -1,12 +1,10 @@
 """What a sweep did, counted from the jobs' own files: the summary and the exit status.
 
-Each job of the grid (``grid.json``'s folders) is, from its folder (:func:`job_state`; docs/INTEGRITY.md,
-section 5): finished (a sealed ``results.json`` of the config the grid asked for there), failed or
-interrupted (its ``failed.json``; a results file of another config, or no file at all, is failed),
-or busy (a live ``running.lock``). The sweep log (``sweep_log.jsonl``) adds only how many jobs of
-this invocation ran, were skipped or reused, and why jobs reran; without a grid (a sweeper other
-than the basic one) the log is all there is. ``clsuite.cli.main`` exits 1 when a job failed or was
-interrupted.
+Each job of the grid (``grid.json``'s folders) is finished, failed, interrupted or busy by its own
+files (:func:`job_state`; docs/INTEGRITY.md, section 5), a sealed results file of another config than
+the grid asked for there counting as failed. The sweep log adds what that section says; without a
+grid (a sweeper other than the basic one) it is all there is. ``clsuite.cli.main`` exits 1 when a
+job failed or was interrupted.
 """
 
 from __future__ import annotations
