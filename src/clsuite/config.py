@@ -1,10 +1,9 @@
 """The config directory, its groups and options, and every check on a config before a run.
 
-One home for ``CONF_DIR`` / ``SWEEPS_DIR`` (``clsuite.home``), the config groups (its sub-folders)
-and their options (its yaml files), the resolvers, the one check of unknown options and keys in
-overrides (:func:`check_overrides`) and the one validation of a composed config (:func:`validate`).
-Every failure is a ``ConfigError``, one line naming the bad value and the valid range: the command
-line prints ``error: ...`` and exits 2 before any data is read (a sweep: before any job starts).
+The config groups (sub-folders of ``clsuite.home.CONF_DIR``) and their options (its yaml files), the
+resolvers, the one check of unknown options and keys in overrides (:func:`check_overrides`), the one
+validation of a composed config (:func:`validate`), W&B's settings. A failure is a ``ConfigError``,
+one line (what the command line does with it: docs/CONFIG.md, opening).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from clsuite.home import CONF_DIR, SWEEPS_DIR, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
-from clsuite.schema import RESUME_MODES, SEED_MAX, ConfigError, check, dotted_get  # noqa: F401  (re-exported)
+from clsuite.schema import ConfigError, check, dotted_get
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 RESOLVERS = {  # ${clsuite_n_jobs:} (launcher=joblib), ${clsuite_run_id:} (hydra.run.dir), ${clsuite_dirname:...}
@@ -61,9 +60,8 @@ def top_level_keys() -> list[str]:
 
 
 def check_overrides(args: list[str], extra_dirs=()) -> None:
-    """The one check of unknown group options (``method=foo``) and unknown keys (``+memroy=50``) in
-    overrides (the command line, each job of a sweep, ``clsuite.api``); group options may also come
-    from ``extra_dirs`` (``--config-dir``) and ``hydra.searchpath``. Names: :func:`check_names`."""
+    """The one check of unknown group options (``method=foo``) and keys (``+memroy=50``) in overrides
+    (docs/ARCHITECTURE.md, step 2); options may also come from ``extra_dirs`` and ``hydra.searchpath``."""
     known = top_level_keys()  # (cached: read once per process)
     extra = [*map(Path, extra_dirs), *search_dirs(args)]
     for arg in args:
@@ -102,11 +100,7 @@ def check_names(cfg) -> None:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Every check a composed config must pass before a run; raises ``ConfigError`` (one line).
-
-    The declared schema (``clsuite.schema``: every key's type and range, the cross-key rules, the
-    benchmark's source looked up once), W&B when it is required, then the files that source will
-    read (there, readable)."""
+    """Every check a composed config must pass before a run (docs/ARCHITECTURE.md, step 2): ``ConfigError``."""
     check_names(cfg)
     source = check(cfg)
     logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
@@ -143,9 +137,8 @@ def wandb_settings(logger_cfg) -> dict:
 
 
 def cannot_start(logger_cfg) -> str | None:
-    """Why W&B cannot start here, when that is known before a run: wandb not importable, or online
-    (``mode``, ``$WANDB_MODE``) without an API key (``WANDB_API_KEY``, ``.netrc``, its settings),
-    where ``wandb.init`` refuses. None otherwise (what only a start can tell is left to it)."""
+    """Why W&B cannot start, when a run can know it before it starts (docs/INTEGRITY.md, section 6: not
+    importable, or online without an API key, where ``wandb.init`` refuses); else None."""
     try:
         import wandb  # noqa: F401
     except Exception as e:

@@ -16,7 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from clsuite.config import CONF_DIR, GROUPS, dotted_get, group_options
-from clsuite.schema import KEYS, NODES, SLOTS, node_keys
+from clsuite.schema import KEYS, MISSING, NODES, RULES, SLOTS, node_keys, targets
 
 USAGE = """\
 usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
@@ -59,10 +59,7 @@ def defaults() -> dict:
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = OmegaConf.to_container(compose(config_name="config"), resolve=False)
-    return {k: v for k in KEYS if (v := dotted_get(cfg, k, _ABSENT)) is not _ABSENT}
-
-
-_ABSENT = object()
+    return {k: v for k in KEYS if (v := dotted_get(cfg, k, MISSING)) is not MISSING}
 
 
 def _node_yaml(target: str) -> dict:
@@ -74,7 +71,7 @@ def _node_yaml(target: str) -> dict:
 
 
 def _show(v) -> str:
-    if v is _ABSENT:
+    if v is MISSING:
         return "-"
     if v == "???":
         return "(reading)"
@@ -86,15 +83,11 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     sections: dict[str, list] = {}
     for key, spec in KEYS.items():
         head = key.split(".")[0] if "." in key else "run"
-        sections.setdefault(head, []).append((key, _show(defaults().get(key, _ABSENT)), spec.range(), spec.doc))
+        sections.setdefault(head, []).append((key, _show(defaults().get(key, MISSING)), spec.range(), spec.doc))
     out = [(f"{head} keys", r) for head, r in sections.items()]
     for slot in SLOTS:
-        for target, decl in NODES.items():
-            if not target.startswith(
-                {"replay": "clsuite.replay.", "update": "clsuite.memory."}.get(slot, "clsuite.methods.")
-            ):
-                continue
-            keys = node_keys(target)
+        for target in targets(slot):
+            decl, keys = NODES[target], node_keys(target)
             by = ", ".join(selected_by().get(target, [])) or "(no option selects it)"
             extra = []
             if decl.get("slots"):
@@ -103,12 +96,8 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
                 extra.append(f"scenario: {', '.join(decl['scenarios'])}")
             title = f"method.{slot} = {target.rsplit('.', 1)[-1]} ({by})" + (f"; {'; '.join(extra)}" if extra else "")
             node = _node_yaml(target)
-            out.append(
-                (
-                    title,
-                    [(f"method.{slot}.{k}", _show(node.get(k, _ABSENT)), s.range(), s.doc) for k, s in keys.items()],
-                )
-            )
+            body = [(f"method.{slot}.{k}", _show(node.get(k, MISSING)), s.range(), s.doc) for k, s in keys.items()]
+            out.append((title, body))
     return out
 
 
@@ -166,8 +155,6 @@ def markdown() -> str:
             continue
         lines += ["| key | default | range | meaning |", "|---|---|---|---|"]
         lines += [f"| `{k}` | {_cell(d)} | {_cell(r)} | {_cell(m)} |" for k, d, r, m in keys]
-    from clsuite.schema import RULES
-
     lines += ["", "## Cross-key rules", ""]
     lines += [f"- {' '.join((r.__doc__ or '').split())}" for r in RULES]
     lines += [

@@ -16,8 +16,7 @@ or ``unknown <key> <value>; valid choices: ...``):
    sizes, memory vs the method's memory layout, scenario vs the method, precision vs the device,
    eval split vs the validation split, logger.required vs the logger.
 
-Adding a key is one line here (docs/CONFIG.md, "Adding a key"); a new replay / update / plugin
-class gets a ``NODES`` entry (or :func:`declare` from outside ``src/``).
+Adding a key: docs/CONFIG.md, "Adding a key" (a class from outside ``src/``: :func:`declare`).
 
 Why a table and not Hydra structured configs or pydantic models: OmegaConf checks a dataclass
 field's type but not its range (``__post_init__`` never runs on a DictConfig) and reports both as
@@ -160,22 +159,18 @@ def OneOf(*choices, doc="", **kw) -> Spec:
     return Spec("choice", doc, choices=tuple(choices), **kw)
 
 
-def Kind(kind: str, doc="", **kw) -> Spec:
-    return Spec(kind, doc, **kw)
-
-
 # ----------------------------------------------------------------------------- the keys
 
 # fmt: off
 KEYS: dict[str, Spec] = {
     # conf/config.yaml
-    "experiment": Kind("name", "groups runs: output folder multirun/<experiment>, W&B group"),
+    "experiment": Spec("name", "groups runs: output folder multirun/<experiment>, W&B group"),
     "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
     "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: at most one per 5 min)"),
     "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
-    "reading": Kind("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
+    "reading": Spec("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
     "memory": Whole(0, None, "M: memory size (total, or per class if memory_per_class); bounds per method: cross-key rules"),
     "memory_per_class": Flag("reading: false = M in total | true = M per class (MIR's --mem_size)"),
     "batch_size": Whole(1, None, "reading: |B_t|, incoming batch size"),
@@ -193,30 +188,30 @@ KEYS: dict[str, Spec] = {
     "scenario": OneOf("class_il", "task_il", "domain_il", doc="one head over all classes | task-IL masks | domain-IL"),
     "eval_mask": OneOf("all", "seen", doc="all: argmax over the whole head | seen: only classes seen so far"),
     "eval_split": OneOf("test", "val", doc="test | val (tuning; needs data.val_fraction > 0)"),
-    "data.root": Kind("path", "folder of the datasets (default $DATA_DIR, else ./data)"),
+    "data.root": Spec("path", "folder of the datasets (default $DATA_DIR, else ./data)"),
     "data.download": Flag("fetch the official files (md5-checked) when missing"),
     "data.verify_md5": Flag("md5-check every data file before reading it"),
     "data.class_order": OneOf("natural", "random", doc="natural | random (permuted with the seed)"),
     "data.val_fraction": Real(0, 1, "held out of each task's training samples", hi_open=True),
     "data.imbalance_semantics": OneOf("keep", "ratio", doc="keep: minority keeps (1 - lambda) n | ratio: lambda n"),
     "data.normalize": Flag("standardise inputs with the training set's mean and std"),
-    "data.cache_dir": Kind("path", "decoded image-folder archives; null: $CLSUITE_CACHE_DIR, else ~/.cache/clsuite", null=True),
+    "data.cache_dir": Spec("path", "decoded image-folder archives; null: $CLSUITE_CACHE_DIR, else ~/.cache/clsuite", null=True),
     # conf/benchmark/
-    "benchmark.name": Kind("name", "the benchmark's name (results, tables)"),
-    "benchmark.source": Kind("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
+    "benchmark.name": Spec("name", "the benchmark's name (results, tables)"),
+    "benchmark.source": Spec("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
     "benchmark.n_tasks": Whole(1, None, "T: number of tasks (at most classes // classes_per_task)"),
     "benchmark.classes_per_task": Whole(1, None, "classes per task (at most the source's classes)"),
     "benchmark.train_per_class": Whole(1, None, "training samples per class; null = all (at most the smallest class)", null=True),
     "benchmark.backbone": OneOf("mlp", "resnet18", doc="the paper's network for this benchmark (model=auto)"),
     "benchmark.iters_per_batch": Whole(1, None, "optimisation steps per incoming batch (split-CIFAR100: 5)"),
     "benchmark.synthetic.num_classes": Whole(1, None, "synthetic: number of Gaussian clusters", req=False),
-    "benchmark.synthetic.shape": Kind("shape", "synthetic: input shape", req=False),
+    "benchmark.synthetic.shape": Spec("shape", "synthetic: input shape", req=False),
     "benchmark.synthetic.train_per_class": Whole(1, None, "synthetic: training samples per class", req=False),
     "benchmark.synthetic.test_per_class": Whole(1, None, "synthetic: test samples per class", req=False),
     "benchmark.synthetic.seed": Whole(0, SEED_MAX, "synthetic: seed of the clusters", req=False),
     "benchmark.synthetic.noise": Real(0, None, "synthetic: std of the Gaussian noise around each cluster's prototype", req=False),
-    "benchmark.image_folder.path": Kind("text", "image_folder: folder, .tar or .tar.gz of train/<class>/*, test/<class>/* (under data.root)", req=False),
-    "benchmark.image_folder.md5": Kind("text", "image_folder: the archive's md5 (checked with data.verify_md5); null: not checked", null=True, req=False),
+    "benchmark.image_folder.path": Spec("text", "image_folder: folder, .tar or .tar.gz of train/<class>/*, test/<class>/* (under data.root)", req=False),
+    "benchmark.image_folder.md5": Spec("text", "image_folder: the archive's md5 (checked with data.verify_md5); null: not checked", null=True, req=False),
     "benchmark.image_folder.classes": Whole(1, None, "image_folder: number of class folders", req=False),
     "benchmark.image_folder.train_per_class": Whole(1, None, "image_folder: training images of the smallest class", req=False),
     "benchmark.image_folder.channels": OneOf(1, 3, doc="image_folder: 1 (grey, L) | 3 (RGB)", req=False),
@@ -239,14 +234,14 @@ KEYS: dict[str, Spec] = {
     # conf/logger/
     "logger.name": OneOf("csv", "none", "wandb", doc="where the run's curves go"),
     "logger.mode": OneOf("offline", "online", "disabled", doc="W&B mode ($WANDB_MODE wins)", req=False),
-    "logger.project": Kind("name", "W&B project", req=False),
-    "logger.entity": Kind("text", "W&B entity (team or user)", null=True, req=False),
-    "logger.group": Kind("text", "W&B group; null: the table cell", null=True, req=False),
-    "logger.run_name": Kind("text", "W&B run name; null: every key of the run", null=True, req=False),
-    "logger.tags": Kind("names", "W&B tags added to the automatic ones", req=False),
+    "logger.project": Spec("name", "W&B project", req=False),
+    "logger.entity": Spec("text", "W&B entity (team or user)", null=True, req=False),
+    "logger.group": Spec("text", "W&B group; null: the table cell", null=True, req=False),
+    "logger.run_name": Spec("text", "W&B run name; null: every key of the run", null=True, req=False),
+    "logger.tags": Spec("names", "W&B tags added to the automatic ones", req=False),
     "logger.required": Flag("W&B must start (else: a warning and the CSV logger); true: an error line before training", req=False),
     # conf/method/
-    "method.name": Kind("name", "the method's name (results, tables)"),
+    "method.name": Spec("name", "the method's name (results, tables)"),
     "method.lr": Real(0, None, "the method's own learning rate; null = the run's lr", lo_open=True, null=True),
     "method.joint": Flag("train on the i.i.d. union of all tasks, method.epochs passes (joint upper bound)", req=False),
     "method.epochs": Whole(1, None, "Joint: passes over the shuffled union of all tasks (1: the protocol's)", req=False),
