@@ -1,14 +1,9 @@
-"""Run one continual-learning experiment (or a sweep with ``-m``) from a checkout.
+"""Run one continual-learning experiment (or a sweep with ``-m``, or any verb) from a checkout:
+``python src/run.py ...`` = ``clsuite ...`` once installed (README.md, "The main commands").
 
-    python src/run.py                                   # = `clsuite` once installed (pip install .)
-    python src/run.py -m method=adaer,mir,er memory=50,100,200
-    python src/run.py --config-dir sweeps --config-name table2 launcher=joblib   # a paper sweep
-    python src/run.py aggregate default                 # any verb of `clsuite` (clsuite.commands)
-
-Everything happens in ``clsuite.commands`` / ``clsuite.cli`` (exit statuses, resume, locks,
-signals: see there); this file only puts ``src/`` on the path, also for the jobs that other
-processes start (joblib workers, submitit / SLURM jobs). It is not part of the code identity
-(``clsuite.identity``): it computes nothing a run's numbers depend on.
+Everything happens in ``clsuite.commands`` / ``clsuite.cli``; this file only puts ``src/`` on the
+path, also for the jobs that other processes start (joblib workers, submitit / SLURM jobs), so it
+is not part of the code identity (docs/RUNS.md, "Identity").
 """
 
 import os

@@ -1,9 +1,5 @@
-"""The command line: ``clsuite [overrides]`` (console script) = ``python src/run.py [overrides]``.
-
-    clsuite                                        # AdaER on split-MNIST, M=100, seed 0
-    clsuite method=mir memory=200 seed=3           # any key of conf/ can be overridden
-    clsuite -m method=adaer,mir,er memory=50,100   # a sweep (Hydra multirun; clsuite.sweep)
-    clsuite paper table2 --launcher joblib         # a paper target: its sweep, then its tables (clsuite.paper)
+"""The command line: ``clsuite [overrides]`` (console script) = ``python src/run.py [overrides]``
+(examples: docs/RUNS.md, "Using it").
 
 Steps (the path of one run: docs/ARCHITECTURE.md): :func:`precheck` before ``hydra.main`` (``--help``,
 the overrides, the composed config, a single run validated once: a refused run leaves no folder);
@@ -168,10 +164,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
         print(f"busy {job.name}: {who}; left to it", file=sys.stderr)
         return None
     stop = threading.Event()
-    in_worker = "joblib" in str(hc.launcher.get("_target_", "")).lower() and os.environ.get("CLSUITE_SWEEP_PID") != str(
-        os.getpid()
-    )
-    if in_worker:
+    joblib_launcher = "joblib" in str(hc.launcher.get("_target_", "")).lower()
+    if joblib_launcher and os.environ.get("CLSUITE_SWEEP_PID") != str(os.getpid()):  # in a joblib worker
         threading.Thread(target=_watch_sweep, args=(stop,), daemon=True).start()
     t0 = time.perf_counter()
     _JOBS_STARTED.append(job.name)
@@ -225,8 +219,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def precheck(argv: list[str]) -> RunMode | None:
-    """Steps 1-2 before ``hydra.main``: ``--help``, the overrides, the composed config; a single run
-    is validated here, so a refused run leaves no folder. The run mode, or None (Hydra's own
+    """The steps before ``hydra.main`` (module docstring): the run mode, or None (Hydra's own
     ``--cfg`` / ``--info`` / ``--hydra-help``)."""
     from clsuite.compose import parse_args, precompose
 

@@ -1,20 +1,7 @@
-"""The ``clsuite`` command's verbs, each a thin dispatch to the function that does the work.
+"""The ``clsuite`` command's verbs, each a thin dispatch to the function that does the work
+(:data:`VERBS`; what each does: ``clsuite help``, docs/RUNS.md, "As a package").
 
-    clsuite [run] [overrides]         one run (no verb = run): clsuite.cli.main
-    clsuite sweep [overrides]         a sweep (Hydra multirun, = clsuite -m ...): clsuite.cli.main
-    clsuite paper TARGET [...]        a paper table or figure, sweep + tables (= make TARGET): clsuite.paper.main
-    clsuite aggregate EXP [...]       tables and figures of multirun/EXP/: clsuite.analysis.report.main_aggregate
-    clsuite report [--docs]           the reproduction report from multirun/: clsuite.analysis.report.main_report
-    clsuite claims [--rule R]         the paper's claims judged from multirun/, printed: clsuite.analysis.report.main_claims
-    clsuite choices                   the paper's open choices, paired by seed: clsuite.analysis.choices.main
-    clsuite wandb EXP [...]           W&B runs and charts from results files: clsuite.wandb_sync.main
-    clsuite help [VERB]               the verbs and the config keys (= clsuite --help), or one verb's options
-
-A checkout runs the same functions as ``python src/run.py [verb] ...``; ``python -m clsuite [verb] ...``
-works wherever the package is importable. ``clsuite.home.hint`` names the form that works where the
-process runs.
-
-An argument that is a verb only counts as one in the first place; overrides always hold ``=``
+A verb counts only as the first argument (no verb: ``run``); overrides always hold ``=``
 (``method=mir``) and options start with ``-``, so neither is taken for a verb.
 """
 

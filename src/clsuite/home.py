@@ -2,11 +2,7 @@
 
 A leaf (no ``clsuite`` import), so that every layer may ask it. ``CONF_DIR`` / ``SWEEPS_DIR``: the
 packaged copies ``clsuite/conf`` and ``clsuite/sweeps`` in an installed wheel, the repository's
-``conf/`` and ``sweeps/`` in a checkout. :func:`hint` names the form of a verb that works where the
-process runs, with the interpreter that runs it (``sys.executable``, which has the suite's
-dependencies; a bare ``python`` may not): ``.venv/bin/python src/run.py aggregate table2`` in a
-checkout, ``clsuite aggregate table2`` where the package is installed and its console command is this
-environment's, else ``/path/to/python -m clsuite aggregate table2``.
+``conf/`` and ``sweeps/`` in a checkout.
 """
 
 from __future__ import annotations
@@ -44,7 +40,8 @@ def _shown(path: Path) -> str:
 
 
 def hint(verb: str, *args: str) -> str:
-    """The command line of ``verb`` that works here, with the interpreter running now (module docstring)."""
+    """The command line of ``verb`` that works here, with the interpreter running now (a bare ``python``
+    may lack the suite's dependencies); its three forms: README.md, "The main commands"."""
     python = _shown(Path(sys.executable))
     if in_checkout():
         script = CHECKOUT / "scripts" / SCRIPTS[verb] if verb in SCRIPTS else CHECKOUT / "src" / "run.py"

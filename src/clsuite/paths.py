@@ -1,9 +1,6 @@
-"""Names that become folder names: the one check they pass first (:func:`safe_name`: empty, ``.``,
-``..``, a path separator, a control character, a leading ``.`` or more than :data:`MAX_NAME` bytes is
-refused; docs/INTEGRITY.md, section 4), and a sweep job's folder name (:func:`job_dirname`: Hydra's
-override dirname, or a prefix of it plus a hash when longer than :data:`MAX_DIRNAME`; the job writes
-its overrides inside, ``overrides.json``). ``clsuite.config`` registers the resolvers that use them;
-``clsuite aggregate`` / ``clsuite wandb`` check their arguments with it. An explicit ``hydra.run.dir`` / ``hydra.sweep.dir`` is the user's choice (Hydra's convention).
+"""Names that become folder names: the one check they pass first (:func:`safe_name`; the rule and
+who asks it: docs/INTEGRITY.md, section 4), and a sweep job's folder name (:func:`job_dirname`:
+Hydra's override dirname, hashed when longer than :data:`MAX_DIRNAME`; docs/RUNS.md, "Grid").
 """
 
 from __future__ import annotations

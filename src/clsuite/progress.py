@@ -1,15 +1,11 @@
-"""Feedback while a run or a sweep goes (docs/WANDB.md, last paragraph).
-
-- :func:`task_progress_bar`: Lightning's TQDM bar labelled "task 2/5" (one pass over a task is one
-  Lightning epoch), with the loss read once per refresh, never on other batches;
-- :func:`sweep_progress`: "k/N done, F failed, about T left" of this invocation, from ``grid.json``
-  (N) and ``sweep_log.jsonl`` (one line per finished job), printed by each job as it ends, so that
-  parallel workers count right; T = the jobs left x the wall time so far per finished job;
-- :func:`keep_report`: appends a job's printed report to its ``run.log`` (Hydra's job log).
+"""Feedback while a run or a sweep goes (what the user sees: docs/WANDB.md, last paragraph): the
+task's progress bar (one pass over a task is one Lightning epoch), the sweep's progress line, and a
+job's printed report kept in its ``run.log``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from pathlib import Path
@@ -62,7 +58,9 @@ def _duration(s: float) -> str:
 
 
 def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = None) -> str | None:
-    """The line "k/N done, F failed, about T left" of this sweep invocation, or None outside a sweep."""
+    """The line "k/N done, F failed, about T left" of this sweep invocation, or None outside a sweep: N
+    from ``grid.json``, k and F from ``sweep_log.jsonl`` (so parallel workers count right), T = the
+    jobs left x the wall time so far per finished job."""
     sweep_dir = Path(sweep_dir)
     sweep_id = sweep_id if sweep_id is not None else os.environ.get("CLSUITE_SWEEP_ID")
     grid = read_object(sweep_dir / GRID_FILE)
@@ -88,8 +86,5 @@ def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = N
 
 def keep_report(out_dir, text: str) -> None:
     """Append a job's printed report to ``<out_dir>/run.log``."""
-    try:
-        with open(Path(out_dir) / RUN_LOG, "a") as f:
-            f.write(text.rstrip("\n") + "\n")
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(Path(out_dir) / RUN_LOG, "a") as f:
+        f.write(text.rstrip("\n") + "\n")
