@@ -8,10 +8,9 @@ with the target's layout. The Makefile's paper targets call this verb: one home 
 
 1. the target: a sweep name (``first_task``) or its Make name (``fig-first-task``); any other sweep of
    the sweeps folder runs the same way, its folder aggregated as an ad-hoc sweep (``cells_joint``);
-2. the sweep's command line: ``--config-dir <sweeps> --config-name <name>``, then ``reading=``,
-   ``launcher=``, ``seed=range(0,<seeds>)`` (defaults :data:`DEFAULTS`), the lists that replace the
-   sweep's own (``--benchmarks``, ``--methods``, ``--memories``, ``--taus``, ``--lambdas``),
-   ``hydra.launcher.n_jobs=`` (``--jobs``), ``experiment=`` (``--experiment``), then the overrides;
+2. the sweep's command line: ``--config-dir <sweeps> --config-name <name>``, then the options as
+   overrides (:func:`sweep_args`; ``seed=range(0,<seeds>)``; defaults :data:`DEFAULTS`; the options:
+   docs/REPRODUCING.md), then the user's overrides;
 3. the folder: ``--experiment``, else the last ``experiment=`` override, else the sweep's name;
 4. the sweep runs in a child process with this interpreter (``python -m clsuite``), then the
    aggregation runs whatever the sweep's outcome; the exit status is the aggregation's when it
@@ -32,7 +31,7 @@ import sys
 
 from clsuite.analysis.paper_values import TARGETS
 from clsuite.config import SWEEPS_DIR
-from clsuite.home import child_env
+from clsuite.home import child_env, hint
 
 GROUPS = {
     "all": "every target above, in order (= make paper)",
@@ -40,11 +39,6 @@ GROUPS = {
 }
 DEFAULTS = {"seeds": 5, "choice_seeds": 10, "reading": "mir_code", "launcher": "basic"}
 LISTS = {"benchmarks": "benchmark", "methods": "method", "memories": "memory", "taus": "tau", "lambdas": "lambda"}
-
-
-def target_name(name: str) -> str:
-    """``fig-first-task`` -> ``first_task`` (a Make target's name); sweep names unchanged."""
-    return name.removeprefix("fig-").replace("-", "_")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,8 +49,7 @@ def parser() -> argparse.ArgumentParser:
         + "; ".join(f"{k}: {v}" for k, v in {**TARGETS, **GROUPS}.items())
         + ". Make's names work too (fig-memory).",
     )
-    ap.add_argument("target", help="table2, memory, first_task, cifar100, imbalance, tau, ablation, "
-                    "ablation_cifar100, all or choices")  # fmt: skip
+    ap.add_argument("target", help=", ".join(TARGETS) + ", all or choices")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every job (logger=none batch_size=10)")
     ap.add_argument("--seeds", type=int, help=f"seeds 0..n-1 (default {DEFAULTS['seeds']}; choices: 10)")
     ap.add_argument("--reading", default=DEFAULTS["reading"], help="paper_text | mir_code (default: mir_code)")
@@ -92,7 +85,7 @@ def plan(argv: list[str]) -> list[tuple[str, list[str]]]:
     """``[(kind, argv)]``: ``("sweep", command line)``, ``("aggregate", main_aggregate's argv)``,
     ``("choices", clsuite.analysis.choices.main's argv)``, in order. ``ValueError``: bad input."""
     a = parser().parse_intermixed_args(argv)
-    target = target_name(a.target)
+    target = a.target.removeprefix("fig-").replace("-", "_")  # a Make target's name: fig-first-task
     if a.seeds is not None and a.seeds < 1:
         raise ValueError(f"--seeds must be a whole number >= 1, got {a.seeds}")
     if target == "choices":
@@ -141,8 +134,6 @@ def main(argv: list[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if "--dry-run" in argv:
-        from clsuite.home import hint
-
         ledger = "then the paired ledger: results/choices/choices.md (clsuite.analysis.choices)"
         for kind, args in steps:
             print({"sweep": shlex.join(args), "aggregate": hint("aggregate", *args), "choices": ledger}[kind])

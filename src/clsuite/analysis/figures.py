@@ -104,12 +104,6 @@ def _panels(n: int, width: float = 4.6):
     return fig, list(axes[0])
 
 
-def _per_benchmark(df: pd.DataFrame):
-    """A figure with a panel per benchmark (the paper's order): (figure, axes, benchmarks)."""
-    benches = pv.order_benchmarks(df["benchmark"])
-    return (*_panels(len(benches)), benches)
-
-
 def _finish(fig, axes, title: str, handles: list, ns, stem: Path) -> list[Path]:
     seen: dict[str, object] = {}
     for h in handles:
@@ -158,7 +152,8 @@ def vs_condition(
     s = summary[summary["variant"] == ""]
     if s.empty:
         return []
-    fig, axes, benches = _per_benchmark(s)
+    benches = pv.order_benchmarks(s["benchmark"])  # a panel per benchmark, in the paper's order
+    fig, axes = _panels(len(benches))
     handles = []
     for ax, b in zip(axes, benches):
         sb = s[s["benchmark"] == b]
@@ -170,10 +165,9 @@ def vs_condition(
         for k, m in enumerate(methods):
             sm = sb[sb["method"] == m].sort_values(x_key)
             colour, marker = method_style(m)
-            tx = (np.log2(sm[x_key].to_numpy(float)) if log else sm[x_key].to_numpy(float)) + (
-                k - (len(methods) - 1) / 2
-            ) * width
-            x = 2**tx if log else tx
+            off = (k - (len(methods) - 1) / 2) * width
+            v = sm[x_key].to_numpy(float)
+            x = 2 ** (np.log2(v) + off) if log else v + off
             y = sm[f"{quantity}_mean"].to_numpy()
             ax.errorbar(x, y, yerr=_clip(quantity, y, sm[f"{quantity}_std"]), color=colour, marker=marker, ms=5,
                         capsize=2, lw=1.2, label=pv.method_label(m))  # fmt: skip
@@ -222,7 +216,8 @@ def first_task(runs: pd.DataFrame, title: str, stem: Path, by: str = "method") -
     r = runs[runs["variant"] == ""]
     if r.empty:
         return []
-    fig, axes, benches = _per_benchmark(r)
+    benches = pv.order_benchmarks(r["benchmark"])  # a panel per benchmark, in the paper's order
+    fig, axes = _panels(len(benches))
     handles, ns = [], []
     for ax, b in zip(axes, benches):
         rb = r[r["benchmark"] == b]
@@ -290,9 +285,8 @@ def bars(summary: pd.DataFrame, quantity: str, title: str, stem: Path, **where) 
 
 
 def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
-    """The mean accuracy matrix R[i, j] per method and per setting of every swept condition
-    (M, tau, lambda: each that takes several values gets its own panels, never averaged over),
-    tasks numbered 1..T; each panel says its setting and its number of seeds n.
+    """The mean accuracy matrix R[i, j] per method and per setting of every swept condition (never
+    averaged over one: docs/REPRODUCING.md, "Aggregation"), tasks 1..T; each panel says its setting and n.
 
     ``runs``: one benchmark and one reading (the caller splits them). Rows of panels: methods;
     columns: the settings of the swept conditions (wrapped at 7 panels when nothing else is swept).

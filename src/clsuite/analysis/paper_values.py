@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 from clsuite.metrics import METRICS
 
-# the paper's tables and figures: target -> what it makes (the paper's order; `make paper` runs them in this
-# order; clsuite.paper runs a target)
+# the paper's tables and figures: target -> what it makes, in the paper's order (that of `make paper`; clsuite.paper)
 TARGETS = {
     "table2": "Table II",
     "memory": "Figs. 5, 6 (Acc, BWT against M)",

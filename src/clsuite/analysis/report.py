@@ -4,14 +4,10 @@
     clsuite report                    # every experiment -> results/report/REPRODUCTION.md + figures/
     clsuite report --docs             # ... and docs/REPRODUCTION.md + docs/figures/, if every section has runs
 
-What :func:`aggregate` writes into ``results/<experiment>/`` and what the report holds and when it
-may write docs/: docs/REPRODUCING.md ("Aggregation", "Report"). A paper experiment
-(:data:`SECTIONS`) gets the paper's layout, any other folder of ``multirun/`` a plain table of its
-swept axes; the CIFAR-10 JPEG copy's section (:data:`CIFAR10_JPEG`) has Table II's layout with its
-claims judged apart (:func:`other_data`). Exit status of ``clsuite report``: 0 when a report was
-written; 1 when there is no run at all, or when ``--docs`` was asked and a required section has no
-runs or a run fails the docs gate (``clsuite.analysis.docs_gate``; docs/ untouched): a build step
-that did not do what it was asked fails, so ``make report DOCS=1`` cannot pass on a fresh clone.
+What :func:`aggregate` writes (a paper experiment, :data:`SECTIONS`, in the paper's layout), what the
+report holds and when it may write docs/: docs/REPRODUCING.md ("Aggregation", "Report", "CIFAR-10 (JPEG
+copy)"). ``clsuite report`` exits 1 also with no run at all, or with ``--docs`` when a run fails the docs
+gate (``clsuite.analysis.docs_gate``; docs/ untouched), so ``make report DOCS=1`` fails on a fresh clone.
 """
 
 from __future__ import annotations
@@ -308,10 +304,9 @@ OTHER_DATA_CLAIMS = ("table2_acc", "table2_forget", "table2_bwt", "table2_fwt", 
 
 
 def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
-    """A benchmark on other data than the paper's (CIFAR-10's JPEG copy): n and time per cell, the
-    AdaER claims that Table II's runs decide (:data:`OTHER_DATA_CLAIMS`: best Acc / Forget / BWT /
-    FWT, C-CMR and E-BRS over MIR and ER at M = 100, the least first-task drop) judged on its runs
-    alone with the rules of the main claims, and the paper's numbers quoted for the official data beside ours."""
+    """A benchmark on other data than the paper's (docs/REPRODUCING.md, "CIFAR-10 (JPEG copy)"): n and
+    time per cell, the claims of :data:`OTHER_DATA_CLAIMS` judged on its runs alone with the main claims'
+    rules, and the paper's numbers quoted for the official data beside ours."""
     ref = pv.OFFICIAL_OF.get(bench, bench)
     label, ref_label = pv.bench_label(bench), pv.bench_label(ref)
     runs = e.runs[e.runs["benchmark"] == bench]
@@ -469,10 +464,9 @@ def build_report(
     text = "\n".join(md).rstrip() + "\n"
     (out / "REPRODUCTION.md").write_text(text.replace(HISTORY, history_link(history, out), 1))
     (out / "claims.json").write_text(json.dumps([_claim_json(j) for j in judged], indent=1))
-    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": []}
-    if docs is not None:
-        result["ungated"] = ungated(experiments, Path(docs), committed_code())
-    if docs is not None and not [s for s in missing if not s.optional] and not result["ungated"]:
+    gate = ungated(experiments, Path(docs), committed_code()) if docs is not None else []
+    result = {"written": out / "REPRODUCTION.md", "missing": missing, "docs": False, "judged": judged, "ungated": gate}
+    if docs is not None and not [s for s in missing if not s.optional] and not gate:
         (Path(docs) / "figures").mkdir(parents=True, exist_ok=True)
         for p in figdir.glob("*.png"):
             if f"figures/{p.name}" in text:  # this report's figures only, not those of earlier builds
@@ -549,8 +543,7 @@ CLAIM_RULES = {"holm": [True], "interval": [False], "both": [False, True]}  # fa
 
 
 def main_claims(argv=None) -> int:
-    """``clsuite claims``: the claims judged from the runs on disk under rule 4 (Holm), the former
-    rule, or both then the verdicts that moved; Markdown on stdout, nothing written."""
+    """``clsuite claims``: docs/ANALYSIS.md ("The former rule, for comparison")."""
     ap = argparse.ArgumentParser(description="The paper's claims from multirun/**/results.json (writes nothing).")
     ap.add_argument("--multirun-dir", default="multirun")
     ap.add_argument("--rule", choices=sorted(CLAIM_RULES), default="both",

@@ -1,13 +1,7 @@
-"""Tables from the summaries, written as Markdown and as LaTeX (booktabs); what each shows and why:
-docs/REPRODUCING.md ("Aggregation", "Report").
-
-- ``table2``: the paper's Table II, a table per benchmark, the readings side by side, the paper's value beside;
-- ``pivot``: one quantity against a condition (M, lambda) or tau; ``adhoc``: any other sweep, a row per setting;
-- ``claims``, ``claim_details``, ``rule_change``, ``verdicts``, ``quotes``: the claims judged by
-  ``clsuite.analysis.claims`` (its rules) and the paper's quoted numbers beside ours;
-- ``status_markdown``: finished, failed, missing, outside the grid, duplicates, code versions, environments.
-
-Cells: ``mean ± std`` over seeds, ``(n=k)`` where fewer seeds finished, ``N/A`` undefined, ``–`` no run (:data:`NOTE`).
+"""Tables from the summaries, written as Markdown and as LaTeX (booktabs): Table II, a quantity against a
+condition, any other sweep, the claims judged by ``clsuite.analysis.claims`` and the paper's quoted numbers,
+the runs' status; what each shows and why: docs/REPRODUCING.md ("Aggregation", "Report"). Cells:
+:data:`NOTE`, ``N/A`` undefined, ``–`` no run.
 """
 
 from __future__ import annotations
@@ -138,10 +132,6 @@ def _cell(s: pd.Series | None, q: str, n_all: int | None = None) -> str:
     return "–" if s is None else fmt(s[f"{q}_mean"], s[f"{q}_std"], int(s["n"]), n_all)
 
 
-def _n(s: pd.Series | None) -> str:
-    return "–" if s is None else str(int(s["n"]))
-
-
 def _one(summary: pd.DataFrame, **where) -> pd.Series | None:
     s = select(summary, **where)
     return None if s.empty else s.iloc[0]
@@ -164,12 +154,13 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
         note = NOTE if ref == b else NOTE + OTHER_DATA_NOTE.format(bench=pv.bench_label(b), ref=pv.bench_label(ref))
         t = Table(f"{title}: {pv.bench_label(b)}", header, groups, note)
         for m in pv.order_methods(sb["method"]):
+            cells = [_one(sb, method=m, reading=r) for r in readings]  # a Series per reading, None: no run
             row = [pv.method_label(m)]
             for q in METRICS:
-                row += [_cell(_one(sb, method=m, reading=r), q, n_all) for r in readings]
+                row += [_cell(c, q, n_all) for c in cells]
                 if paper:
                     row.append(paper_number(pv.table2_value(ref, m, q)) if m in pv.TABLE2[ref] else "")
-            row += [_n(_one(sb, method=m, reading=r)) for r in readings]
+            row += ["–" if c is None else str(int(c["n"])) for c in cells]
             t.add(row, group=group_of.get(m, len(pv.METHOD_GROUPS)))
         tables.append(t)
     return tables
@@ -212,16 +203,6 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
     return t
 
 
-def swept_axes(summary: pd.DataFrame) -> list[str]:
-    """The grouping keys that take more than one value (the variant's config keys count one by one)."""
-    return [k for k in KEYS if k != "variant" and summary[k].astype(str).nunique() > 1]
-
-
-def _variant_items(v: str) -> dict[str, str]:
-    """``"lr=0.05,batch_size=10"`` -> {"lr": "0.05", "batch_size": "10"} (values may hold commas)."""
-    return dict(p.split("=", 1) for p in split_items(v))
-
-
 def _axis_cell(axis: str, v) -> str:
     if axis == "method":
         return pv.method_label(v)
@@ -243,9 +224,10 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
     """A plain table: one row per setting of the swept axes (always with its benchmark and reading),
     the mean ± std of every quantity (the value alone for one seed), the paper's Table II value in
     [brackets] where the row is under Table II's conditions, and n."""
-    items = [_variant_items(v) for v in summary["variant"]]
+    items = [dict(p.split("=", 1) for p in split_items(v)) for v in summary["variant"]]  # {"lr": "0.05", ...}
     extra = list(dict.fromkeys(k for it in items for k in it))
-    axes = list(dict.fromkeys(["method", "benchmark", "reading", *swept_axes(summary)]))
+    swept = [k for k in KEYS if k != "variant" and summary[k].astype(str).nunique() > 1]  # variants: extra
+    axes = list(dict.fromkeys(["method", "benchmark", "reading", *swept]))
     if "overrides" in summary:  # what each job changed besides the grouping keys (report._adhoc)
         shown = set(extra)  # keys that already have a column of their own (variants)
         summary = summary.assign(overrides=[
