@@ -139,6 +139,11 @@ def test_cli_unknown_method_and_bad_tau(tmp_path):
     assert p.returncode == 2 and p.stderr.strip() == "error: tau must be in [0, 1], got 2"
     p = _run("+memroy=50", "benchmark=synthetic", "logger=none", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.startswith("error: unknown key 'memroy'") and len(p.stderr.splitlines()) == 1
+    p = _run("method.update._target_=x.Y", "benchmark=synthetic", "logger=none", cwd=tmp_path)  # Hydra logged 3 lines
+    assert p.returncode == 2 and p.stderr.splitlines() == [
+        "error: unknown method.update._target_ 'x.Y'; valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, "
+        "ClassRingBuffer, TaskRingBuffer, TaskReservoir"
+    ]
     assert not list(tmp_path.rglob("results.json"))
 
 

@@ -527,13 +527,15 @@ def check(cfg: DictConfig):
             continue
         target = node.get("_target_") if isinstance(node, dict) else None
         if target not in NODES:
-            from hydra.utils import get_class
+            import pydoc
 
-            try:
-                get_class(str(target))  # a class declared elsewhere (an extension): its keys are its own
+            try:  # a class declared elsewhere (an extension): its keys are its own (pydoc: Hydra's get_class logs)
+                found = isinstance(pydoc.locate(str(target)), type)
             except Exception:
+                found = False
+            if not found:
                 valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
-                raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}") from None
+                raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}")
             continue
         for k, spec in node_keys(target).items():
             _check(cfg, f"method.{slot}.{k}", spec)
