@@ -130,9 +130,12 @@ def test_names_and_groups():
         "seed": 2,
         "reading": "mir_code",
     }
-    d = describe(cfg, ["benchmark=split_mnist", "tau=0.3", "seed=2", "batch_size=10", "logger=wandb", "trainer=cpu"])
-    assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10"
-    assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 seed=2"
+    # the keys a run's identity leaves out (results.IGNORED_KEYS) name no cell, but for the thread count
+    overrides = ["benchmark=split_mnist", "tau=0.3", "seed=2", "batch_size=10", "logger=wandb", "trainer=cpu"]
+    overrides += ["checkpoint_every=2", "keep_weights=true", "data.cache_dir=/c", "trainer.threads=2"]
+    d = describe(cfg, overrides)
+    assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 trainer.threads=2"
+    assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 trainer.threads=2 seed=2"
     assert d["job_type"] == "adaer" and {"tau", "tau=0.3", "seed=2", "batch_size=10"} <= set(d["tags"])
     # seeds share a group; any other key (tau here) makes another cell
     assert describe({**cfg, "seed": 3})["group"] == describe(cfg)["group"]

@@ -27,25 +27,15 @@ from clsuite.config import dotted_get, wandb_settings
 from clsuite.home import child_env
 from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
 from clsuite.metrics import METRICS
-from clsuite.results import read_run
+from clsuite.results import IGNORED_KEYS, read_run
 
 MIRROR_FILE = "mirror.json"  # <folder>/wandb/: the W&B run that mirrors the folder's results file
 TASK_AXIS = "task"  # row i of R
 STEP_AXIS = "train/step"  # incoming batches trained on so far (learner.train_steps)
 
-# Override keys that do not tell conditions apart (where and how a run is logged, launched, resumed,
-# on which device); the thread count does (it moves results), so ``trainer.threads`` stays.
-_NOT_A_CONDITION = (
-    "experiment",
-    "resume",
-    "logger",
-    "launcher",
-    "hydra",
-    "data.root",
-    "data.download",
-    "data.verify_md5",
-)
-_NOT_A_CONDITION += ("trainer.progress_bar", "trainer.log_every_n_steps", "trainer.device_index", "trainer.accelerator")
+# Override keys that do not tell conditions apart: those a run's identity leaves out (where and how it
+# is logged, launched, resumed, on which device), less the thread count, which moves results.
+_NOT_A_CONDITION = ("hydra", *(k for k in IGNORED_KEYS if k != "trainer.threads"))
 _NAMED = ("benchmark", "method", "memory", "memory_per_class", "reading", "tau", "lambda", "lr", "seed")
 
 
