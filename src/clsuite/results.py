@@ -7,16 +7,15 @@ the first that fails being the reason (docs/INTEGRITY.md, section 1, lists each 
 1. a regular, bounded, readable file of valid JSON holding an object (``clsuite.io.load_json``);
    a check that raises on a hostile file is a reason too;
 2. ``status`` is ``finished``;
-3. the **seal** (:func:`seal_ok`): ``digest`` is the sha256 of the rest of the file (a checksum,
-   not a signature: it tells a hand edit or a broken writer apart, not a forger);
-4. the **schema** (:func:`schema_problem`): names, whole numbers, ``b`` and ``R`` accuracies in
-   [0, 100] of matching shapes, ``metrics`` equal to ``all_metrics(R, b)`` recomputed, ``config``
-   naming the same run, ``identity`` whose config part and key agree (``clsuite.identity``).
+3. the **seal** (:func:`seal_ok`): ``digest`` is the sha256 of the rest of the file;
+4. the **schema** (:func:`schema_problem`): names, numbers, ``b`` and ``R``, ``metrics`` recomputed
+   from them, ``config`` naming the same run, ``identity`` agreeing with it (:func:`identity_problem`).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -87,25 +86,23 @@ def _whole(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _accuracies(v, n: int | None = None) -> bool:
     """A list (of length ``n``) of finite numbers in [0, 100]."""
-    return (
-        isinstance(v, list)
-        and (n is None or len(v) == n)
-        and all(
-            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 100 for x in v
-        )
-    )
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        return False
+    return all(_number(x) and math.isfinite(x) and 0 <= x <= 100 for x in v)
 
 
 def _same(a, b) -> bool:
-    if isinstance(a, bool) or not isinstance(a, int | float):
-        return False
-    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOLERANCE
+    return _number(a) and ((math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOLERANCE)
 
 
 def schema_problem(res: dict) -> str | None:
-    """The first schema violation of a sealed results file (see the module docstring), or None."""
+    """The first schema violation of a sealed results file (docs/INTEGRITY.md, section 1), or None."""
     for key in ("benchmark", "method"):
         if not isinstance(res.get(key), str) or not res[key]:
             return f"'{key}' is not a name: {res.get(key)!r}"
@@ -164,10 +161,8 @@ def key_of(identity: dict) -> str:
 # ----------------------------------------------------------------------------- the config part of an identity
 
 
-# Keys of the resolved config that cannot change a run's result. The folder names of sweep jobs
-# leave out the same keys (conf/config.yaml hydra.job.config.override_dirname.exclude_keys;
-# tests/test_sweeps.py checks that the two lists agree). Threads and the device are not config
-# identity: what the run actually used is in the env part.
+# Keys that cannot change a run's result (docs/RUNS.md, "Identity"), also left out of sweep folder names
+# (conf/config.yaml exclude_keys; tests/test_identity.py checks the two agree). Threads, device: the env part.
 IGNORED_KEYS = (
     "experiment",
     "resume",
@@ -201,20 +196,13 @@ def _drop_nulls(d):
 
 
 def normalize(cfg) -> dict:
-    """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values.
-
-    A key added to the configs later with a null default leaves the identity of the runs made
-    before it unchanged: absent and null compare equal.
-    """
+    """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values (absent and null
+    compare equal: a key added later with a null default keeps the identity of the runs made before)."""
     d = _drop_nulls(_container(cfg))
     d.pop("hydra", None)
     for key in IGNORED_KEYS:
         *parents, leaf = key.split(".")
-        node = d
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-            if node is None:
-                break
+        node = functools.reduce(lambda n, p: n.get(p) if isinstance(n, dict) else None, parents, d)
         if isinstance(node, dict):
             node.pop(leaf, None)
     return d
