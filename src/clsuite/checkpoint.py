@@ -7,10 +7,8 @@ costs. Steps (driven by ``clsuite.experiment.run_experiment``):
 2. **what**: Lightning's checkpoint, with the learner's ``continual`` state and
    :class:`TaskCheckpoint`'s ``clsuite`` entry (identity key, next task, wall time, generators);
 3. **how**: :class:`AtomicCheckpointIO` writes it atomically, then its sha256 beside it;
-4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` (``task-<k>.ckpt`` of versions
-   before 0.3.0 is read too) in a sweep job's ``checkpoints/`` or :func:`run_store_dir`; the two
-   newest are kept, all deleted once the results file is written; a store that cannot be written
-   or cleared is one ``warning:`` line, never a lost result;
+4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` in a sweep job's ``checkpoints/`` or
+   :func:`run_store_dir` (the two kept, cleaning, warnings: docs/CHECKPOINTS.md, "Where checkpoints live");
 5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest, identity key
    and structure (:func:`structure_problem`) fit the run; :func:`restore` puts every piece back,
    the generators last (on the CPU the run's R equals an uninterrupted one's, bit for bit).
@@ -41,10 +39,7 @@ PREFIXES = ("after-task-", "task-")  # the name written now, and the one version
 
 
 class Cadence:
-    """Which task ends write a checkpoint: ``task_end`` every one, ``every_k`` every k-th
-    (``checkpoint_every``), ``off`` none, ``auto`` (default) the first one at least
-    :data:`AUTO_INTERVAL_S` after the run's start or its previous checkpoint. Never the last task
-    end: the results file follows at once."""
+    """Which task ends write a checkpoint (``checkpoint``, ``checkpoint_every``: docs/CHECKPOINTS.md, "Keys")."""
 
     def __init__(self, cfg, n_tasks: int, clock=time.monotonic):
         self.mode, self.n_tasks, self.clock = cfg.get("checkpoint", "auto"), n_tasks, clock
@@ -165,7 +160,6 @@ class CheckpointStore:
         return sorted(found, key=done.__getitem__, reverse=True)
 
     def _lost(self, what: str, e: OSError) -> None:
-        """One warning for the first OS error of this store; later ones are silent (the same cause)."""
         if self.broken is None:
             self.broken = os_error_line(e)
             warn(f"{what} ({self.broken}); the run goes on without checkpoints and writes its results")
@@ -270,16 +264,10 @@ def _shape(v):
 
 
 def structure_problem(ckpt: dict, learner) -> str | None:
-    """Why a checkpoint's state does not fit the freshly built ``learner`` (None when it does):
-
-    1. the network: the same parameter and buffer names, the same shapes;
-    2. whose state it holds: the classes of its replay policy, update policy and plugin
-       (``clsuite.state_of``, written by :class:`TaskCheckpoint`) are this run's;
-    3. the memory: its samples' shapes, and every field this run declares, with its shape;
-    4. each part's state holds every key this run's part declares (a part may add keys as it runs:
-       SI's ``g``), and a tensor both hold has this run's number of dimensions and trailing sizes
-       (the first may grow: HAL's anchors, one per class seen; a value filled later, oEWC's Fisher,
-       is None in a fresh run)."""
+    """Why a checkpoint's state does not fit the freshly built ``learner`` (None when it does): the
+    network, whose state it holds, the memory, each part's state (docs/CHECKPOINTS.md, "Resume
+    semantics"). A part may add keys as it runs (SI's ``g``); a tensor's first size may grow (HAL's
+    anchors, one per class seen); a value filled later (oEWC's Fisher) is None in a fresh run."""
     net = {k: tuple(v.shape) for k, v in learner.state_dict().items()}
     theirs = ckpt.get("state_dict")
     if not isinstance(theirs, dict) or {k: _shape(v) for k, v in theirs.items()} != net:
@@ -324,9 +312,8 @@ def restore(ckpt: dict, trainer: L.Trainer, learner, callbacks) -> int:
     for cb in callbacks:
         if cb.state_key in ckpt.get("callbacks", {}):
             cb.load_state_dict(ckpt["callbacks"][cb.state_key])
-    trainer.fit_loop.load_state_dict(ckpt["loops"]["fit_loop"])  # epochs (= tasks) done, steps
-    for cb in callbacks:
         if isinstance(cb, TaskCheckpoint):
             cb.wall_before = float(ckpt["clsuite"]["wall_time_s"])
+    trainer.fit_loop.load_state_dict(ckpt["loops"]["fit_loop"])  # epochs (= tasks) done, steps
     set_rng_states(ckpt["clsuite"]["rng"])  # last: nothing above may draw after it
     return int(ckpt["clsuite"]["next_task"])
