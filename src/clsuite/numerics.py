@@ -1,10 +1,8 @@
 """Which CPU kernels do a run's arithmetic (``trainer.numerics``): pinned once per process, recorded.
 
-The online stream turns the last bits of a float sum into points of Acc. ``native`` leaves the
-kernels to the machine (a seed's R holds on this CPU model only); ``portable`` pins ATen
-(``ATEN_CPU_CAPABILITY=default``), oneMKL (``MKL_CBWR=COMPATIBLE``) and turns oneDNN and NNPACK off,
-so that a seed's R holds on any x86-64 CPU. docs/NUMERICS.md: what each library picks, what the
-vendors promise, what is left to the machine (glibc's libm, ATen's normal sampler), the GPU.
+``native`` leaves the kernels to the machine; ``portable`` pins ATen and oneMKL (:data:`PORTABLE_ENV`)
+and turns oneDNN and NNPACK off, so that a seed's R holds on any x86-64 CPU (docs/NUMERICS.md, "The
+two modes": what each library picks, what the vendors promise, what is left to the machine).
 
 Steps, in every process that trains (a single run, each sweep job of every launcher, ``api.run``):
 
@@ -18,7 +16,6 @@ Steps, in every process that trains (a single run, each sweep job of every launc
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 from pathlib import Path
@@ -108,23 +105,17 @@ def summary(found: dict, device: str = "cpu") -> str:
 # ----------------------------------------------------------------------------- the libraries
 
 
-def _mkl() -> ctypes.CDLL | None:
-    """torch's own oneMKL (linked into libtorch_cpu), whose CNR service functions it exports."""
+def _mkl_branch() -> str | None:
+    """The code branch torch's own oneMKL (linked into libtorch_cpu, which exports its CNR service
+    functions) runs: the CNR branch (``mkl_cbwr_get(MKL_CBWR_BRANCH)``), or with CNR off ``auto
+    <branch>``, the branch its dispatch picks on this CPU; None for a torch without MKL."""
     import torch
 
-    lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
-    with contextlib.suppress(OSError):
-        dll = ctypes.CDLL(str(lib))
-        if hasattr(dll, "mkl_serv_cbwr_get") and hasattr(dll, "mkl_serv_cbwr_get_auto_branch"):
-            return dll
-    return None
-
-
-def _mkl_branch() -> str | None:
-    """The code branch MKL runs: the CNR branch (``mkl_cbwr_get(MKL_CBWR_BRANCH)``), or with CNR off
-    ``auto <branch>``, the branch its dispatch picks on this CPU; None for a torch without MKL."""
-    dll = _mkl()
-    if dll is None:
+    try:
+        dll = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    except OSError:
+        return None
+    if not (hasattr(dll, "mkl_serv_cbwr_get") and hasattr(dll, "mkl_serv_cbwr_get_auto_branch")):
         return None
     dll.mkl_serv_cbwr_get.argtypes, dll.mkl_serv_cbwr_get.restype = [ctypes.c_int], ctypes.c_int
     dll.mkl_serv_cbwr_get_auto_branch.restype = ctypes.c_int
