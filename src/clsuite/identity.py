@@ -5,11 +5,9 @@ made it had the same identity as the run that would replace it (``clsuite.sweep.
 parts (docs/RUNS.md, "Identity", says what each holds and why):
 
 1. **config**: the resolved config less :data:`IGNORED_KEYS`, ``hydra`` and nulls (:func:`normalize`);
-2. **code**: the content hash of the package's ``.py`` / ``.yaml`` files less ``analysis/``, and of
-   its config directory, under relative names so that a checkout and a wheel agree
-   (:func:`code_hash`); ``outside``: the hash of each module outside the package that a
-   ``_target_`` or a ``module:name`` reader names (:func:`outside_code`). Where the code came from
-   (:func:`provenance`) is recorded beside the parts, outside the key;
+2. **code**: the content hash of the package less ``analysis/`` and of its configs (:func:`code_hash`),
+   ``outside``: of each module outside it that the config names (:func:`outside_code`); where the code
+   came from (:func:`provenance`) is recorded beside the parts, outside the key;
 3. **data**: the md5 of every data file the run reads (:func:`data_identity`);
 4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
    the torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``).

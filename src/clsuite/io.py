@@ -1,12 +1,9 @@
 """One home for the suite's file names, its file I/O and its hashes.
 
-Writing is atomic (:func:`write_bytes_atomic`: a temporary file in the same folder, fsync, rename;
-a reader never sees half a file, a failed write leaves no temporary file). Every file the suite
-reads back goes through :func:`read_regular` (a regular file only, so a FIFO or a device never
-blocks or floods a reader, within a size bound) and :func:`load_json` (within a nesting bound);
-any failure is :class:`Unreadable` with a one-line reason, which callers show as "left out:
-<reason>" (docs/INTEGRITY.md, section 1). :func:`canonical` and :func:`sha256` make the seal of a
-results file and the key of an identity.
+Writing is atomic (:func:`write_bytes_atomic`); every file the suite reads back goes through
+:func:`read_regular` and :func:`load_json` (a regular file, bounded in size and nesting), any failure
+being :class:`Unreadable` with a one-line reason (docs/INTEGRITY.md, sections 1 and 7).
+:func:`canonical` and :func:`sha256` make the seal of a results file and the key of an identity.
 """
 
 from __future__ import annotations

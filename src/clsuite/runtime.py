@@ -1,16 +1,13 @@
 """What a training process does around the arithmetic; none of it moves a number.
 
 - :func:`keep_freed_memory`: raise glibc's mmap and trim thresholds, so that a tensor of a few MB
-  allocated per step (GSS's per-sample gradients, oEWC's Fisher chunks) reuses freed memory instead
-  of page-faulting fresh pages every step (docs/PERFORMANCE.md, item 1); elsewhere than glibc a no-op.
-- :func:`collect_and_freeze`, at the start of every run: one ``gc.collect()`` (the jobs before leak
-  nothing), then ``gc.freeze()``, so that later full passes (a joblib worker runs one after every
-  job) skip what is alive now: modules, decoded data, Hydra's state (docs/PERFORMANCE.md, item 6).
+  allocated per step (GSS's per-sample gradients, oEWC's Fisher chunks) reuses freed memory
+  (docs/PERFORMANCE.md, item 1); elsewhere than glibc a no-op.
+- :func:`collect_and_freeze`, at the start of every run: ``gc.collect()`` then ``gc.freeze()``
+  (docs/PERFORMANCE.md, item 6).
 - :class:`AttributeState`: what a checkpoint keeps of a replay policy, an update policy or a method
-  plugin (the three seams inherit it): by default every attribute, so a new method's state is
-  checkpointed without a line of code; a class whose state holds something else overrides both
-  methods (iCaRL keeps its frozen network as a state dict). Per-slot data lives in the memory's
-  declared fields (``clsuite.memory.buffer.Memory.declare``).
+  plugin (the three seams inherit it): every attribute, unless a class overrides both methods
+  (docs/CHECKPOINTS.md, "What a checkpoint holds").
 """
 
 from __future__ import annotations
