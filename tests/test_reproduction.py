@@ -230,12 +230,12 @@ def test_the_reports_link_to_the_measured_history_resolves_where_each_copy_lies(
 def test_the_committed_cifar10_jpeg_row_reads_whole():
     """docs/runs/i32_cifar10_jpeg/ holds the row's sealed results files (docs/PERFORMANCE.md, issue 32),
     so that `clsuite report --multirun-dir docs/runs` renders its section from a clone: every file
-    passes the report's seal, schema and identity checks, and ER, MIR and AdaER have seeds 0-2."""
+    passes the report's seal, schema and identity checks; ER, MIR and AdaER have seeds 0-2, C-CMR and E-BRS seed 0."""
     from clsuite.analysis.load import load_experiment
 
     exp = load_experiment(ROOT / "docs" / "runs" / "i32_cifar10_jpeg")
     assert exp.status["rejected"] == [] and exp.status["duplicates"] == [] and exp.status["failed"] == []
     assert set(exp.runs["benchmark"]) == {"split_cifar10_jpeg"} and set(exp.runs["reading"]) == {"mir_code"}
     seeds = exp.runs.groupby("method")["seed"].apply(sorted).to_dict()
-    assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")), seeds
+    assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")) and seeds["ccmr"] == seeds["ebrs"] == [0], seeds
     assert exp.runs["real_data"].all()
