@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
+import re
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from clsuite.config import ConfigError, validate
+from clsuite.data import files
 from clsuite.data.benchmarks import split_tasks
 from clsuite.data.datamodule import ContinualDataModule
-from clsuite.data.files import DataError, load_cifar, load_mnist_like
+from clsuite.data.files import DataError, load_cifar, load_mnist_like, md5
 from clsuite.data.sources import bind
 from clsuite.models.nets import build_model
 from tests.conftest import make_cfg
 
+ROOT = Path(__file__).resolve().parents[1]
 BENCH = {
     name: dict(make_cfg(f"benchmark={name}").benchmark)
     for name in ("split_mnist", "split_fmnist", "split_cifar10", "split_cifar100")
@@ -49,10 +57,10 @@ def fake_cifar(root, name, n_classes, per_class_train, per_class_test):
     folder = root / spec[0]
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for files, per_class in ((spec[1], per_class_train), (spec[2], per_class_test)):
+    for names, per_class in ((spec[1], per_class_train), (spec[2], per_class_test)):
         y = np.repeat(np.arange(n_classes), per_class)
         rng.shuffle(y)
-        for fname, part in zip(files, np.array_split(np.arange(len(y)), len(files)), strict=True):
+        for fname, part in zip(names, np.array_split(np.arange(len(y)), len(names)), strict=True):
             d = {"data": rng.integers(0, 256, size=(len(part), 3072), dtype=np.uint8), spec[3]: y[part].tolist()}
             with open(folder / fname, "wb") as f:
                 pickle.dump(d, f)
@@ -175,6 +183,75 @@ def test_missing_files_error_names_folder_files_and_remedy(tmp_path):
         load_cifar(tmp_path, "cifar10")
 
 
+MNIST_REFUSED = {  # what stands at MNIST/raw/t10k-labels-idx1-ubyte.gz: the config check's error line
+    "FIFO": "data file {} is a FIFO, not a regular file",
+    "device": "data file {} is a character device, not a regular file",
+    "folder": "data file {} is a folder, not a regular file",
+    "empty": "data file {} is empty (0 bytes)",
+    "md5": "corrupted data file {}: md5 ",
+}
+
+
+@pytest.mark.parametrize("case", MNIST_REFUSED)
+def test_the_config_check_opens_each_data_file_as_a_regular_file_and_checks_its_md5(tmp_path, monkeypatch, case):
+    """A FIFO passed the check (the run then hung), an empty file or an md5 mismatch was refused only
+    in the run, after Hydra had made its folder. (The fake files' md5 stand for the published ones.)"""
+    fake_mnist(tmp_path, "MNIST")
+    raw = tmp_path / "MNIST" / "raw"
+    published = {f: md5(raw / f) for f in files.MNIST_LIKE["MNIST"]["files"]}
+    monkeypatch.setitem(files.MNIST_LIKE, "MNIST", {**files.MNIST_LIKE["MNIST"], "files": published})
+    cfg = make_cfg("benchmark=split_mnist", f"data.root={tmp_path}")
+    validate(cfg)
+    target = raw / "t10k-labels-idx1-ubyte.gz"
+    target.unlink()
+    if case == "FIFO":
+        os.mkfifo(target)
+    elif case == "device":
+        os.symlink("/dev/zero", target)
+    elif case == "folder":
+        target.mkdir()
+    elif case == "empty":
+        target.write_bytes(b"")
+    else:
+        write_idx(target, np.zeros(300, dtype=np.uint8))
+    with pytest.raises(ConfigError, match="^" + re.escape(MNIST_REFUSED[case].format(target))):
+        validate(cfg)
+
+
+def test_a_corrupted_data_file_is_refused_before_hydra_makes_a_folder(tmp_path):
+    """It was one error line, exit 2, but after Hydra had made outputs/<experiment>/<run>/."""
+    fake_mnist(tmp_path / "data", "MNIST")
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), f"data.root={tmp_path / 'data'}", "logger=none", "trainer=cpu"]
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: corrupted data file "), p.stderr
+    assert [q.name for q in tmp_path.iterdir()] == ["data"]  # no outputs/
+
+
+def test_an_idx_stream_is_read_no_further_than_its_dimensions(tmp_path):
+    """A gzip stream longer than its header says was read whole before being refused (data.verify_md5=false
+    reads any file): 64 MB of trailing zeros cost 64 MB. Now at most a block past the declared bytes."""
+    import tracemalloc
+
+    f = tmp_path / "labels.gz"
+    for tail, problem in ((b"", None), (bytes(64 << 20), "long"), (bytes(1), "long"), (b"", "short")):
+        with gzip.open(f, "wb") as g:
+            g.write(struct.pack(">HBBI", 0, 8, 1, 300) + bytes(300 if problem != "short" else 299) + tail)
+        tracemalloc.start()
+        try:
+            got = files._read_idx(f).shape
+        except DataError as e:
+            got = str(e)
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        assert peak < 4 << 20, (len(tail), peak)
+        if problem is None:
+            assert got == (300,)
+        else:
+            assert re.match(r"^unreadable idx file .*: its data does not match its dimensions \[300\]$", got), got
+
+
 def test_parameter_counts():
     assert sum(p.numel() for p in build_model("mlp", (1, 28, 28), 10).parameters()) == 478_410
     assert sum(p.numel() for p in build_model("resnet18", (3, 32, 32), 10).parameters()) == 1_094_750
@@ -184,8 +261,6 @@ def test_download_fetches_md5_checked_files_into_root(tmp_path, monkeypatch):
     """data.download=true (what `make run` passes without ../shared/datasets): the four MNIST files
     are fetched from the mirror, md5-checked, kept; a file with the wrong md5 is not kept.
     The mirror here is a local folder (file:// URL): no network at test time."""
-    from clsuite.data import files
-
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     for i, f in enumerate(files.MNIST_LIKE["MNIST"]["files"]):

@@ -108,7 +108,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
     if source.files is None:  # generated data: no files
         return
-    from clsuite.data.files import absent, unreadable
+    from clsuite.data.files import DataError, absent, unreadable
 
     d = cfg.data
     root = Path(str(d.root))
@@ -123,6 +123,10 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(problem)
     if not d.download and (problem := absent(root, rels)):  # (data.download=true: fetched by the run)
         raise ConfigError(problem)
+    try:  # md5 (an image-folder archive: its read), memoised for the run
+        source.check_files(root, bool(d.download), bool(d.get("verify_md5", True)), d.get("cache_dir"))
+    except DataError as e:
+        raise ConfigError(str(e)) from None
 
 
 def wandb_settings(logger_cfg) -> dict:

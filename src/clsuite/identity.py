@@ -8,7 +8,8 @@ parts (docs/RUNS.md, "Identity", says what each holds and why):
 2. **code**: the content hash of the package less ``analysis/`` and of its configs (:func:`code_hash`),
    ``outside``: of each module outside it that the config names (:func:`outside_code`); where the code
    came from (:func:`provenance`) is recorded beside the parts, outside the key;
-3. **data**: the md5 of every data file the run reads (:func:`data_identity`);
+3. **data**: the md5 of every data file the run reads, the arrays' sha256 where a cache holds them
+   (:func:`data_identity`);
 4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
    the torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``).
 
@@ -203,7 +204,8 @@ def provenance() -> dict:
 def data_identity(cfg, source=None) -> dict:
     """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data); a
     folder of a source that reads folders: the md5 of its files' (path, md5) lines
-    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one.
+    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one, and
+    ``"decoded"``, the sha256 of the arrays as read, where it keeps them between runs (a cache).
     ``source``: the run's bound source (``clsuite.data.sources.bind``), else bound here."""
     from clsuite.data import sources
     from clsuite.data.files import file_md5
@@ -216,7 +218,13 @@ def data_identity(cfg, source=None) -> dict:
     for rel in src.file_list():
         path = root / rel
         files[rel] = file_md5(path) if path.is_file() else checksum(path) if src.folders and path.is_dir() else None
-    return {"files": files, **({"decoder": src.decoder()} if src.decoder else {})}
+    d = c["data"]
+    decoded = src.decoded_sha256(root, bool(d.get("download")), bool(d.get("verify_md5", True)), d.get("cache_dir"))
+    return {
+        "files": files,
+        **({"decoder": src.decoder()} if src.decoder else {}),
+        **({"decoded": decoded} if decoded else {}),
+    }
 
 
 # ----------------------------------------------------------------------------- 4. env
@@ -348,9 +356,11 @@ def differences(old: dict | None, new: dict) -> list[tuple[str, str]]:
     if old.get("code") != new["code"]:
         out.append(("code", _code_change(old, new)))
     if old.get("data") != new["data"]:
-        fa, fb = (old.get("data") or {}).get("files", {}), new["data"]["files"]
+        da, db = old.get("data") or {}, new["data"]
+        fa, fb = da.get("files", {}), db["files"]
         changed = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
-        out.append(("data", f"files differ: {', '.join(changed[:3])}"))
+        extra = [f"{k} differs" for k in ("decoder", "decoded") if da.get(k) != db.get(k)]
+        out.append(("data", "; ".join([f"files differ: {', '.join(changed[:3])}"] * bool(changed) + extra)))
     ea, eb = old.get("env") or {}, new["env"]
     for reason, keys in (
         ("threads", ("torch_threads", "blas_threads")),

@@ -3,7 +3,9 @@
 MNIST / Fashion-MNIST: the four idx ``.gz`` files under ``<root>/<Name>/raw/``
 (torchvision's layout). CIFAR-10/100: the official python pickles, either the
 extracted ``<root>/cifar-10-batches-py/`` folder or the archive beside it.
-Every file is md5-checked before it is read; a missing or corrupted file raises
+Every file is opened as a regular file (:func:`open_regular`: a FIFO or a device is refused, never
+waited on) and md5-checked before it is read (:func:`check_mnist_like`, :func:`check_cifar`, which
+``clsuite.config.validate`` runs before any folder is made); a missing or corrupted file raises
 ``DataError`` with one line naming the directory, the files and how to get them.
 Decoding is a few lines of numpy: the images become one uint8 array per split, decoded once
 per process (memoised on the files' path, size and mtime) and shared read-only by its jobs.
@@ -15,15 +17,27 @@ import gzip
 import hashlib
 import os
 import pickle
+import stat
 import tarfile
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 
 class DataError(RuntimeError):
     """A dataset file is missing or corrupted (message is a single line)."""
+
+
+# (as clsuite.io's, which this module cannot import: data/files is on the ground floor of its chain)
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+          stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}  # fmt: skip
+
+
+def kind(mode: int) -> str:
+    """What a stat mode is, for an error line: ``FIFO``, ``folder``, ..."""
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
 # md5 of the official releases (the same values torchvision checks).
@@ -74,28 +88,53 @@ CIFAR = {
 }
 
 
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (a link is followed), else ``DataError``.
+
+    Opened non-blocking and checked on the open descriptor: a FIFO or a device in place of a data
+    file is refused at once instead of being waited on or read without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise DataError(f"missing data file {path}") from None
+    except OSError as e:
+        raise DataError(f"unreadable data file {path}: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise DataError(f"data file {path} is a {kind(mode)}, not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def md5(path: Path, chunk: int = 1 << 20) -> str:
+    with open_regular(path) as f:
+        return _md5(f, chunk)
+
+
+def _md5(f: BinaryIO, chunk: int = 1 << 20) -> str:
     h = hashlib.md5()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
+    while block := f.read(chunk):
+        h.update(block)
     return h.hexdigest()
 
 
-_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns) -> md5: each file hashed once per process
+_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns, inode, ctime_ns) -> md5: each file hashed once per process
 
 
 def file_md5(path: str | Path) -> str:
-    """md5 of a data file, memoised on (path, size, mtime): the loader's check and the run's
-    identity (``clsuite.identity.data_identity``) share one hash. Unreadable: ``DataError``."""
+    """md5 of a data file, memoised on its (path, size, mtime, inode, ctime): the config check
+    (``clsuite.config.validate``), the loader and the run's identity (``clsuite.identity.data_identity``)
+    share one hash. Not a regular file, or unreadable: ``DataError``."""
     path = Path(path).resolve()
-    try:
-        st = path.stat()
-        key = (str(path), st.st_size, st.st_mtime_ns)
-        if key not in _DIGESTS:
-            _DIGESTS[key] = md5(path)
-    except OSError as e:
-        raise DataError(f"unreadable data file {path}: {e.strerror or e}") from None
+    with open_regular(path) as f:
+        try:
+            st = os.fstat(f.fileno())
+            key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+            if key not in _DIGESTS:
+                _DIGESTS[key] = _md5(f)
+        except OSError as e:
+            raise DataError(f"unreadable data file {path}: {e.strerror or e}") from None
     return _DIGESTS[key]
 
 
@@ -111,19 +150,30 @@ def source_files(source: str) -> list[str]:
 
 def unreadable(root: str | Path, rels, folders: bool = False) -> str | None:
     """A one-line problem with a source's files (``rels``, relative to ``root``) that needs no hashing,
-    else None; ``folders``: an entry may be a folder (an image-folder archive)."""
+    else None: not a regular file (a FIFO, a device; a folder unless ``folders``: an image-folder
+    archive), empty, or not readable. A missing file is :func:`absent`'s."""
     root = Path(root)
     for rel in rels:
         p = root / rel
-        if p.exists() and not os.access(p, os.R_OK):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"unreadable data file {p}: {e.strerror or e}"
+        if stat.S_ISDIR(st.st_mode) and folders:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return f"data file {p} is a {kind(st.st_mode)}, not a regular file"
+        if st.st_size == 0:
+            return f"data file {p} is empty (0 bytes)"
+        if not os.access(p, os.R_OK):
             return f"unreadable data file {p}: permission denied"
-        if p.is_dir() and not folders:
-            return f"data file {p} is a directory"
     return None
 
 
 def _check(path: Path, expected: str, how: str, verify: bool = True) -> None:
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"missing data file {path} ({how})")
     got = file_md5(path)  # also without verify: the run's identity records it
     if verify and got != expected:
@@ -144,18 +194,28 @@ def _download(url: str, dest: Path, expected: str) -> None:
 
 
 def _read_idx(path: Path) -> np.ndarray:
+    """An idx file of unsigned bytes, read no further than its header's dimensions: a longer or
+    shorter stream is refused."""
     try:
-        with gzip.open(path, "rb") as f:
-            data = f.read()
-        ndim = data[3]
-        dims = np.frombuffer(data, dtype=">i4", count=ndim, offset=4)
-        return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+        with open_regular(path) as raw, gzip.GzipFile(fileobj=raw) as f:
+            head = f.read(4)
+            if len(head) < 4 or head[:3] != b"\0\0\x08":
+                raise ValueError("not an idx file of unsigned bytes")
+            dims = np.frombuffer(f.read(4 * head[3]), dtype=">i4", count=head[3]).astype(np.int64)
+            chunks, left = [], int(np.prod(dims))
+            while left > 0 and (block := f.read(min(left, 1 << 24))):
+                chunks.append(block)
+                left -= len(block)
+            if left or f.read(1):
+                raise ValueError(f"its data does not match its dimensions {dims.tolist()}")
+        return np.frombuffer(b"".join(chunks), dtype=np.uint8).reshape(dims)
     except (OSError, EOFError, ValueError, IndexError) as e:
         raise DataError(f"unreadable idx file {path}: {e}") from None
 
 
-def load_mnist_like(root: str | Path, name: str, download: bool = False, verify: bool = True):
-    """(x_train, y_train, x_test, y_test) as uint8 arrays, x of shape (N, 1, 28, 28)."""
+def check_mnist_like(root: str | Path, name: str, *, verify: bool, download: bool = False) -> None:
+    """The md5 of each of the source's files (``verify``; hashed either way, for the run's identity);
+    with ``download``, a file not there yet is left to the loader. Missing or corrupted: ``DataError``."""
     spec = MNIST_LIKE[name]
     raw = Path(root) / name / "raw"
     how = (
@@ -163,9 +223,18 @@ def load_mnist_like(root: str | Path, name: str, download: bool = False, verify:
         f"holding {name}/raw/, or run once with data.download=true on a machine with network"
     )
     for fname, digest in spec["files"].items():
-        if download and not (raw / fname).is_file():
+        if not (download and not (raw / fname).exists()):
+            _check(raw / fname, digest, how, verify)
+
+
+def load_mnist_like(root: str | Path, name: str, download: bool = False, verify: bool = True):
+    """(x_train, y_train, x_test, y_test) as uint8 arrays, x of shape (N, 1, 28, 28)."""
+    spec = MNIST_LIKE[name]
+    raw = Path(root) / name / "raw"
+    for fname, digest in spec["files"].items():
+        if download and not (raw / fname).exists():
             _download(spec["mirror"] + fname, raw / fname, digest)
-        _check(raw / fname, digest, how, verify)
+    check_mnist_like(root, name, verify=verify)
     return _decoded([raw / f for f in spec["files"]], lambda: _decode_mnist_like(raw))
 
 
@@ -197,7 +266,7 @@ def _read_cifar_batches(folder: Path, names, label_key: str):
     xs, ys = [], []
     for n in names:
         try:
-            with open(folder / n, "rb") as f:
+            with open_regular(folder / n) as f:
                 d = pickle.load(f, encoding="latin1")  # md5-verified official file
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as e:
             raise DataError(f"unreadable CIFAR file {folder / n}: {e}") from None
@@ -206,8 +275,9 @@ def _read_cifar_batches(folder: Path, names, label_key: str):
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool = True):
-    """(x_train, y_train, x_test, y_test) as uint8 arrays, x of shape (N, 3, 32, 32)."""
+def check_cifar(root: str | Path, name: str, *, verify: bool, download: bool = False) -> None:
+    """The md5 of the extracted folder's files, else of the archive beside it (``verify``; hashed
+    either way); with ``download``, neither there yet is left to the loader. Else ``DataError``."""
     spec = CIFAR[name]
     root = Path(root)
     folder = root / spec["folder"]
@@ -216,16 +286,31 @@ def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool
         f"expected {spec['folder']}/ ({', '.join([*spec['train'], *spec['test']])}) or {archive} "
         f"in {root}; download {spec['url']} there, or run once with data.download=true"
     )
-    if not folder.is_dir():
-        if download and not (root / archive).is_file():
-            _download(spec["url"], root / archive, archive_md5)
-        if not (root / archive).is_file():
-            raise DataError(f"missing CIFAR data in {root} ({how})")
+    if folder.is_dir():
+        for fname, digest in {**spec["train"], **spec["test"]}.items():
+            _check(folder / fname, digest, how, verify)
+    elif (root / archive).exists():
         _check(root / archive, archive_md5, how, verify)
-        with tarfile.open(root / archive) as tar:
-            tar.extractall(root, filter="data")
-    for fname, digest in {**spec["train"], **spec["test"]}.items():
-        _check(folder / fname, digest, how, verify)
+    elif not download:
+        raise DataError(f"missing CIFAR data in {root} ({how})")
+
+
+def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool = True):
+    """(x_train, y_train, x_test, y_test) as uint8 arrays, x of shape (N, 3, 32, 32)."""
+    spec = CIFAR[name]
+    root = Path(root)
+    folder = root / spec["folder"]
+    archive, archive_md5 = spec["archive"]
+    if not folder.is_dir():
+        if download and not (root / archive).exists():
+            _download(spec["url"], root / archive, archive_md5)
+        check_cifar(root, name, verify=verify)  # the archive's md5
+        try:
+            with open_regular(root / archive) as f, tarfile.open(fileobj=f) as tar:
+                tar.extractall(root, filter="data")
+        except (tarfile.TarError, EOFError) as e:
+            raise DataError(f"unreadable CIFAR archive {root / archive}: {e}") from None
+    check_cifar(root, name, verify=verify)  # the folder's files
 
     def decode():
         xtr, ytr = _read_cifar_batches(folder, spec["train"], spec["label_key"])

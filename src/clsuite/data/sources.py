@@ -4,13 +4,13 @@ A benchmark is one file, ``conf/benchmark/<name>.yaml`` (its source, tasks, clas
 training samples per class, backbone); a new data *format* adds one reader, registered by name
 with :func:`register`, with the sizes the config check needs before any file is read
 (docs/EXTENDING.md, "Adding a benchmark": ``classes``, ``train_per_class``, ``files``, ``folders``,
-``cached``, ``decoder``, and ``module:name`` for a reader outside this package).
+``cached``, ``decoder``, ``check``, ``decoded``, and ``module:name`` for a reader outside this package).
 
 :func:`bind` is the one lookup of a benchmark's source: the registered :class:`Source` with the
 benchmark config bound to it. Each entry binds once and hands it down: the config check
-(``clsuite.schema.check``: its sizes; ``clsuite.config.validate``: its files) and the run's build
-(``clsuite.experiment.build``: the data module reads through :meth:`Source.read`, the run's data
-identity hashes :meth:`Source.file_list`).
+(``clsuite.schema.check``: its sizes; ``clsuite.config.validate``: its files, :meth:`Source.check_files`)
+and the run's build (``clsuite.experiment.build``: the data module reads through :meth:`Source.read`,
+the run's data identity hashes :meth:`Source.file_list` and records :meth:`Source.decoded_sha256`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ class Source:
     folders: bool = False  # an entry of files may be a folder
     cached: bool = False  # the reader takes cache_dir= (data.cache_dir)
     decoder: Callable[[], str] | None = None  # what decodes the files (the data identity records it)
+    check: Callable[..., object] | None = None  # (root, benchmark, *, download, verify[, cache_dir]): DataError
+    decoded: Callable[..., str] | None = None  # (root, benchmark, *, download, verify[, cache_dir]): arrays' sha256
     benchmark: dict | None = None  # bound (:func:`bind`): the resolved benchmark config, the reader's options
 
     def file_list(self) -> list[str]:
@@ -47,21 +49,46 @@ class Source:
 
     def read(self, root, download: bool, verify: bool, cache_dir: str | None = None):
         """(x_train, y_train, x_test, y_test) of the bound benchmark."""
-        extra = {"cache_dir": cache_dir} if self.cached else {}
-        return self.reader(Path(root), self.benchmark, download=download, verify=verify, **extra)
+        return self.reader(Path(root), self.benchmark, **self._options(download, verify, cache_dir))
+
+    def check_files(self, root, download: bool, verify: bool, cache_dir: str | None = None) -> None:
+        """The files' checks that need their content (md5; an image-folder archive: its read), run by
+        ``clsuite.config.validate`` before any folder is made: ``DataError``. Memoised in the process,
+        so the run pays none of it again."""
+        if self.check is not None:
+            self.check(Path(root), self.benchmark, **self._options(download, verify, cache_dir))
+
+    def decoded_sha256(self, root, download: bool, verify: bool, cache_dir: str | None = None) -> str | None:
+        """The sha256 of the arrays as read, for a source that keeps decoded arrays between runs (a
+        cache a file's md5 does not cover): the run's ``data.decoded``; None for the others."""
+        if self.decoded is None:
+            return None
+        return self.decoded(Path(root), self.benchmark, **self._options(download, verify, cache_dir))
+
+    def _options(self, download: bool, verify: bool, cache_dir: str | None) -> dict:
+        return {"download": download, "verify": verify, **({"cache_dir": cache_dir} if self.cached else {})}
 
 
 SOURCES: dict[str, Source] = {}
 
 
 def register(
-    name: str, *, classes: int | str, train_per_class: int | str, files=None, folders=False, cached=False, decoder=None
+    name: str,
+    *,
+    classes: int | str,
+    train_per_class: int | str,
+    files=None,
+    folders=False,
+    cached=False,
+    decoder=None,
+    check=None,
+    decoded=None,
 ):
     """Decorator: register ``reader`` under ``name`` (a second registration of a name replaces it)."""
 
     def deco(reader: Reader) -> Reader:
         spec = files if files is None or callable(files) else (lambda b, fs=tuple(files): list(fs))
-        SOURCES[name] = Source(name, reader, classes, train_per_class, spec, folders, cached, decoder)
+        SOURCES[name] = Source(name, reader, classes, train_per_class, spec, folders, cached, decoder, check, decoded)
         return reader
 
     return deco
@@ -91,14 +118,20 @@ def bind(benchmark: dict) -> Source:
 # ----------------------------------------------------------------------------- the suite's own sources
 # Sizes (PROTOCOL section 1): classes, and training samples of the smallest class.
 
-for _name, _smallest in (("MNIST", 5421), ("FashionMNIST", 6000)):
-    register(_name, classes=10, train_per_class=_smallest, files=F.source_files(_name))(
-        lambda root, b, *, download, verify, _n=_name: F.load_mnist_like(root, _n, download=download, verify=verify)
-    )
-for _name, _classes, _smallest in (("cifar10", 10, 5000), ("cifar100", 100, 500)):
-    register(_name, classes=_classes, train_per_class=_smallest, files=F.source_files(_name))(
-        lambda root, b, *, download, verify, _n=_name: F.load_cifar(root, _n, download=download, verify=verify)
-    )
+for _names, _load, _check in (
+    ((("MNIST", 10, 5421), ("FashionMNIST", 10, 6000)), F.load_mnist_like, F.check_mnist_like),
+    ((("cifar10", 10, 5000), ("cifar100", 100, 500)), F.load_cifar, F.check_cifar),
+):
+    for _name, _classes, _smallest in _names:
+        register(
+            _name,
+            classes=_classes,
+            train_per_class=_smallest,
+            files=F.source_files(_name),
+            check=lambda root, b, *, download, verify, _n=_name, _c=_check: _c(
+                root, _n, verify=verify, download=download
+            ),
+        )(lambda root, b, *, download, verify, _n=_name, _l=_load: _l(root, _n, download=download, verify=verify))
 
 
 # Image-folder archives (train/<class>/*, test/<class>/*; a folder, .tar or .tar.gz), decoded with
@@ -111,6 +144,8 @@ register(
     folders=True,
     cached=True,
     decoder=IF.decoder,
+    check=IF.check,
+    decoded=IF.decoded_sha256,
 )(IF.read_image_folder)
 
 
