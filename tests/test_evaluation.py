@@ -51,6 +51,24 @@ def test_eval_prints_every_tasks_class_il_and_task_il_accuracy_the_runs_own(runs
         assert lines[5] == "the run's last rows (results.json): the same, bit for bit"
 
 
+def test_eval_says_when_the_accuracies_are_not_the_runs_bit_for_bit(runs, capsys, monkeypatch):
+    """On another machine the last bits may move: said, not hidden (exit 0)."""
+    from clsuite import callbacks
+
+    real = callbacks.evaluate
+
+    def last_bit_off(*args, **kwargs):
+        accs, per_class, task_il = real(*args, **kwargs)
+        return [a + 1e-12 for a in accs], per_class, task_il
+
+    monkeypatch.setattr(callbacks, "evaluate", last_bit_off)
+    code, out, _ = clsuite("eval", runs[0][0], capsys=capsys)
+    assert code == 0 and out.splitlines()[-1] == (
+        "the run's last rows (results.json): not the same bit for bit (kernels, threads or device other than the "
+        "run's: docs/NUMERICS.md)"
+    )
+
+
 def test_eval_refuses_with_one_line_what_it_cannot_evaluate(runs, tmp_path, capsys, monkeypatch):
     folder, _ = runs[0]
     no_weights = tmp_path / "no_weights"

@@ -5,7 +5,7 @@ lightning-hydra-template's ``eval.py ckpt_path=...`` where it fits the suite (do
 and ``model.ckpt`` (``keep_weights=true``), or that ``model.ckpt`` (also as ``ckpt_path=<it>``).
 The config is the run's own, from its results file; the network, memory and method state are the
 checkpoint's (``clsuite.callbacks.evaluate`` on them). Refused with one ``error:`` line, exit 2,
-before anything is built: no finished run, no weights, weights of another run, code or data files
+before any evaluation: no finished run, no weights, weights of another run, code or data files
 other than the run's (its identity's ``code`` and ``data`` parts).
 """
 
@@ -79,8 +79,9 @@ def not_the_runs(res: dict, cfg, source) -> str | None:
 
 
 def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) -> dict:
-    """Per task, the class-IL and the task-IL accuracy (%) of the run's saved model on ``split``,
-    and the run's last row of R where ``split`` is the one R was measured on (else None)."""
+    """Per task, the class-IL and the task-IL accuracy (%) of the run's saved model on ``split``
+    (``columns``), with the run's last rows of R and R_task_il where ``split`` is the one R was
+    measured on (the run's code is this code: its results file has both)."""
     from clsuite.callbacks import evaluate
     from clsuite.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
     from clsuite.data import sources
@@ -108,8 +109,8 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     learner.on_load_checkpoint(ckpt)  # the memory (iCaRL's class means), the counters (eval_mask=seen)
     class_il, _, task_il = evaluate(learner, dm, split)
     cols = {"class-IL": class_il, "task-IL": task_il}
-    if split == res.get("eval_split", "test"):  # the split R was measured on: the run's last rows beside
-        cols |= {"run's R": res["R"][-1], **({"run's R_task_il": res["R_task_il"][-1]} if "R_task_il" in res else {})}
+    if split == res["eval_split"]:  # the split R was measured on: the run's last rows beside
+        cols |= {"run's R": res["R"][-1], "run's R_task_il": res["R_task_il"][-1]}
     return {"results": res, "weights": weights, "split": split, "device": str(device), "columns": cols}
 
 
@@ -130,7 +131,7 @@ def report(ev: dict) -> str:
     for i, label in enumerate(rows):
         lines.append(f"{label:>4}" + "".join(f"  {v[i]:{w}.2f}" for v, w in zip(values, width, strict=True)))
     if "run's R" in cols:
-        same = cols["class-IL"] == cols["run's R"] and cols["task-IL"] == cols.get("run's R_task_il", cols["task-IL"])
+        same = cols["class-IL"] == cols["run's R"] and cols["task-IL"] == cols["run's R_task_il"]
         lines.append("the run's last rows (results.json): " + ("the same, bit for bit" if same else "not the same "
                      "bit for bit (kernels, threads or device other than the run's: docs/NUMERICS.md)"))  # fmt: skip
     return "\n".join(lines)
