@@ -584,7 +584,7 @@ def time_one(args, bname, method, cuda) -> dict:
     peak_train = torch.cuda.max_memory_allocated() if cuda else 0
     try:  # every task's test split, as one row of R
         with Clock(sync) as t:
-            accs, _ = evaluate(learner, dm, "test")
+            accs = evaluate(learner, dm, "test")[0]
         eval_s, eval_error = t.wall, None
     except Exception as e:  # keep the training timings
         accs, eval_s, eval_error = [float("nan")] * dm.n_tasks, float("nan"), f"{type(e).__name__}: {e}"

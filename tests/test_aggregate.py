@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -373,6 +374,44 @@ def test_adhoc_sweep_gets_a_plain_table_of_its_axes(tmp_path):
     assert "| ER | split-MNIST | paper_text | 0.1 | 70.5 ± 0.7 |" in md
     rows = [line for line in md.splitlines() if line.startswith("| ER |")]
     assert len(rows) == 2 and not any("[" in r for r in rows)  # lr moved off the paper's setting: no paper value
+
+
+def test_adhoc_table_and_csvs_give_task_il_acc_time_and_memory_where_the_runs_recorded_them(tmp_path):
+    """Results files since the task-IL matrix and the peaks carry them to the tables and CSVs; older
+    ones (no R_task_il, no peaks) are read as before, their cells N/A, and alone they add no column."""
+    from clsuite.metrics import task_il_metrics
+
+    def newer(res, acc_task_il, ram):
+        res["R_task_il"] = fake_R(5, acc_task_il).tolist()
+        res["metrics"].update(task_il_metrics(res["R_task_il"]))
+        res.update(train_time_s=1.5, peak_ram_mb=ram, peak_gpu_mb=None)
+
+    root = tmp_path / "multirun" / "costs"
+    for s, (acc, ram) in enumerate(((96.0, 500.0), (98.0, 700.0))):
+        edit_run(write_run(root, method="mir", seed=s, job=f"method=mir,seed={s}"), lambda r: newer(r, acc, ram))  # noqa: B023
+    write_run(root, method="er", job="method=er,seed=0")  # made before: neither
+    aggregate("costs", tmp_path / "multirun", tmp_path / "results")
+    out = tmp_path / "results" / "costs"
+    md = (out / "costs.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| method |"))
+    assert head.endswith("| FWT (% points) | task-IL Acc (%) | task-1 Acc at the end (%) | task-1 drop (% points) "
+                         "| wall time (s) | training time (s) | peak RAM (MB) | n |")  # fmt: skip
+    mir = next(line for line in md.splitlines() if line.startswith("| MIR |"))
+    assert "| 97.0 ± 1.4 | " in mir and mir.endswith("| 2 | 2 | 600 | 2 |")
+    er = next(line for line in md.splitlines() if line.startswith("| ER |"))
+    assert er.endswith("| -10.0 [-7.1] | N/A | 80.0 | 10.0 | 2 | N/A | N/A | 1 |")
+    runs = pd.read_csv(out / "runs.csv").set_index("job")
+    assert runs.loc["method=mir,seed=1", ["acc_task_il", "peak_ram_mb", "train_time_s"]].tolist() == [98.0, 700.0, 1.5]
+    assert runs.loc["method=er,seed=0", ["acc_task_il", "peak_ram_mb"]].isna().all()
+    summary = pd.read_csv(out / "summary.csv").set_index("method")
+    assert summary.loc["mir", ["acc_task_il_mean", "peak_ram_mb_mean", "peak_ram_mb_std"]].round(4).tolist() == [
+        97.0, 600.0, 141.4214]  # fmt: skip
+    for d in root.iterdir():  # the older file alone: no task-IL or peak column
+        if "mir" in d.name:
+            shutil.rmtree(d)
+    aggregate("costs", tmp_path / "multirun", tmp_path / "results")
+    head = next(line for line in (out / "costs.md").read_text().splitlines() if line.startswith("| method |"))
+    assert "task-IL" not in head and "peak" not in head and "training time" not in head and "wall time (s)" in head
 
 
 def test_adhoc_sweep_names_n_the_reading_and_the_paper_value_where_the_paper_has_one(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
-SAME = ("R", "b", "metrics", "per_class", "steps_per_task")  # what a resumed run must reproduce exactly
+SAME = ("R", "R_task_il", "b", "metrics", "per_class", "steps_per_task")  # what a resumed run must reproduce exactly
 
 
 class Killed(BaseException):
@@ -126,7 +126,7 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
     assert {"state_dict", "optimizer_states", "loops", "callbacks", "continual", "clsuite"} <= set(c)
     assert c["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 1
     rows = c["callbacks"]["AccuracyMatrix"]
-    assert len(rows["rows"]) == 1 and len(rows["b"]) == 3 and rows["train_time_s"] > 0
+    assert len(rows["rows"]) == len(rows["rows_task_il"]) == 1 and len(rows["b"]) == 3 and rows["train_time_s"] > 0
     cont = c["continual"]
     assert cont["learner"]["seen_tasks"] == 1 and cont["memory"]["size"] > 0
     assert set(cont["memory"]["fields"]) == {"score", "logits", "arrival"}  # HAL's ring declares arrival

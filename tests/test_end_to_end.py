@@ -35,14 +35,54 @@ def test_results_file_complete(tmp_path):
         "seed",
         "versions",
         "wall_time_s",
+        "train_time_s",
+        "R_task_il",
+        "peak_ram_mb",
+        "peak_gpu_mb",
         "identity",
         "reading",
         "digest",
     ):
         assert key in on_disk
-    assert set(on_disk["metrics"]) == {"acc", "forget", "bwt", "fwt"}
+    assert set(on_disk["metrics"]) == {"acc", "forget", "bwt", "fwt", "acc_task_il", "forget_task_il", "bwt_task_il"}
     assert on_disk["config"]["method"]["name"] == "adaer"  # the default method
     assert not list(tmp_path.glob(".*.tmp"))  # no stray temporary file
+
+
+def test_task_il_matrix_beside_class_il_and_in_the_summary(tmp_path):
+    """Masking to the evaluated task's classes only removes competitors: every entry of R_task_il is
+    at least R's; its metrics are its own; the summary prints its last row and metrics."""
+    from clsuite.experiment import format_report
+    from clsuite.metrics import task_il_metrics
+
+    res = run_cfg(tmp_path, "method=er", "reading=paper_text")
+    R, Rt = np.asarray(res["R"]), np.asarray(res["R_task_il"])
+    assert Rt.shape == R.shape and (Rt >= R).all() and (Rt > R).any()
+    assert {k: res["metrics"][k] for k in task_il_metrics(Rt)} == task_il_metrics(Rt)
+    lines = format_report(res).splitlines()
+    row = " ".join(f"{v:6.1f}" for v in Rt[-1])
+    assert f"task-IL (the logits masked to the evaluated task's classes), after the last task: {row}" in lines
+    m = res["metrics"]
+    assert f"task-IL: Acc={m['acc_task_il']:.2f} Forget={m['forget_task_il']:.2f} BWT={m['bwt_task_il']:.2f}" in lines
+
+
+def test_peak_memory_is_the_runs_own(tmp_path):
+    """A process that held 400 MB more before the run (a sweep's earlier job) does not lend the run
+    its peak; the summary names it; on the CPU there is no GPU peak."""
+    import mmap
+    import resource
+
+    from clsuite.experiment import format_report
+
+    with mmap.mmap(-1, 400 * 2**20) as ballast:  # anonymous pages, touched (resident), then unmapped
+        ballast[:: mmap.PAGESIZE] = b"x" * len(range(0, len(ballast), mmap.PAGESIZE))
+        held_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res = run_cfg(tmp_path, "method=er")
+    assert 0 < res["peak_ram_mb"] < held_mb - 300 and res["peak_gpu_mb"] is None
+    assert (
+        format_report(res).splitlines()[-1]
+        == f"wall time {res['wall_time_s']:.1f}s, peak RAM {res['peak_ram_mb']:.0f} MB"
+    )
 
 
 def test_same_seed_same_matrix_different_seed_differs(tmp_path):

@@ -48,6 +48,17 @@ def _sealed_copy(src: Path, dst: Path) -> Path:
 # ----------------------------------------------------------------------------- the reader
 
 
+def _resealed(one_run: Path, edit) -> str:
+    """The reader's verdict on the suite's own results file, edited and sealed again: ok, or the reason."""
+    from clsuite.identity import seal
+
+    r = {k: v for k, v in json.loads(one_run.read_text()).items() if k != "digest"}
+    edit(r)
+    one_run.with_name("y.json").write_text(json.dumps(seal(r)))
+    got = read_run(one_run.with_name("y.json"))
+    return "ok" if got.ok else got.reason
+
+
 def test_the_suites_own_results_pass_and_every_edit_is_caught(one_run):
     assert read_run(one_run).ok
     res = json.loads(one_run.read_text())
@@ -60,14 +71,9 @@ def test_the_suites_own_results_pass_and_every_edit_is_caught(one_run):
         edit(r)
         one_run.with_name("x.json").write_text(json.dumps(r))
         assert read_run(one_run.with_name("x.json")).reason.startswith(reason)
-    from clsuite.identity import seal
 
     def resealed(edit) -> str:
-        r = {k: v for k, v in json.loads(json.dumps(res)).items() if k != "digest"}
-        edit(r)
-        one_run.with_name("y.json").write_text(json.dumps(seal(r)))
-        got = read_run(one_run.with_name("y.json"))
-        return "ok" if got.ok else got.reason
+        return _resealed(one_run, edit)
 
     # sealed again by someone, still not a run's file: the schema is checked
     assert resealed(lambda r: r["metrics"].update(acc=99.0)).startswith(
@@ -85,6 +91,27 @@ def test_the_suites_own_results_pass_and_every_edit_is_caught(one_run):
         one_run.with_name("z.json").write_text(text)
         assert read_run(one_run.with_name("z.json")).reason.startswith(reason)
     assert read_run(one_run.with_name("none.json")).reason == "missing"
+
+
+def test_the_task_il_matrix_is_checked_where_a_file_has_one_and_files_without_it_pass(one_run):
+    """R_task_il (written by every run since the task-IL matrix) is R's shape and its metrics are
+    recomputed from it; a file without it (the ones in docs/runs/, made before) passes as it did."""
+    res = json.loads(one_run.read_text())
+    assert len(res["R_task_il"]) == len(res["R"]) and res["metrics"]["acc_task_il"] >= res["metrics"]["acc"]
+
+    def older(r):
+        r.pop("R_task_il")
+        for k in ("acc_task_il", "forget_task_il", "bwt_task_il"):
+            r["metrics"].pop(k)
+
+    assert _resealed(one_run, older) == "ok"
+    why = _resealed(one_run, lambda r: r["R_task_il"][-1].__setitem__(0, 12.5))
+    assert why.startswith("metrics.acc_task_il = ") and "is not the value recomputed from R_task_il" in why
+    assert _resealed(one_run, lambda r: r["R_task_il"].pop()) == (
+        "'R_task_il' is not a matrix of R's shape of accuracies in [0, 100]"
+    )
+    assert _resealed(one_run, lambda r: r["metrics"].pop("bwt_task_il")).startswith("metrics.bwt_task_il = None")
+    assert _resealed(one_run, lambda r: r.update(R_task_il=None)).startswith("'R_task_il' is not a matrix")
 
 
 def test_a_joint_run_one_final_row_and_nan_metrics_passes(tmp_path):

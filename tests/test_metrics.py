@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from clsuite.metrics import all_metrics, average_accuracy, backward_transfer, forgetting, forward_transfer
+from clsuite.metrics import (
+    all_metrics,
+    average_accuracy,
+    backward_transfer,
+    forgetting,
+    forward_transfer,
+    task_il_metrics,
+)
 
 # R[i, j]: accuracy on task j after training task i (T = 3)
 R = np.array(
@@ -137,3 +144,16 @@ def test_two_tasks_and_missing_b():
     assert forgetting(R2) == pytest.approx(20.0) and backward_transfer(R2) == pytest.approx(-20.0)
     m = all_metrics(R4)  # no b: FWT undefined, the others still computed
     assert math.isnan(m["fwt"]) and m["acc"] == pytest.approx(60.0) and m["forget"] == pytest.approx(80 / 3)
+
+
+def test_task_il_metrics_are_acc_forget_bwt_of_the_task_il_matrix():
+    """The task-IL matrix (each task's logits masked to its classes) under the same definitions,
+    keyed apart from class-IL's; no FWT (it would need b under the mask)."""
+    Rt = [[99.0, 50.0, 48.0], [97.0, 98.0, 51.0], [95.0, 96.0, 99.0]]
+    assert task_il_metrics(Rt) == {
+        "acc_task_il": (95 + 96 + 99) / 3,
+        "forget_task_il": ((99 - 95) + (98 - 96)) / 2,
+        "bwt_task_il": ((95 - 99) + (96 - 98)) / 2,
+    }
+    joint = task_il_metrics([[90.0, 80.0]])  # Joint: its one final row
+    assert joint["acc_task_il"] == 85.0 and math.isnan(joint["forget_task_il"]) and math.isnan(joint["bwt_task_il"])

@@ -414,6 +414,7 @@ class LookupLearner(torch.nn.Module):
 class TwoTaskData:
     n_tasks = 2
     device = torch.device("cpu")
+    label_map, task_classes = torch.arange(4), torch.tensor([[0, 1], [2, 3]])
 
     def __init__(self):
         # task 0: three samples of class 0 (all right), one of class 1 (wrong): micro 75, macro 50
@@ -429,7 +430,7 @@ class TwoTaskData:
 
 
 def test_task_accuracy_is_micro_averaged_and_per_class_is_kept():
-    accs, per_class = evaluate(LookupLearner(), TwoTaskData(), "test", chunk=3)  # chunks split a task
+    accs, per_class, _ = evaluate(LookupLearner(), TwoTaskData(), "test", chunk=3)  # chunks split a task
     assert accs == pytest.approx([75.0, 100 * 2 / 6])
     assert per_class[0] == pytest.approx({0: 100.0, 1: 0.0})
     assert per_class[1] == pytest.approx({2: 100.0, 3: 20.0})
@@ -441,6 +442,7 @@ class RemappedData:
 
     n_tasks = 3
     device = torch.device("cpu")
+    label_map, task_classes = torch.tensor([0, 1, 0, 1, 0, 1]), torch.tensor([[0, 1], [2, 3], [4, 5]])
 
     def __init__(self, seed=0):
         g = torch.Generator().manual_seed(seed)
@@ -471,7 +473,7 @@ def test_accuracies_through_torchmetrics_equal_the_exact_counts(monkeypatch):
     real = tmc.multiclass_stat_scores
     monkeypatch.setattr(tmc, "multiclass_stat_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
     dm = RemappedData()
-    accs, per_class = evaluate(LookupLearner(), dm, "test", chunk=128)
+    accs, per_class, _ = evaluate(LookupLearner(), dm, "test", chunk=128)
     assert len(calls) == dm.n_tasks
     for k, ((x, label), task) in enumerate(zip(dm.data, dm.tasks)):
         right = [int(p) == int(t) for p, t in zip(x[:, 0].long(), label)]
@@ -486,8 +488,64 @@ def test_accuracies_through_torchmetrics_equal_the_exact_counts(monkeypatch):
 
 
 def test_evaluate_reads_the_requested_split():
-    accs, per_class = evaluate(LookupLearner(), TwoTaskData(), "val")
-    assert all(math.isnan(a) for a in accs) and per_class == [{}, {}]
+    accs, per_class, task_il = evaluate(LookupLearner(), TwoTaskData(), "val")
+    assert all(math.isnan(a) for a in accs + task_il) and per_class == [{}, {}]
+
+
+class ScoresLearner(torch.nn.Module):
+    """predict(x) = x: the scores are the inputs."""
+
+    def predict(self, x, t):
+        return x
+
+
+class ScoredData:
+    """Two tasks of a 4-class head, each sample's scores written into its input. Task 1's classes
+    come in the order (3, 2), as a shuffled class order gives them."""
+
+    n_tasks = 2
+    device = torch.device("cpu")
+    label_map, task_classes = torch.arange(4), torch.tensor([[0, 1], [3, 2]])
+    scores = (  # (label, scores): class-IL right?, task-IL right?
+        ((0, (1, 0, 3, 0)),  # no (2), yes (0 of 0, 1)
+         (1, (0, 2, 0, 5)),  # no (3), yes
+         (1, (4, 2, 0, 0)),  # no, no
+         (0, (2, 2, 1, 0))),  # yes (a tie: the first), yes
+        ((3, (9, 0, 1, 1)),  # no (0), no (a tie of 2 and 3: the lower label, as a masked argmax over the head)
+         (2, (0, 0, 5, 1)),  # yes, yes
+         (3, (0, 7, 0, 2))),  # no (1), yes
+    )  # fmt: skip
+
+    def __init__(self):
+        self.data = [(torch.tensor([s for _, s in task], dtype=torch.float), torch.tensor([y for y, _ in task]))
+                     for task in self.scores]  # fmt: skip
+        self.tasks = [type("T", (), {"test": d})() for d in self.data]
+
+    def split(self, k, name):
+        x, y = self.data[k]
+        return x, y, torch.full_like(y, k)
+
+
+def test_task_il_accuracy_masks_the_same_scores_to_the_evaluated_tasks_classes():
+    """Mammoth's mask_classes on the scores of the class-IL evaluation: exact values, a task split
+    over chunks, ties broken as an argmax over the whole head with the other tasks' logits at -inf."""
+    accs, _, task_il = evaluate(ScoresLearner(), ScoredData(), "test", chunk=3)
+    assert accs == [25.0, 100.0 / 3] and task_il == [75.0, 100.0 * 2 / 3]
+    for k, (x, y) in enumerate(ScoredData().data):  # the definition, written out: masked, then argmax
+        masked = torch.full_like(x, float("-inf"))
+        cols = ScoredData.task_classes[k]
+        masked[:, cols] = x[:, cols]
+        assert task_il[k] == 100.0 * int((masked.argmax(1) == y).sum()) / len(y)
+
+
+def test_task_il_of_a_shared_head_is_class_il():
+    """Domain-IL: every task's labels are the whole head (classes 2k, 2k+1 -> labels 0, 1), so the
+    mask changes nothing."""
+    dm = ScoredData()
+    dm.label_map = torch.tensor([0, 1, 0, 1])
+    dm.data = [(x[:, :2], dm.label_map[y]) for x, y in dm.data]
+    accs, _, task_il = evaluate(ScoresLearner(), dm, "test")
+    assert task_il == accs == [75.0, 100.0 * 2 / 3]
 
 
 # -- config keys reach the built run (compose -> build) -----------------------------------------
@@ -605,7 +663,7 @@ def test_eval_split_val_measures_on_the_validation_samples(tmp_path):
     over.append("batch_size=20")  # one step per task: accuracies short of 100, so the two splits differ
     res = run_cfg(tmp_path, *over, "eval_split=val")
     dm, learner, _ = build(make_cfg(*over, "eval_split=val"))  # the same seed: the same random init
-    b_val, _ = evaluate(learner, dm, "val")
+    b_val = evaluate(learner, dm, "val")[0]
     assert res["eval_split"] == "val"
     assert res["b"] == pytest.approx(b_val)
     # the same training (same seed), measured on the test split instead: another matrix

@@ -4,7 +4,8 @@
 to each incoming batch after its update step (PROTOCOL section 2).
 ``AccuracyMatrix`` measures b (random-init accuracy per task) at the first fit
 start and one row of R at the end of every fit, on every task's test (or
-validation) split, micro-averaged, with per-class accuracies (:func:`evaluate`).
+validation) split, micro-averaged, with per-class accuracies and the row of the
+task-IL matrix from the same scores (:func:`evaluate`; docs/PROTOCOL.md, section 5).
 ``DivergenceGuard`` stops the run at a non-finite loss (``Diverged``).
 """
 
@@ -74,7 +75,7 @@ class DivergenceGuard(L.Callback):
 
 @torch.no_grad()
 def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
-    """Per task: (accuracy %, {class: accuracy %}) over ``split`` of every task.
+    """Per task: (accuracy %, {class: accuracy %}, task-IL accuracy %) over ``split`` of every task.
 
     The counts come from torchmetrics' ``multiclass_stat_scores`` per label (true positives and
     support); the task's accuracy is micro-averaged, sum(tp) / sum(support) = correct / total (not
@@ -82,6 +83,9 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
     tp / support. Both divisions are done in double precision from the integer counts, so the
     numbers equal correct / total exactly (torchmetrics' own accuracy divides in float32).
     Per-class keys are the original class ids (labels may be remapped per scenario).
+
+    Task-IL (Mammoth's ``mask_classes``): the same scores, argmax over the evaluated task's labels
+    only (ascending, so ties break as in a masked argmax over the whole head); no second forward.
     """
     from torchmetrics.functional.classification import multiclass_stat_scores
 
@@ -90,15 +94,19 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
     # CPU: on a GPU the net must come back to the data's device (the next fit moves it anyway)
     learner.to(datamodule.device)
     learner.eval()
-    accs, per_class = [], []
+    accs, per_class, task_il = [], [], []
     for k in range(datamodule.n_tasks):
         x, y, t = datamodule.split(k, split)
         if len(y) == 0:
             accs.append(float("nan"))
             per_class.append({})
+            task_il.append(float("nan"))
             continue
         scores = [learner.predict(x[i : i + chunk], t[i : i + chunk]) for i in range(0, len(y), chunk)]
         pred = torch.cat([s.argmax(1) for s in scores])
+        labels = datamodule.label_map[datamodule.task_classes[k]].sort().values  # task k's labels
+        pred_task = labels[torch.cat([s[:, labels].argmax(1) for s in scores])]
+        task_il.append(100.0 * int((pred_task == y).sum()) / len(y))
         counts = multiclass_stat_scores(pred, y, scores[0].shape[1], average=None, validate_args=False)
         tp, support = counts[:, 0].double(), counts[:, 4].double()  # per label: (tp, fp, tn, fn, support)
         accs.append(100.0 * int(tp.sum()) / int(support.sum()))  # micro: correct / total
@@ -107,16 +115,17 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
         pairs = torch.unique(cls * n_labels + y).tolist()  # (class id, its label) of the task, as one number
         per_class.append({c // n_labels: 100.0 * float(tp[c % n_labels] / support[c % n_labels]) for c in pairs})
     learner.train(was_training)
-    return accs, per_class
+    return accs, per_class, task_il
 
 
 class AccuracyMatrix(L.Callback):
-    """Fills b before training and a row of R after each task (each fit)."""
+    """Fills b before training and a row of R (and of the task-IL matrix) after each task (each fit)."""
 
     def __init__(self, datamodule, split: str = "test", on_row=None):
         self.dm, self.split, self.on_row = datamodule, split, on_row
         self.b: list[float] | None = None
         self.rows: list[list[float]] = []
+        self.rows_task_il: list[list[float]] = []
         self.per_class: list[list[dict]] = []
         self.steps_per_task: list[int] = []
         self.train_time_s = 0.0  # time inside fits, evaluations excluded
@@ -125,7 +134,7 @@ class AccuracyMatrix(L.Callback):
 
     def on_fit_start(self, trainer, learner):
         if self.b is None:
-            self.b, _ = evaluate(learner, self.dm, self.split)
+            self.b = evaluate(learner, self.dm, self.split)[0]
         self._steps_at_start = learner.train_steps
         self._t0 = time.perf_counter()
 
@@ -133,15 +142,16 @@ class AccuracyMatrix(L.Callback):
         if learner.device.type == "cuda":
             torch.cuda.synchronize(learner.device)
         self.train_time_s += time.perf_counter() - self._t0
-        accs, per_class = evaluate(learner, self.dm, self.split)
+        accs, per_class, task_il = evaluate(learner, self.dm, self.split)
         self.rows.append(accs)
         self.per_class.append(per_class)
+        self.rows_task_il.append(task_il)
         self.steps_per_task.append(learner.train_steps - self._steps_at_start)
         if self.on_row is not None:
             self.on_row(len(self.rows) - 1, accs)
 
     def state_dict(self) -> dict:  # in the run's checkpoint (clsuite.checkpoint)
-        keys = ("b", "rows", "per_class", "steps_per_task", "train_time_s")
+        keys = ("b", "rows", "rows_task_il", "per_class", "steps_per_task", "train_time_s")
         return {k: getattr(self, k) for k in keys}
 
     def load_state_dict(self, state: dict) -> None:
@@ -150,3 +160,7 @@ class AccuracyMatrix(L.Callback):
     @property
     def R(self) -> np.ndarray:
         return np.asarray(self.rows, dtype=float)
+
+    @property
+    def R_task_il(self) -> np.ndarray:
+        return np.asarray(self.rows_task_il, dtype=float)

@@ -49,6 +49,7 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "sweep": _sweep,
     "paper": _call("clsuite.paper:main"),
+    "eval": _call("clsuite.evaluation:main"),
     "aggregate": _call("clsuite.analysis.report:main_aggregate"),
     "report": _call("clsuite.analysis.report:main_report"),  # from the working directory's multirun/
     "claims": _call("clsuite.analysis.report:main_claims"),

@@ -24,6 +24,8 @@ usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment
        clsuite paper TARGET [--seeds N] [...]     a paper table or figure: its sweep, then its tables (= make TARGET);
                                                   TARGET: table2, memory, first_task, cifar100, imbalance, tau,
                                                   ablation, ablation_cifar100, all, choices (clsuite help paper)
+       clsuite eval RUN [--split test|val]        a finished run's saved model (keep_weights=true) on every task,
+                                                  class-IL and task-IL (RUN: its folder; or ckpt_path=<its model.ckpt>)
        clsuite aggregate EXP [...]                tables and figures of multirun/EXP/ -> results/EXP/
        clsuite report [--docs]                    the reproduction report from multirun/ -> results/report/
        clsuite claims [--rule holm|interval|both] the paper's claims judged from multirun/, printed (writes nothing)

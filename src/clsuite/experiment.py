@@ -47,13 +47,13 @@ from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.learner import ContinualLearner
 from clsuite.loggers import RunLogger
 from clsuite.memory.buffer import Memory
-from clsuite.metrics import METRICS, all_metrics
+from clsuite.metrics import METRICS, TASK_IL, all_metrics, task_il_metrics
 from clsuite.models.nets import build_model
 from clsuite.numerics import apply as apply_numerics
 from clsuite.numerics import check as check_numerics
 from clsuite.numerics import summary as numerics_summary
 from clsuite.progress import task_progress_bar
-from clsuite.runtime import collect_and_freeze, keep_freed_memory
+from clsuite.runtime import collect_and_freeze, keep_freed_memory, peak_memory_mb, reset_peak_memory
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
@@ -193,6 +193,7 @@ def run_experiment(
     pin_threads(threads_of(cfg))
     keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.runtime)
     collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.runtime)
+    reset_peak_memory(pick_device(cfg.trainer))  # the run's own peaks, data included (clsuite.runtime)
     dm, learner, device = build(cfg, source)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:
@@ -245,13 +246,15 @@ def run_experiment(
         "seed": int(cfg.seed),
         "eval_split": cfg.eval_split,
         "R": R.tolist(),
+        "R_task_il": acc_cb.R_task_il.tolist(),  # the same scores, masked to the evaluated task's classes
         "b": b.tolist(),
-        "metrics": all_metrics(R, b),
+        "metrics": {**all_metrics(R, b), **task_il_metrics(acc_cb.R_task_il)},
         "per_class": acc_cb.per_class,
         "steps_per_task": acc_cb.steps_per_task,
         "wall_time_s": saver.wall_time_s,  # over every process of the run (resumed ones too)
         "resumed_at_task": start + 1 if start else None,  # the first task of 1..T this process trained
         "train_time_s": acc_cb.train_time_s,
+        **peak_memory_mb(device),  # of this process (a resumed run: the last one's)
         "device": str(device),
         "identity": ident,
         "config": OmegaConf.to_container(cfg, resolve=True),
@@ -300,5 +303,16 @@ def format_report(results: dict) -> str:
     lines.append("b (random init): " + " ".join(f"{v:6.1f}" for v in results["b"]))
     m = results["metrics"]
     lines.append(" ".join(f"{metric.label}={m[key]:.2f}" for key, metric in METRICS.items()))
-    lines.append(f"wall time {results['wall_time_s']:.1f}s")
+    if "R_task_il" in results:  # (results files made before it lack it)
+        final = " ".join(f"{v:6.1f}" for v in results["R_task_il"][-1])
+        task_il = " ".join(f"{METRICS[k].label}={m[k + TASK_IL]:.2f}" for k in ("acc", "forget", "bwt"))
+        lines.append(f"task-IL (the logits masked to the evaluated task's classes), after the last task: {final}")
+        lines.append(f"task-IL: {task_il}")
+    lines.append(f"wall time {results['wall_time_s']:.1f}s" + _peaks(results))
     return "\n".join(lines)
+
+
+def _peaks(results: dict) -> str:
+    """``, peak RAM 812 MB`` (and the GPU's); nothing for results files made before they were recorded."""
+    names = {"peak_ram_mb": "peak RAM", "peak_gpu_mb": "peak GPU memory"}
+    return "".join(f", {name} {results[k]:.0f} MB" for k, name in names.items() if results.get(k) is not None)

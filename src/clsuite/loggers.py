@@ -1,9 +1,10 @@
-"""Loggers: CSV (default), W&B (offline unless asked) or none, and what a run logs to them.
+"""Loggers: CSV (default), W&B (offline unless asked), TensorBoard or none, and what a run logs to them.
 
 :func:`make_logger` opens the Lightning logger of a run; :class:`RunLogger` (a callback that
 ``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs what docs/WANDB.md, "What
 a run logs", lists, reading the detached losses only every ``trainer.log_every_n_steps`` incoming
-batches; CSV writes both to ``csv/metrics.csv``.
+batches; CSV writes both to ``csv/metrics.csv``, TensorBoard (Lightning's ``TensorBoardLogger``, through
+``tensorboardX``) to ``tensorboard/events.out.tfevents.*`` (``tensorboard --logdir outputs``).
 
 A logger failure never costs a result (docs/INTEGRITY.md, "6. Loggers": :class:`LoggerUnavailable`,
 :class:`SafeWandbLogger`). A W&B run gets the results file's facts at its end (:func:`_finish`).
@@ -16,13 +17,13 @@ import sys
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
 from clsuite.config import wandb_settings
 from clsuite.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
 
-KINDS = ("csv", "wandb", "none")
+KINDS = ("csv", "wandb", "tensorboard", "none")
 
 
 class LoggerUnavailable(RuntimeError):
@@ -64,6 +65,19 @@ class SafeWandbLogger(WandbLogger):
         self._guard("write", super().finalize, status)
 
 
+class RunTensorBoardLogger(TensorBoardLogger):
+    """Lightning's TensorBoard logger, one events file for the whole run: Lightning finalizes its
+    logger at the end of every fit (one per task), which here only flushes; :meth:`close` at the
+    run's end closes (a closed writer would reopen a file of the same name within the second)."""
+
+    def finalize(self, status: str) -> None:
+        if self._experiment is not None:
+            self.experiment.flush()
+
+    def close(self) -> None:
+        super().finalize("success")
+
+
 def _overrides() -> list[str]:
     """The Hydra overrides of this job (they name the run), or none outside Hydra."""
     try:
@@ -82,6 +96,13 @@ def make_logger(cfg, out_dir):
         raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
     if kind == "none":
         yield None
+        return
+    if kind == "tensorboard":
+        logger = RunTensorBoardLogger(out_dir, name="tensorboard", version="", default_hp_metric=False)
+        try:
+            yield logger
+        finally:
+            logger.close()
         return
     run = None
     if kind == "wandb":

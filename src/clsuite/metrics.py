@@ -69,6 +69,16 @@ def all_metrics(R, b=None) -> dict[str, float]:
     }
 
 
+TASK_IL = "_task_il"  # the suffix of the task-IL metrics' keys (results['metrics'])
+
+
+def task_il_metrics(R_task_il) -> dict[str, float]:
+    """Acc, Forget and BWT of the task-IL matrix (the logits masked to the evaluated task's
+    classes), keyed ``acc_task_il``, ...; FWT is left out (it would need b under the mask)."""
+    m = all_metrics(R_task_il)
+    return {f"{k}{TASK_IL}": m[k] for k in ("acc", "forget", "bwt")}
+
+
 @dataclass(frozen=True)
 class Metric:
     """One metric of Table II: its key in ``results['metrics']``, its printed label, which way
@@ -110,9 +120,11 @@ def first_task_drop(R) -> float:
     return float(R[0, 0] - R[-1, 0]) if R.ndim == 2 and R.shape[0] == R.shape[1] > 1 else float("nan")
 
 
-# The metrics plus the first-task quantities of Figs. 7, 8, 10 (computed from R by the analysis).
+# The metrics plus the first-task quantities of Figs. 7, 8, 10 (computed from R by the analysis) and
+# the task-IL Acc (NaN for results files that predate the task-IL matrix).
 QUANTITIES: dict[str, Metric] = {
     **METRICS,
+    "acc_task_il": Metric("acc_task_il", "task-IL Acc", True, "mean_j R_task_il[T-1, j]", "%", (0.0, 100.0)),
     "first_task_final": Metric("first_task_final", "task-1 Acc at the end", True, "R[T-1, 0]", "%", (0.0, 100.0)),
     "first_task_drop": Metric("first_task_drop", "task-1 drop", False, "R[0, 0] - R[T-1, 0]", "% points"),
 }

@@ -8,7 +8,7 @@ the first that fails being the reason (docs/INTEGRITY.md, section 1, lists each 
    a check that raises on a hostile file is a reason too;
 2. ``status`` is ``finished``;
 3. the **seal** (:func:`seal_ok`): ``digest`` is the sha256 of the rest of the file;
-4. the **schema** (:func:`schema_problem`): names, numbers, ``b`` and ``R``, ``metrics`` recomputed
+4. the **schema** (:func:`schema_problem`): names, numbers, ``b``, ``R`` and ``R_task_il``, ``metrics`` recomputed
    from them, ``config`` naming the same run, ``identity`` agreeing with it (:func:`identity_problem`).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.io import Unreadable, canonical, load_json, sha256
-from clsuite.metrics import METRICS, all_metrics
+from clsuite.metrics import METRICS, all_metrics, task_il_metrics
 
 TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -127,12 +127,24 @@ def schema_problem(res: dict) -> str | None:
     for k, v in all_metrics(R, b).items():
         if not _same(m[k], v):
             return f"metrics.{k} = {m[k]!r} is not the value recomputed from R and b ({v:.6g})"
+    if "R_task_il" in res and (why := _task_il_problem(res["R_task_il"], len(R), T, m)):
+        return why  # (results files made before the task-IL matrix lack it: accepted)
     for key, value in (("seed", res["seed"]), ("benchmark.name", res["benchmark"]), ("method.name", res["method"])):
         head, _, leaf = key.rpartition(".")
         node = cfg.get(head) if head else cfg
         if not isinstance(node, dict) or node.get(leaf) != value:
             return f"config.{key} does not match the file's {key.split('.')[0]} ({value!r})"
     return identity_problem(res.get("identity"), cfg)
+
+
+def _task_il_problem(R_task_il, rows: int, T: int, m: dict) -> str | None:
+    """``R_task_il`` has R's shape (``rows`` x T) and its metrics are the ones recomputed from it."""
+    if not isinstance(R_task_il, list) or len(R_task_il) != rows or not all(_accuracies(r, T) for r in R_task_il):
+        return "'R_task_il' is not a matrix of R's shape of accuracies in [0, 100]"
+    for k, v in task_il_metrics(R_task_il).items():
+        if not _same(m.get(k), v):
+            return f"metrics.{k} = {m.get(k)!r} is not the value recomputed from R_task_il ({v:.6g})"
+    return None
 
 
 def identity_problem(identity, cfg: dict) -> str | None:

@@ -5,6 +5,9 @@
   (docs/PERFORMANCE.md, item 1); elsewhere than glibc a no-op.
 - :func:`collect_and_freeze`, at the start of every run: ``gc.collect()`` then ``gc.freeze()``
   (docs/PERFORMANCE.md, item 6).
+- :func:`reset_peak_memory` at the start of every run, :func:`peak_memory_mb` at its end: the run's
+  peak resident memory and, on a GPU, its peak allocation (``peak_ram_mb``, ``peak_gpu_mb`` of the
+  results file: docs/PROTOCOL.md, section 5).
 - :class:`AttributeState`: what a checkpoint keeps of a replay policy, an update policy or a method
   plugin (the three seams inherit it): every attribute, unless a class overrides both methods
   (docs/CHECKPOINTS.md, "What a checkpoint holds").
@@ -12,10 +15,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import gc
+import sys
+from pathlib import Path
+
+import torch
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
 THRESHOLD = 1 << 30  # 1 GiB: larger than any per-step tensor of the suite's benchmarks
@@ -37,6 +45,27 @@ def collect_and_freeze() -> None:
     asked here: it walks the whole permanent generation, 0.04 s under cProfile)."""
     gc.collect()
     gc.freeze()
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start the peaks afresh, so that a process running several runs (a sweep's basic launcher)
+    gives each its own: the process's peak RSS (Linux 4.0+: ``5`` to ``/proc/self/clear_refs``;
+    elsewhere the peak since the process started) and torch's peak allocation on ``device``."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mb(device: torch.device) -> dict[str, float | None]:
+    """``peak_ram_mb``: the process's peak resident set size since :func:`reset_peak_memory`
+    (``getrusage``' max RSS); ``peak_gpu_mb``: torch's peak allocation on ``device`` (None on the
+    CPU). MB = 2^20 bytes."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    gpu = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return {"peak_ram_mb": rss / 2**20, "peak_gpu_mb": None if gpu is None else gpu / 2**20}
 
 
 class AttributeState:

@@ -232,7 +232,7 @@ KEYS: dict[str, Spec] = {
     "trainer.log_every_n_steps": Whole(1, None, "loss logged every n incoming batches"),
     "trainer.threads": Whole(1, None, "torch / BLAS CPU threads; null: torch's default", null=True),
     # conf/logger/
-    "logger.name": OneOf("csv", "none", "wandb", doc="where the run's curves go"),
+    "logger.name": OneOf("csv", "none", "tensorboard", "wandb", doc="where the run's curves go"),
     "logger.mode": OneOf("offline", "online", "disabled", doc="W&B mode ($WANDB_MODE wins)", req=False),
     "logger.project": Spec("name", "W&B project", req=False),
     "logger.entity": Spec("text", "W&B entity (team or user)", null=True, req=False),

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clsuite.analysis.stats import CONDITIONS, KEYS
+from clsuite.analysis.stats import CONDITIONS, COSTS, KEYS
 from clsuite.identity import code_identity, config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
@@ -154,10 +154,10 @@ def run_row(res: dict, job: str) -> dict:
         "lambda": _num(cfg.get("lambda")),
         "seed": int(res.get("seed", cfg.get("seed", 0))),
         **{k: _num(m.get(k)) for k in METRICS},
+        "acc_task_il": _num(m.get("acc_task_il")),  # NaN: made before the task-IL matrix
         "first_task_final": first_task_final(R),
         "first_task_drop": first_task_drop(R),
-        "wall_time_s": _num(res.get("wall_time_s")),
-        "train_time_s": _num(res.get("train_time_s")),
+        **{k: _num(res.get(k)) for k in COSTS},  # NaN: not recorded (no GPU; files made before the peaks)
         "device": f"{dev} ({gpu})" if gpu and dev.startswith("cuda") else dev,
         "torch_threads": "unknown" if threads is None else str(threads),
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
@@ -176,8 +176,7 @@ def run_row(res: dict, job: str) -> dict:
 
 
 COLUMNS = [
-    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "variant", "seed", *QUANTITIES, "wall_time_s",
-    "train_time_s", "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from",
+    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "variant", "seed", *QUANTITIES, *COSTS, "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from",
     "R", "b", "flat", "versions",
 ]  # fmt: skip
 

@@ -1,7 +1,7 @@
 """Statistics over seeds: per-cell mean, sample std and n; paired differences with an interval and tests.
 
 - ``summarize``: per value of the grouping keys, mean, sample std (ddof = 1) and n of every
-  quantity of ``clsuite.metrics.QUANTITIES``, seeds pooled.
+  quantity of ``clsuite.metrics.QUANTITIES`` and of every cost (:data:`COSTS`), seeds pooled.
 - ``paired``: two arms compared seed by seed. Runs with the same seed share the data split, the
   class order and the initialisation, so the seed-to-seed spread that both arms share cancels in
   the per-seed difference ``d_s = x_s - y_s`` (only seeds present in both arms count). Returned:
@@ -30,6 +30,12 @@ from clsuite.metrics import QUANTITIES
 
 CONDITIONS = ("memory", "tau", "lambda")  # the swept conditions of the paper's figures
 KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS
+COSTS = {  # what a run cost (its results file's keys) and their columns in the tables
+    "wall_time_s": "wall time (s)",
+    "train_time_s": "training time (s)",
+    "peak_ram_mb": "peak RAM (MB)",
+    "peak_gpu_mb": "peak GPU memory (MB)",
+}
 
 LEVEL = 0.95
 EXACT_UP_TO = 16  # seeds; above, the sign-flip test draws 2^16 random sign patterns
@@ -37,7 +43,7 @@ EXACT_UP_TO = 16  # seeds; above, the sign-flip test draws 2^16 random sign patt
 
 def summarize(runs: pd.DataFrame, keys=KEYS) -> pd.DataFrame:
     """Mean, sample std (ddof = 1) and n of every quantity per value of ``keys``."""
-    cols = [*QUANTITIES, "wall_time_s"]
+    cols = [*QUANTITIES, *COSTS]
     keys = list(keys)
     if runs.empty:
         return pd.DataFrame(columns=[*keys, "n", *[f"{c}_{s}" for c in cols for s in ("mean", "std")]])

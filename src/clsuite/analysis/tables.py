@@ -25,7 +25,7 @@ from clsuite.analysis.claims import (
     sign_flip_floor_note,
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
-from clsuite.analysis.stats import n_range
+from clsuite.analysis.stats import COSTS, n_range
 from clsuite.metrics import METRICS, QUANTITIES
 
 NOTE = (
@@ -216,7 +216,9 @@ def _axis_cell(axis: str, v) -> str:
 ADHOC_NOTE = (
     "Cells: mean ± std over the row's n seeds (sample std) where n > 1, the single run's value where n = 1; "
     "[x]: the paper's Table II value, only in a cell under Table II's conditions (M = 100, τ = 0.5, λ = 0, "
-    "no other key changed; src/clsuite/analysis/paper_values.py)."
+    "no other key changed; src/clsuite/analysis/paper_values.py). task-IL Acc: the same scores, each task's "
+    "logits masked to its classes (docs/PROTOCOL.md, section 5). Time and memory: the mean over the row's seeds; "
+    "peak RAM: the run's peak resident memory, MB = 2^20 bytes."
 )
 
 
@@ -237,9 +239,10 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
         if summary["overrides"].str.len().any():
             axes.append("overrides")
     qs = [q for q in QUANTITIES if not summary[f"{q}_mean"].isna().all()]
+    costs = [c for c in COSTS if not summary[f"{c}_mean"].isna().all()]  # peaks: none in files made before them
     t = Table(
         title,
-        [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), "wall time (s)", "n"],
+        [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), *(COSTS[c] for c in costs), "n"],
         note=ADHOC_NOTE,
     )
     rows = summary.assign(_items=items).sort_values([*axes, "variant"])
@@ -248,7 +251,7 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
         lead += [{"None": "–"}.get(v, v) for v in (r["_items"].get(k, "None") for k in extra)]
         cond = {k: r[k] for k in CONDITIONS} | {"variant": r["variant"] or r.get("overrides", "")}
         cells = [fmt(r[f"{q}_mean"], r[f"{q}_std"]) + paper_bracket(r["benchmark"], r["method"], q, cond) for q in qs]
-        t.add([*lead, *cells, fmt(r["wall_time_s_mean"], digits=0), r["n"]])
+        t.add([*lead, *cells, *(fmt(r[f"{c}_mean"], digits=0) for c in costs), r["n"]])
     return t
 
 

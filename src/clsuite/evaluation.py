@@ -1,0 +1,149 @@
+"""``clsuite eval RUN``: a finished run's saved model evaluated again, every task, class-IL and task-IL.
+
+lightning-hydra-template's ``eval.py ckpt_path=...`` where it fits the suite (docs/CHECKPOINTS.md,
+"Evaluating a saved model"): RUN is a run or sweep job folder holding its sealed ``results.json``
+and ``model.ckpt`` (``keep_weights=true``), or that ``model.ckpt`` (also as ``ckpt_path=<it>``).
+The config is the run's own, from its results file; the network, memory and method state are the
+checkpoint's (``clsuite.callbacks.evaluate`` on them). Refused with one ``error:`` line, exit 2,
+before any evaluation: no finished run, no weights, weights of another run, code or data files
+other than the run's (its identity's ``code`` and ``data`` parts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from clsuite.data.files import DataError
+from clsuite.errors import ConfigError
+
+CKPT_PATH = "ckpt_path="  # lightning-hydra-template's key for the weights to evaluate
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="clsuite eval",
+        description="Evaluate a finished run's saved model (keep_weights=true) on every task: class-IL and "
+        "task-IL accuracy, beside the run's last row of R.",
+    )
+    ap.add_argument("run", metavar="RUN", help="a run or sweep job folder holding results.json and model.ckpt, "
+                    "or that model.ckpt (also as ckpt_path=<path>)")  # fmt: skip
+    ap.add_argument("--split", choices=("test", "val"), default="test", help="the split of every task (default: test)")
+    ap.add_argument("--data-root", help="where the run's data files are (default: the run's data.root)")
+    args = ap.parse_args(argv)
+    args.run = Path(args.run.removeprefix(CKPT_PATH))
+    return args
+
+
+def load(path: Path, split: str = "test", data_root: str | None = None):
+    """(results, config, weights file) of the finished run at ``path`` (its folder or its weights
+    file); a ``ConfigError`` when there is none, it kept no weights, or it has no ``split``."""
+    from clsuite.checkpoint import WEIGHTS_FILE
+    from clsuite.io import RESULTS_FILE
+    from clsuite.results import read_run
+
+    folder, weights = (path.parent, path) if path.is_file() else (path, path / WEIGHTS_FILE)
+    run = read_run(folder / RESULTS_FILE)
+    if not run.ok:
+        raise ConfigError(f"{folder} holds no finished run ({RESULTS_FILE}: {run.reason}); "
+                          "valid: a run or sweep job folder, or its model.ckpt")  # fmt: skip
+    if not weights.is_file():
+        raise ConfigError(f"{folder} holds no saved weights ({weights.name} is missing); "
+                          "a run keeps them with keep_weights=true")  # fmt: skip
+    cfg = OmegaConf.create(run.data["config"])
+    if split == "val" and not cfg.data.val_fraction:
+        raise ConfigError(f"{folder}'s run has no validation split (data.val_fraction=0); valid: --split test")
+    cfg.trainer.accelerator = "auto"  # the device at hand, whatever the run's (not part of its identity)
+    if data_root is not None:
+        cfg.data.root = data_root
+    return run.data, cfg, weights
+
+
+def not_the_runs(res: dict, cfg, source) -> str | None:
+    """Why the code or the data files at hand are not the run's (its identity), or None."""
+    from clsuite.identity import code_part, data_identity, normalize
+
+    ident = res["identity"]
+    if code_part(normalize(cfg)) != ident.get("code"):
+        return "the code at hand is not the run's (identity.code differs): its network or method may differ"
+    data = data_identity(cfg, source)
+    if data != ident.get("data"):
+        theirs = (ident.get("data") or {}).get("files") or {}
+        differ = sorted({f for f, _ in set(theirs.items()) ^ set(data["files"].items())})
+        return (f"the data files under {cfg.data.root} are not the run's ({', '.join(differ) or 'decoder'} "
+                "differ or are missing); --data-root names the folder that holds them")  # fmt: skip
+    return None
+
+
+def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) -> dict:
+    """Per task, the class-IL and the task-IL accuracy (%) of the run's saved model on ``split``
+    (``columns``), with the run's last rows of R and R_task_il where ``split`` is the one R was
+    measured on (the run's code is this code: its results file has both)."""
+    from clsuite.callbacks import evaluate
+    from clsuite.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
+    from clsuite.data import sources
+    from clsuite.experiment import build
+    from clsuite.identity import pin_threads, threads_of
+    from clsuite.numerics import apply, check
+
+    res, cfg, weights = load(path, split, data_root)
+    source = sources.bind(OmegaConf.to_container(cfg.benchmark, resolve=True))
+    if why := not_the_runs(res, cfg, source):
+        raise ConfigError(why)
+    apply(cfg.trainer.numerics)  # the run's kernels and threads: its numbers again on its machine
+    check(cfg.trainer.numerics)
+    pin_threads(threads_of(cfg))
+    dm, learner, device = build(cfg, source)
+    try:
+        ckpt = AtomicCheckpointIO().load_checkpoint(weights, map_location=device)
+    except CorruptCheckpoint as e:
+        raise ConfigError(f"{weights} cannot be loaded: {e}") from None
+    if (ckpt.get("clsuite") or {}).get("identity") != res["identity"]["key"]:
+        raise ConfigError(f"{weights} holds another run's weights (its identity is not {res['identity']['key'][:12]})")
+    if why := structure_problem(ckpt, learner):
+        raise ConfigError(f"{weights} does not fit the run's config: {why}")
+    learner.load_state_dict(ckpt["state_dict"])
+    learner.on_load_checkpoint(ckpt)  # the memory (iCaRL's class means), the counters (eval_mask=seen)
+    class_il, _, task_il = evaluate(learner, dm, split)
+    cols = {"class-IL": class_il, "task-IL": task_il}
+    if split == res["eval_split"]:  # the split R was measured on: the run's last rows beside
+        cols |= {"run's R": res["R"][-1], "run's R_task_il": res["R_task_il"][-1]}
+    return {"results": res, "weights": weights, "split": split, "device": str(device), "columns": cols}
+
+
+def report(ev: dict) -> str:
+    """A row per task and Acc (the mean over the tasks), a column per accuracy; whether the run's
+    last rows came back bit for bit."""
+    from clsuite.metrics import average_accuracy
+
+    res, cols = ev["results"], ev["columns"]
+    width = [max(8, len(name)) for name in cols]
+    lines = [
+        f"{res['method']} on {res['benchmark']} (M={res['memory']}, seed={res['seed']}, "
+        f"reading={res.get('reading') or 'unlabelled'}): {ev['weights']} on the {ev['split']} split ({ev['device']})",
+        f"{'task':>4}" + "".join(f"  {name:>{w}}" for name, w in zip(cols, width, strict=True)),
+    ]
+    rows = [*(str(j) for j in range(1, len(cols["class-IL"]) + 1)), "Acc"]
+    values = [[*v, average_accuracy([v])] for v in cols.values()]
+    for i, label in enumerate(rows):
+        lines.append(f"{label:>4}" + "".join(f"  {v[i]:{w}.2f}" for v, w in zip(values, width, strict=True)))
+    if "run's R" in cols:
+        same = cols["class-IL"] == cols["run's R"] and cols["task-IL"] == cols["run's R_task_il"]
+        lines.append("the run's last rows (results.json): " + ("the same, bit for bit" if same else "not the same "
+                     "bit for bit (kernels, threads or device other than the run's: docs/NUMERICS.md)"))  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """``clsuite eval RUN [--split test|val] [--data-root DIR]``: 0 printed, 2 refused."""
+    args = parse(argv)
+    try:
+        ev = evaluate_run(args.run, args.split, args.data_root)
+    except (ConfigError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report(ev))
+    return 0
