@@ -34,6 +34,7 @@ import hashlib
 import io
 import os
 import re
+import sys
 import tarfile
 import warnings
 import zipfile
@@ -235,6 +236,7 @@ def read_image_folder(root, benchmark: dict, *, download: bool, verify: bool, ca
     if key not in _MEMO:
         arrays = _load_cached(target, channels)
         if arrays is None:
+            print(f"decoding {path} (once, cached in {target.parent})", file=sys.stderr, flush=True)
             arrays = decode(path, channels)
             _store(target, arrays)
         for a in arrays[:4]:
