@@ -1,8 +1,10 @@
 # Set-up, tests, benchmark. Paper tables and figures: see the targets further down.
 PY      ?= .venv/bin/python
-# Data: ../shared/datasets when this machine has it, else data/ (make run downloads MNIST there,
-# md5-checked). DATA_DIR=/path/to/datasets make run: your own copy.
-DATA_DIR ?= $(if $(wildcard ../shared/datasets),../shared/datasets,data)
+# Data: clsuite.home.data_dir, the rule data.root follows too: $DATA_DIR, else ../shared/datasets when it
+# exists, else data/ (make run downloads MNIST there, md5-checked). DATA_DIR=/path make run: your own copy.
+ifndef DATA_DIR
+DATA_DIR := $(shell python3 -c 'import sys; sys.path.insert(0, "src"); from clsuite.home import data_dir; print(data_dir())')
+endif
 export DATA_DIR
 DOWNLOAD = $(if $(filter data,$(DATA_DIR)),data.download=true)
 

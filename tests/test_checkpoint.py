@@ -297,19 +297,23 @@ def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, 
 
 
 def test_cadence_and_the_store(monkeypatch, tmp_path):
-    def due(cfg, times):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
+    def due(cfg, times, write_s=0.0):  # the task ends (of 5) that write one, task i + 1 ending at times[i] s
         now = [0.0]
         c, out = ck.Cadence(cfg, 5, clock=lambda: now[0]), []
         for done, now[0] in enumerate(times, start=1):
             if c.due(done):
                 out.append(done)
+                now[0] += write_s  # the checkpoint's write
                 c.saved()
         return out
 
-    t = [100.0, 250.0, 420.0, 500.0, 900.0]
+    t = [30.0, 100.0, 170.0, 250.0, 900.0]
     assert due({"checkpoint": "task_end"}, t) == [1, 2, 3, 4] and due({"checkpoint": "off"}, t) == []
     assert due({"checkpoint": "every_k", "checkpoint_every": 2}, t) == [2, 4]
-    assert due({"checkpoint": "auto"}, t) == [3]  # 420 s >= 300 after the start; 500 - 420 < 300; 5: the last
+    # auto: a task end a minute or more after the start or the last checkpoint (30 s: not yet; 5: the last) ...
+    assert due({"checkpoint": "auto"}, t) == [2, 3, 4]
+    # ... and 50 writes' time or more after the last: a 3 s write waits 150 s (103 -> 250: 147 s, not yet)
+    assert due({"checkpoint": "auto"}, t, write_s=3.0) == [2]
     saved = []
     orig = ck.CheckpointStore.save
     monkeypatch.setattr(ck.CheckpointStore, "save", lambda self, tr, k: saved.append(k) or orig(self, tr, k))

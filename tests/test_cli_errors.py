@@ -219,3 +219,48 @@ def test_a_bad_value_in_a_sweep_is_named_before_the_folders_it_would_share(tmp_p
         "error: checkpoint_every must be a whole number >= 1, got 0 (job benchmark=synthetic,seed=0)"
     ], p.stderr[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+_STOP_AT_TASK_2 = """
+import os, signal, sys
+sys.path.insert(0, {src!r})
+import clsuite.cli as cli
+from clsuite.callbacks import DivergenceGuard
+_step = DivergenceGuard.on_train_batch_end
+def step(self, trainer, learner, *a):
+    _step(self, trainer, learner, *a)
+    if learner.current_task == 1 and not os.environ.get("NO_STOP"):
+        os.kill(os.getpid(), signal.SIGINT)
+DivergenceGuard.on_train_batch_end = step
+cli.main(sys.argv[1:])
+"""
+
+
+def test_a_stopped_run_says_whether_and_where_a_rerun_resumes(tmp_path):
+    """The SIGINT / SIGTERM line said "no results written" and nothing of a rerun: it now names the task a
+    rerun resumes at and the checkpoint it resumes from, or that it starts again at task 1."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLSUITE_")}
+    code = _STOP_AT_TASK_2.format(src=str(ROOT / "src"))
+    base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
+
+    def run(*args, **extra):
+        argv = [*(a for a in args if a == "-m"), *base, *(a for a in args if a != "-m")]
+        return subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env={**env, **extra},
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    p = run("checkpoint=off")
+    assert p.returncode == 130 and p.stderr.strip().splitlines()[-1].endswith(
+        "; a rerun starts again at task 1 (no checkpoint yet)"
+    ), p.stderr[-2000:]
+    p = run("checkpoint=task_end")
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 130 and last.startswith("error: interrupted by SIGINT; the run stopped before its end"), last
+    ckpt = next((tmp_path / "outputs" / ".checkpoints").glob("*/after-task-0001.ckpt")).relative_to(tmp_path)
+    assert last.endswith(f"; a rerun resumes at task 2 of 3 from {ckpt}"), last
+    p = run("checkpoint=task_end", NO_STOP="1")
+    assert p.returncode == 0 and f"resuming at task 2 of 3 (task 1 done) from {ckpt}" in p.stderr, p.stderr[-2000:]
+    p = run("-m", "checkpoint=task_end", "seed=1", "experiment=s")  # a sweep's job: its own folder's checkpoints
+    job = "benchmark=synthetic,method=online,seed=1"
+    ckpt = tmp_path / "multirun" / "s" / job / "checkpoints" / "after-task-0001.ckpt"
+    line = f"error: {job}: interrupted by SIGINT; recorded in {tmp_path / 'multirun' / 's' / job / 'failed.json'}; "
+    assert p.returncode == 130 and f"{line}a rerun resumes at task 2 of 3 from {ckpt}\n" in p.stderr, p.stderr

@@ -3,12 +3,15 @@ that names what exists where the process runs, and a sweep then its aggregation 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from clsuite import commands, home
 
@@ -101,3 +104,52 @@ def test_sweep_then_aggregate_through_the_verbs(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     md = (tmp_path / "results" / "card" / "card.md").read_text()
     assert "| ER | synthetic | mir_code |" in md and "| Online | synthetic | mir_code |" in md
+
+
+def _clone_beside(tmp_path: Path, shared: bool) -> Path:
+    """``tmp_path/clone`` (the working directory) with, when ``shared``, ``tmp_path/shared/datasets``
+    holding a small MNIST in its official layout."""
+    from tests.test_data import fake_mnist
+
+    if shared:
+        fake_mnist(tmp_path / "shared" / "datasets", "MNIST", per_class_train=30, per_class_test=5)
+    (clone := tmp_path / "clone").mkdir(parents=True)
+    return clone
+
+
+def test_the_design_cards_sweep_finds_the_data_beside_the_clone_without_setting_anything(tmp_path):
+    """The design card's command (``-m method=... memory=...``) right after ``make run`` on a machine
+    with ../shared/datasets failed: "data directory 'data' does not exist" (only the Makefile set
+    DATA_DIR). data.root's default is the Makefile's rule (clsuite.home.data_dir), also inside a job
+    that runs in its own folder (hydra.job.chdir)."""
+    clone = _clone_beside(tmp_path, shared=True)
+    env = {k: v for k, v in os.environ.items() if k != "DATA_DIR" and not k.startswith("CLSUITE_")}
+    args = ["-m", "method=er,online", "memory=50", "benchmark=split_mnist", "benchmark.n_tasks=2",
+            "benchmark.train_per_class=20", "data.verify_md5=false", "logger=none", "trainer=cpu",
+            "trainer.progress_bar=false", "trainer.threads=1", "hydra.job.chdir=true"]  # fmt: skip
+    p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *args], cwd=clone, env=env,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    roots = {json.loads(f.read_text())["config"]["data"]["root"] for f in clone.glob("multirun/default/*/results.json")}
+    assert [Path(r).resolve() for r in roots] == [tmp_path / "shared" / "datasets"], roots  # both jobs
+
+
+def test_where_the_data_is_found_is_one_rule_and_never_the_runs_identity(tmp_path, monkeypatch):
+    """$DATA_DIR, else ../shared/datasets when it exists, else data: the config's default; a run whose data
+    was found there has the identity of a run of the same files elsewhere (only their content counts)."""
+    from clsuite.identity import identity
+    from tests.conftest import make_cfg
+
+    monkeypatch.delenv("DATA_DIR", raising=False)
+    monkeypatch.chdir(_clone_beside(tmp_path / "bare", shared=False))
+    assert home.data_dir() == "data" and make_cfg().data.root == "data"
+    monkeypatch.chdir(_clone_beside(tmp_path, shared=True))
+    OmegaConf.resolve(found := make_cfg("benchmark=split_mnist"))  # (data.root as found here and now)
+    assert home.data_dir() == found.data.root == os.path.join("..", "shared", "datasets")
+    shutil.copytree(tmp_path / "shared" / "datasets", tmp_path / "copy")
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "copy"))
+    OmegaConf.resolve(given := make_cfg("benchmark=split_mnist"))
+    assert home.data_dir() == given.data.root == str(tmp_path / "copy")
+    assert identity(found, "cpu")["key"] == identity(given, "cpu")["key"]
+    (tmp_path / "copy" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"other")
+    assert identity(found, "cpu")["key"] != identity(given, "cpu")["key"]

@@ -3,9 +3,11 @@ variables as options; which folder a target's sweep writes and its aggregation r
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,61 @@ def test_make_variables_become_the_verbs_options_and_the_verbs_defaults_are_the_
 def test_make_parity_runs_the_harness_on_the_given_checkout():
     out = dry_run("parity", "MAMMOTH=/somewhere/mammoth", "PARITY_ARGS=--seeds 0")
     assert "scripts/parity/harness.py --mammoth /somewhere/mammoth --seeds 0" in out
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+@pytest.mark.parametrize("shared", [True, False])
+def test_make_and_the_config_find_the_data_by_the_same_rule(tmp_path, monkeypatch, shared):
+    """DATA_DIR of every target (and data.download=true of `make run` when it is data/) is
+    clsuite.home.data_dir's, the default of data.root too: $DATA_DIR, else ../shared/datasets, else data."""
+    from clsuite.home import data_dir
+
+    if shared:
+        (tmp_path / "shared" / "datasets").mkdir(parents=True)
+    (clone := tmp_path / "clone").mkdir()
+    for name in ("Makefile", "src"):
+        (clone / name).symlink_to(ROOT / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "MAKEFLAGS", "MAKELEVEL")}
+
+    def make(*args: str, **extra: str) -> str:
+        cmd = ["make", "-s", "-o", ".venv/.installed", "--eval", "probe: ; @echo DATA_DIR=$$DATA_DIR", *args]
+        return subprocess.run(cmd, cwd=clone, env={**env, **extra}, capture_output=True, text=True, check=True).stdout
+
+    monkeypatch.delenv("DATA_DIR", raising=False)
+    monkeypatch.chdir(clone)
+    assert (rule := data_dir()) == (os.path.join("..", "shared", "datasets") if shared else "data")
+    assert make("probe") == f"DATA_DIR={rule}\n" and make("probe", DATA_DIR="/mine") == "DATA_DIR=/mine\n"
+    assert make("-n", "run").split() == [".venv/bin/python", "src/run.py", *([] if shared else ["data.download=true"])]
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_paper_target_without_a_benchmarks_data_names_the_way_out_in_one_line(tmp_path, monkeypatch, capsys, copy):
+    """`make fig-memory` without the official CIFAR-10 stopped on its data, then said "no runs: ... run its
+    sweep first"; neither named BENCHMARKS= / --benchmarks nor the JPEG copy that was there. Now one
+    line, before any sweep starts: the data's own line, then the benchmarks without it and, when its
+    copy is here, with the copy in its place."""
+    from tests.test_data import fake_mnist
+
+    for name in ("MNIST", "FashionMNIST"):
+        fake_mnist(tmp_path / "d", name, per_class_train=1, per_class_test=1)
+    if copy:
+        (tmp_path / "d" / "CIFAR10-jpeg").mkdir()
+        (tmp_path / "d" / "CIFAR10-jpeg" / "cifar10-jpeg.tar.gz").write_bytes(b"an archive")
+    monkeypatch.setattr(paper, "_sweep", lambda cmd: pytest.fail(f"a sweep started: {cmd}"))
+    assert paper.main(["fig-memory", "--seeds", "1", "--methods", "er", f"data.root={tmp_path / 'd'}"]) == 2
+    err = capsys.readouterr().err
+    way = "; or pass --benchmarks (make: BENCHMARKS=) split_mnist,split_fmnist without it"
+    way += ", or split_mnist,split_fmnist,split_cifar10_jpeg with CIFAR-10 (JPEG copy), which is here" if copy else ""
+    assert err.startswith(f"error: split_cifar10 has no data: missing CIFAR data in {tmp_path / 'd'} (")
+    assert err.endswith(f"{way}\n") and err.count("\n") == 1, err
+
+
+def test_a_refused_paper_sweep_is_named_once_and_nothing_is_aggregated(tmp_path):
+    """`paper ... --experiment ../../x` printed its refusal twice: the sweep's, then the aggregation's."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CLSUITE_")}, "PYTHONPATH": str(ROOT / "src")}
+    args = ["paper", "tau", "--benchmarks", "synthetic", "--seeds", "1", "--experiment", "../../x"]
+    p = subprocess.run([sys.executable, "-m", "clsuite", *args], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("error: experiment '../../x' cannot be a folder name: it holds a path separator")
+    assert list(tmp_path.iterdir()) == []

@@ -10,6 +10,7 @@ lock, resume or train, a failure recorded without stopping the others). The exit
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -48,15 +49,34 @@ def _raise_interrupted(signum, frame):
         raise Interrupted(signum)
 
 
-_EXITING: list[bool] = []  # set by _stopped: no handler is restored from then on, up to the exit
+_EXITING: list[int] = []  # the exit status, once _stopped has its line: no handler is restored from then on
+
+
+def _name_while_exiting(signum, frame):
+    """A signal during the stop: named in the stop line, or after it on a line of its own; ignored."""
+    _SIGNALS.append(signum)
+    if _EXITING:  # (the stop line is written or being written)
+        with contextlib.suppress(Exception):  # the stop line first (a flush inside a write refuses)
+            sys.stderr.flush()
+        name = signal.Signals(signum).name
+        os.write(2, f"warning: {name} received while exiting: ignored (exit status {_EXITING[0]})\n".encode())
+
+
+@atexit.register  # at import: it runs after the exit functions of every module imported later
+def _ignore_at_last() -> None:
+    """From here no Python code runs to name a signal, and the interpreter's finalisation restores the
+    default handlers (a SIGTERM would end the exit with 143): the signals are ignored."""
+    if _EXITING:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _stopped(e: Interrupted, what: str) -> None:
     """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
-    _EXITING.append(True)
     for s in (signal.SIGTERM, signal.SIGINT):  # nothing may end the process between this line and exit
-        signal.signal(s, signal.SIG_IGN)
+        signal.signal(s, _name_while_exiting)
     later = ", ".join(signal.Signals(n).name for n in _SIGNALS[1:])
+    _EXITING.append(e.exit_code)
     fail(f"{e}; {what}" + (f" ({later} received while stopping: ignored)" if later else ""), e.exit_code)
 
 
@@ -73,7 +93,7 @@ def interruptible():
     try:
         yield
     finally:
-        if not _EXITING:  # (stopping: SIG_IGN stays, or a later SIGTERM would kill the exit with 143)
+        if not _EXITING:  # (stopping: _stopped's handler stays, or a later SIGTERM would kill the exit with 143)
             for s, h in old.items():
                 signal.signal(s, h)
 
@@ -105,6 +125,11 @@ def _report(results: dict, out_dir) -> float:
     return results["metrics"]["acc"]
 
 
+def _rerun(e: BaseException) -> str:
+    """Where a rerun of the stopped run starts (``clsuite.experiment.rerun_note``, once it trained)."""
+    return "; ".join(getattr(e, "__notes__", ())) or "a rerun starts where this one did (stopped before training)"
+
+
 def run_single(cfg: DictConfig, out_dir: str) -> float:
     """A single run; its config was validated before Hydra made its folder (:func:`precheck`)."""
     from clsuite.callbacks import Diverged
@@ -119,7 +144,7 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
     except Diverged as e:
         fail(str(e), status=1)
     except Interrupted as e:
-        _stopped(e, f"the run stopped before its end, no results written ({out_dir})")
+        _stopped(e, f"the run stopped before its end, no results written ({out_dir}); {_rerun(e)}")
     return _report(results, out_dir)
 
 
@@ -190,7 +215,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     except Interrupted as e:
         why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)
         job.failed(e, time.perf_counter() - t0, status="interrupted")
-        print(f"error: {job.name}: {why}; recorded in {job.failed_path} for a rerun", file=sys.stderr)
+        print(f"error: {job.name}: {why}; recorded in {job.failed_path}; {_rerun(e)}", file=sys.stderr)
         job.lock.release()
         if _ORPHANED.is_set():
             os._exit(e.exit_code)  # a joblib worker without its sweep: nothing left to report to
@@ -211,8 +236,9 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
-    if hc.job.chdir and not Path(str(cfg.data.root)).is_absolute():  # (a job runs inside its folder)
-        cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))  # the launch folder's data, as checked
+    if hc.job.chdir:  # (a job runs inside its folder) the launch folder's data, as checked
+        with contextlib.chdir(hc.runtime.cwd):  # (data.root's default looks for ../shared/datasets: clsuite.home)
+            cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))
     if hc.mode != RunMode.MULTIRUN:
         return run_single(cfg, hc.runtime.output_dir)
     return run_job(cfg, hc)

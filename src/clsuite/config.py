@@ -15,13 +15,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.home import CONF_DIR, SWEEPS_DIR, n_parallel_jobs  # noqa: F401  (re-exported)
+from clsuite.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
 from clsuite.schema import ConfigError, check, dotted_get
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 RESOLVERS = {  # ${clsuite_n_jobs:} (launcher=joblib), ${clsuite_run_id:} (hydra.run.dir), ${clsuite_dirname:...}
     "clsuite_n_jobs": n_parallel_jobs,
+    "clsuite_data_dir": data_dir,  # data.root's default
     "clsuite_run_id": lambda: RUN_ID,
     "clsuite_dirname": job_dirname,
 }

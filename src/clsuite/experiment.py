@@ -52,7 +52,7 @@ from clsuite.models.nets import build_model
 from clsuite.numerics import apply as apply_numerics
 from clsuite.numerics import check as check_numerics
 from clsuite.numerics import summary as numerics_summary
-from clsuite.progress import task_progress_bar
+from clsuite.progress import RunClock, run_progress, task_progress_bar
 from clsuite.runtime import collect_and_freeze, keep_freed_memory, peak_memory_mb, reset_peak_memory
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
@@ -150,20 +150,24 @@ def build(cfg: DictConfig, source=None):
     return dm, learner, device
 
 
-def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
-    progress = cfg.trainer.progress_bar
-    if progress == "auto":
-        progress = sys.stderr.isatty()
+def make_trainer(cfg, device, callbacks, logger, clock: RunClock | None = None) -> L.Trainer:
+    """The suite's Trainer; with ``clock``, the run's progress (``trainer.progress_bar``: auto = the bar
+    when stderr is a terminal, else the progress lines; ``clsuite.progress``)."""
+    bar = cfg.trainer.progress_bar
+    lines = bar == "auto" and not sys.stderr.isatty() and clock is not None
+    bar = (sys.stderr.isatty() if bar == "auto" else bool(bar)) and clock is not None
+    if clock is not None:
+        callbacks = [*callbacks, run_progress(clock, lines), *([task_progress_bar(clock)] if bar else [])]
     return L.Trainer(
         accelerator="cpu" if device.type == "cpu" else "gpu",
         devices=[device.index or 0] if device.type == "cuda" else 1,
         max_epochs=0,
         logger=logger if logger is not None else False,
-        callbacks=[*callbacks, task_progress_bar()] if progress else callbacks,
+        callbacks=callbacks,
         enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.checkpoint's
         plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,
-        enable_progress_bar=bool(progress),
+        enable_progress_bar=bar,
         num_sanity_val_steps=0,
         limit_val_batches=0,
         log_every_n_steps=int(cfg.trainer.log_every_n_steps),
@@ -207,29 +211,33 @@ def run_experiment(
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)
     guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
     callbacks = [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
-    trainer = make_trainer(cfg, device, callbacks, logger)
     schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
     passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
+    trainer = make_trainer(cfg, device, callbacks, logger, RunClock(*_batches_and_names(dm, schedule, passes)))
     store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
     cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
         start = restore(found[1], trainer, learner, callbacks)
         done = "task 1" if start == 1 else f"tasks 1-{start}"
         print(f"resuming at task {start + 1} of {len(schedule)} ({done} done) from {found[0]}", file=sys.stderr)
-    for epoch, task in enumerate(schedule):
-        if epoch < start:
-            continue
-        dm.set_task(task)
-        learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
-        trainer.fit_loop.max_epochs = (epoch + 1) * passes  # the next task's passes (one per task; Joint: epochs)
-        try:
-            trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
-        except Exception:
-            guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
-            raise
-        saver.next_task = epoch + 1
-        if cadence.due(epoch + 1) and store.save(trainer, epoch + 1):  # (a failed write: a warning, once)
-            cadence.saved()
+    try:
+        for epoch, task in enumerate(schedule):
+            if epoch < start:
+                continue
+            dm.set_task(task)
+            learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
+            trainer.fit_loop.max_epochs = (epoch + 1) * passes  # the next task's passes (one per task; Joint: epochs)
+            try:
+                trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
+            except Exception:
+                guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
+                raise
+            saver.next_task = epoch + 1
+            if cadence.due(epoch + 1) and store.save(trainer, epoch + 1):  # (a failed write: a warning, once)
+                cadence.saved()
+    except BaseException as e:  # a stop or a failure: what a rerun does (clsuite.cli prints it on a stop)
+        e.add_note(rerun_note(store, len(schedule)))
+        raise
     if cfg.get("keep_weights"):  # the final model (and memory), beside the results (written last)
         try:
             trainer.save_checkpoint(out_dir / WEIGHTS_FILE)
@@ -263,6 +271,23 @@ def run_experiment(
     write_json_atomic(out_dir / RESULTS_FILE, seal(results))
     store.clear()  # the run is finished: its checkpoints are no longer needed (an OS error: a warning)
     return results
+
+
+def _batches_and_names(dm, schedule: list, passes: int) -> tuple[list[int], list[str]]:
+    """Per task of ``schedule``: its batches (``TensorStream``'s, times the passes) and its name."""
+    if schedule == ["joint"]:
+        return [-(-sum(len(t.train[1]) for t in dm.tasks) // dm.batch_size) * passes], ["joint (all tasks)"]
+    sizes = [len(dm.tasks[k].train[1]) for k in schedule]
+    return [-(-n // dm.batch_size) * passes for n in sizes], [f"task {k + 1}/{len(schedule)}" for k in schedule]
+
+
+def rerun_note(store: CheckpointStore, n_tasks: int) -> str:
+    """Where a rerun of a stopped run starts: at the task after its newest checkpoint, else at task 1."""
+    with contextlib.suppress(OSError):
+        if files := store.files():
+            done = int(files[0].stem.rsplit("-", 1)[1])
+            return f"a rerun resumes at task {done + 1} of {n_tasks} from {files[0]}"
+    return "a rerun starts again at task 1 (no checkpoint yet)"
 
 
 def versions() -> dict:

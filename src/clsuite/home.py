@@ -1,4 +1,5 @@
-"""Where the suite lives and runs: its folders, the command line that works here, the cores and GPUs.
+"""Where the suite lives and runs: its folders, the datasets' folder, the command line that works here,
+the cores and GPUs.
 
 A leaf (no ``clsuite`` import), so that every layer may ask it. ``CONF_DIR`` / ``SWEEPS_DIR``: the
 packaged copies ``clsuite/conf`` and ``clsuite/sweeps`` in an installed wheel, the repository's
@@ -24,6 +25,16 @@ def _data_dir(name: str) -> Path:
 CONF_DIR = _data_dir("conf")
 SWEEPS_DIR = _data_dir("sweeps")  # the paper sweeps (clsuite.paper): sweeps/ or the package's copy
 SCRIPTS = {"wandb": "wandb_sync.py"}  # a checkout's scripts/
+SHARED_DATA = os.path.join("..", "shared", "datasets")  # the datasets beside a clone (README.md, Quick start)
+OWN_DATA = "data"  # where data.download=true fetches them (make run, without SHARED_DATA)
+
+
+def data_dir() -> str:
+    """The datasets' folder, the one rule of ``data.root``'s default (``${clsuite_data_dir:}``) and the
+    Makefile's ``DATA_DIR``: ``$DATA_DIR``, else :data:`SHARED_DATA` when that folder exists, else
+    :data:`OWN_DATA`; relative to the working directory. Where the data is found never changes a run's
+    identity (``clsuite.identity``: the files' names under the folder and their md5)."""
+    return os.environ.get("DATA_DIR") or (SHARED_DATA if os.path.isdir(SHARED_DATA) else OWN_DATA)
 
 
 def in_checkout() -> bool:

@@ -12,9 +12,13 @@ with the target's layout. The Makefile's paper targets call this verb: one home 
    overrides (:func:`sweep_args`; ``seed=range(0,<seeds>)``; defaults :data:`DEFAULTS`; the options:
    docs/REPRODUCING.md), then the user's overrides;
 3. the folder: ``--experiment``, else the last ``experiment=`` override, else the sweep's name;
-4. the sweep runs in a child process with this interpreter (``python -m clsuite``), then the
-   aggregation runs whatever the sweep's outcome; the exit status is the aggregation's when it
-   failed, else the sweep's (1: a job failed, 2: bad input, 130 / 143: stopped), as in the Makefile.
+4. before any sweep starts, the data of every benchmark the sweeps run (:func:`missing_data`): a
+   benchmark without its data is one ``error:`` line naming the way out (``--benchmarks`` without it,
+   or its copy that is there, e.g. the CIFAR-10 JPEG copy), exit 2;
+5. the sweep runs in a child process with this interpreter (``python -m clsuite``), then the
+   aggregation runs whatever the sweep's outcome, unless the sweep refused its input (2: nothing ran,
+   its line said why); the exit status is the aggregation's when it failed, else the sweep's (1: a job
+   failed, 2: bad input, 130 / 143: stopped), as in the Makefile.
 
 ``all`` runs the targets in :data:`TARGETS` order and stops at the first that fails, as ``make paper``.
 ``choices`` runs the six open-choice sweeps (10 seeds unless ``--seeds``; each writes its own folder,
@@ -29,7 +33,7 @@ import shlex
 import subprocess
 import sys
 
-from clsuite.analysis.paper_values import TARGETS
+from clsuite.analysis.paper_values import BENCHMARK_LABELS, OFFICIAL_OF, TARGETS
 from clsuite.config import SWEEPS_DIR
 from clsuite.home import child_env, hint
 
@@ -117,6 +121,58 @@ def other_sweeps() -> list[str]:
     return sorted(p.stem for p in SWEEPS_DIR.glob("*.yaml") if not p.stem.startswith("_") and p.stem not in TARGETS)
 
 
+def _benchmarks(cmd: list[str]) -> list[str]:
+    """The benchmarks a sweep command runs: its last ``benchmark=`` override, else its sweep file's list
+    (none when neither is a plain list: the sweep's own checks speak for them)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    given = [o.split("=", 1)[1] for o in cmd if o.split("=", 1)[0].lstrip("+") == "benchmark"]
+    sweep = OmegaConf.load(SWEEPS_DIR / f"{cmd[cmd.index('--config-name') + 1]}.yaml")
+    value = given[-1] if given else OmegaConf.select(sweep, "hydra.sweeper.params.benchmark")
+    try:
+        o = OverridesParser.create().parse_override(f"benchmark={value}")
+        return list(o.sweep_string_iterator()) if o.is_sweep_override() else [str(o.value())]
+    except Exception:  # (glob(...), range(...): not a list of names)
+        return []
+
+
+def _data_problem(benchmark: str, overrides: list[str]) -> str | None:
+    """Why ``benchmark`` cannot run here with the data overrides among ``overrides`` (its data is
+    missing: ``clsuite.config.validate``'s line), else None."""
+    from clsuite.api import ConfigError, compose
+    from clsuite.data.files import DataError
+
+    keep = [o for o in overrides if o.lstrip("+").startswith(("data.", "hydra.searchpath="))]
+    try:
+        compose([f"benchmark={benchmark}", *keep])
+    except (ConfigError, DataError) as e:
+        return str(e)
+    return None
+
+
+def missing_data(steps: list[tuple[str, list[str]]]) -> str | None:
+    """The error line of the first benchmark of the sweeps in ``steps`` whose data is missing, with the
+    way out: the same benchmarks without it (``--benchmarks``), or its copy where that is here
+    (``OFFICIAL_OF``: the CIFAR-10 JPEG copy); None when every benchmark has its data."""
+    problems: dict[str, str | None] = {}
+    for cmd in (cmd for kind, cmd in steps if kind == "sweep"):
+        listed = _benchmarks(cmd)
+        for b in listed:
+            if b not in problems:
+                problems[b] = _data_problem(b, cmd)
+        if not (bad := [b for b in listed if problems[b]]):
+            continue
+        copies = {b: c for c, b in OFFICIAL_OF.items()}
+        ways = [",".join(rest) + " without it"] if (rest := [b for b in listed if not problems[b]]) else []
+        if (copy := copies.get(bad[0])) and not _data_problem(copy, cmd):
+            both = ",".join(copy if b == bad[0] else b for b in listed if b == bad[0] or not problems[b])
+            ways.append(f"{both} with {BENCHMARK_LABELS[copy]}, which is here")
+        way = f"; or pass --benchmarks (make: BENCHMARKS=) {', or '.join(ways)}" if ways else ""
+        return f"{bad[0]} has no data: {problems[bad[0]]}{way}"
+    return None
+
+
 def _sweep(cmd: list[str]) -> int:
     """The sweep in a child process with this interpreter; a stop (Ctrl-C) is the child's to report."""
     child = subprocess.Popen(cmd, env=child_env())  # the child imports this very clsuite
@@ -138,6 +194,9 @@ def main(argv: list[str]) -> int:
         for kind, args in steps:
             print({"sweep": shlex.join(args), "aggregate": hint("aggregate", *args), "choices": ledger}[kind])
         return 0
+    if problem := missing_data(steps):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from clsuite.analysis.choices import main as ledger
     from clsuite.analysis.report import main_aggregate
 
@@ -152,6 +211,8 @@ def main(argv: list[str]) -> int:
         return paired or tables or status
     for (_, cmd), (_, agg) in zip(steps[::2], steps[1::2]):
         s = _sweep(cmd)
+        if s == 2:
+            return s  # the sweep refused its input before any job (its line says why): nothing to aggregate
         status = main_aggregate(agg) or s  # the tables whatever the sweep's outcome
         if status:
             return status  # `all`: the first target that failed stops it, as make does

@@ -1,6 +1,7 @@
-"""Feedback while a run or a sweep goes (what the user sees: docs/WANDB.md, last paragraph): the
-task's progress bar (one pass over a task is one Lightning epoch), the sweep's progress line, and a
-job's printed report kept in its ``run.log``.
+"""Feedback while a run or a sweep goes (what the user sees: docs/RUNS.md, "Progress"): the run's
+clock over all its tasks (:class:`RunClock`), read by the task's progress bar on a terminal and by
+the progress lines elsewhere (:func:`run_progress`), the sweep's progress line, and a job's printed
+report kept in its ``run.log``.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import sys
+import time
 from pathlib import Path
 
 from clsuite.io import GRID_FILE, read_log, read_object
@@ -17,18 +20,117 @@ FAILED = ("failed", "interrupted")
 RUN_LOG = "run.log"  # Hydra's job log: <job dir>/<job name>.log, the job being src/run.py
 
 
-def task_progress_bar(refresh_rate: int = 20):
-    """A ``TQDMProgressBar`` that names the task ("task 2/5") and shows the loss."""
+LINES_PER_RUN = 10  # a progress line at every tenth of the run's batches ...
+LINE_QUIET_S = 60.0  # ... when the last line is at least this old (a task's end always has its line)
+
+
+class RunClock:
+    """Where a run stands among all its batches and how long the rest takes. Every batch left is timed
+    at the current task's rate so far (seconds per batch; between two tasks, the last one's). The
+    first task of the stream replays nothing, and every later task does the first one's work and more
+    (replay, a regulariser's penalty): during it, the time left is a lower bound."""
+
+    def __init__(self, batches: list[int], names: list[str], clock=time.monotonic):
+        self.batches, self.names, self.clock = list(batches), list(names), clock
+        self.total = max(1, sum(self.batches))
+        self.task, self.n = 0, 0  # the task training now (or last trained) and its batches so far
+        self.t0 = self.task_t0 = None  # this process's first task's start; the current task's (None: ended)
+        self.rate = None  # seconds per batch of the last task that ended
+
+    def begin(self, task: int) -> None:
+        self.task, self.n, self.task_t0 = task, 0, self.clock()
+        self.t0 = self.task_t0 if self.t0 is None else self.t0
+
+    def step(self) -> None:
+        self.n += 1
+
+    def end(self) -> None:
+        self.rate, self.task_t0 = self.seconds_per_batch(), None
+
+    def seconds_per_batch(self) -> float | None:
+        if self.task_t0 is None or not self.n:
+            return self.rate
+        return (self.clock() - self.task_t0) / self.n
+
+    @property
+    def ended(self) -> bool:
+        return self.task_t0 is None
+
+    def done(self) -> int:
+        """The run's batches done (an earlier process's tasks included)."""
+        return sum(self.batches[: self.task]) + self.n
+
+    def part(self) -> int:
+        """Which of the run's :data:`LINES_PER_RUN` parts it is in."""
+        return self.done() * LINES_PER_RUN // self.total
+
+    def left(self) -> float | None:
+        """Seconds left, None before a first batch has been timed."""
+        rate = self.seconds_per_batch()
+        return None if rate is None else rate * (self.total - self.done())
+
+    @property
+    def lower_bound(self) -> bool:
+        return self.task == 0 and len(self.batches) > 1
+
+    def eta(self) -> str | None:
+        """The time left, "about 8m" (during the first task "at least 4m"); None while unknown."""
+        left = self.left()
+        return None if left is None else f"{'at least' if self.lower_bound else 'about'} {_duration(left)}"
+
+    def line(self) -> str:
+        """The progress line: ``task 2/5 done: 40% of the run, 4m elapsed, about 6m left``."""
+        head = f"{self.names[self.task]}{' done' if self.ended else ''}: {self.done() / self.total:.0%} of the run"
+        msg = f"{head}, {_duration(0 if self.t0 is None else self.clock() - self.t0)} elapsed"
+        if self.done() == self.total or (eta := self.eta()) is None:
+            return msg
+        return f"{msg}, {eta} left" + (" (at task 1's rate; later tasks are slower)" if self.lower_bound else "")
+
+
+def run_progress(clock: RunClock, lines: bool, out=None):
+    """The callback that moves ``clock``; with ``lines``, it prints :meth:`RunClock.line` (to stderr)
+    at every task's end and at every part of the run (:data:`LINES_PER_RUN`) when the last line is
+    :data:`LINE_QUIET_S` old (a long task)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class RunProgress(Callback):
+        mark, printed = 0, None  # the part of the run of the last line, and its time
+
+        def say(self) -> None:
+            print(clock.line(), file=out or sys.stderr, flush=True)
+            self.mark, self.printed = clock.part(), clock.clock()
+
+        def on_train_start(self, trainer, learner):
+            task = trainer.datamodule.task
+            clock.begin(0 if task == "joint" else int(task))
+            self.mark, self.printed = clock.part(), self.printed or clock.clock()
+
+        def on_train_batch_end(self, trainer, learner, *_):
+            clock.step()
+            inside = clock.n < clock.batches[clock.task]  # (a task's last batch: its end's line follows)
+            if lines and inside and clock.part() > self.mark and clock.clock() - self.printed >= LINE_QUIET_S:
+                self.say()
+
+        def on_train_end(self, trainer, learner):
+            clock.end()
+            if lines:
+                self.say()
+
+    return RunProgress()
+
+
+def task_progress_bar(clock: RunClock, refresh_rate: int = 20):
+    """A ``TQDMProgressBar`` that names the task ("task 2/5") and shows the loss, the run's share done
+    and its time left (:meth:`RunClock.eta`), in place of the task's own."""
     from lightning.pytorch.callbacks import TQDMProgressBar
     from lightning.pytorch.callbacks.progress.tqdm_progress import convert_inf
 
     class TaskProgressBar(TQDMProgressBar):
+        BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_noinv_fmt}{postfix}]"
+
         @property
         def train_description(self) -> str:
-            learner, dm = self.trainer.lightning_module, self.trainer.datamodule
-            if getattr(dm, "task", None) == "joint":
-                return "joint (all tasks)"
-            return f"task {learner.current_task + 1}/{dm.n_tasks}"
+            return clock.names[clock.task]
 
         def on_train_epoch_start(self, trainer, *_):  # Lightning's, labelled by the task, not "Epoch k"
             if self._leave:
@@ -43,6 +145,8 @@ def task_progress_bar(refresh_rate: int = 20):
             items.pop("v_num", None)
             if learner.last_loss is not None:  # one device sync per refresh
                 items["loss"] = f"{learner.last_loss.item():.3f}"
+            items["run"] = f"{clock.done() / clock.total:.0%}"
+            items["left"] = clock.eta() or "?"
             return items
 
     return TaskProgressBar(refresh_rate=refresh_rate)

@@ -166,7 +166,7 @@ KEYS: dict[str, Spec] = {
     # conf/config.yaml
     "experiment": Spec("name", "groups runs: output folder multirun/<experiment>, W&B group"),
     "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
-    "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: at most one per 5 min)"),
+    "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: a task end >= 1 min, and >= 50 writes' time, after the start or the previous one)"),
     "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
@@ -188,7 +188,7 @@ KEYS: dict[str, Spec] = {
     "scenario": OneOf("class_il", "task_il", "domain_il", doc="one head over all classes | task-IL masks | domain-IL"),
     "eval_mask": OneOf("all", "seen", doc="all: argmax over the whole head | seen: only classes seen so far"),
     "eval_split": OneOf("test", "val", doc="test | val (tuning; needs data.val_fraction > 0)"),
-    "data.root": Spec("path", "folder of the datasets (default $DATA_DIR, else ./data)"),
+    "data.root": Spec("path", "folder of the datasets (default $DATA_DIR, else ../shared/datasets if there, else ./data)"),
     "data.download": Flag("fetch the official files (md5-checked) when missing"),
     "data.verify_md5": Flag("md5-check every data file before reading it"),
     "data.class_order": OneOf("natural", "random", doc="natural | random (permuted with the seed)"),
@@ -228,7 +228,7 @@ KEYS: dict[str, Spec] = {
         "native", "portable", doc="native: this CPU's kernels | portable: pinned, a seed's R the same on any x86-64 CPU"
     ),
     "trainer.precision": OneOf(*PRECISIONS, doc="Lightning precision (16-mixed: CUDA only)"),
-    "trainer.progress_bar": OneOf("auto", True, False, doc="auto: when stderr is a terminal | true | false"),
+    "trainer.progress_bar": OneOf("auto", True, False, doc="auto: the bar on a terminal, else progress lines | true: the bar | false: neither"),
     "trainer.log_every_n_steps": Whole(1, None, "loss logged every n incoming batches"),
     "trainer.threads": Whole(1, None, "torch / BLAS CPU threads; null: torch's default", null=True),
     # conf/logger/

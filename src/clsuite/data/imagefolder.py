@@ -30,6 +30,7 @@ import posixpath
 import re
 import socket
 import stat
+import sys
 import tarfile
 import warnings
 import zipfile
@@ -421,6 +422,7 @@ def _read(root, benchmark: dict, download: bool, verify: bool, cache_dir: str | 
         _remove_stale(target.parent)
         entry = _load_cached(target, channels)
         if entry is None:
+            print(f"decoding {path} (once, cached in {target.parent})", file=sys.stderr, flush=True)
             arrays = decode(path, channels)
             entry = (*arrays, content_sha256(arrays))
             _store(target, entry)
