@@ -10,7 +10,8 @@ parts (docs/RUNS.md, "Identity", says what each holds and why):
    came from (:func:`provenance`) is recorded beside the parts, outside the key;
 3. **data**: the md5 of every data file the run reads (:func:`data_identity`);
 4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
-   the torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``).
+   the torch version, the CPU kernels in effect and the kernel variables of the environment
+   (``clsuite.numerics.in_effect``, ``clsuite.numerics.variables``).
 
 ``key`` = sha256 of the canonical JSON of the four parts. :func:`differences` names the parts
 that differ between two identities (the sweep summary counts them).
@@ -266,18 +267,21 @@ def numerics_of(cfg) -> str:
     return str(_trainer(cfg).get("numerics") or "native")
 
 
-def env_identity(device: str, numerics: str = "native") -> dict:
-    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``)."""
+def env_identity(device: str, numerics: str = "native", deterministic: bool = False) -> dict:
+    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``):
+    ``numerics`` holds the kernels in effect and, when any is set, the kernel variables of the
+    environment that can act on the run (``variables``: ``clsuite.numerics.variables``)."""
     import torch
 
-    from clsuite.numerics import in_effect
+    from clsuite.numerics import in_effect, variables
 
+    found = variables(numerics, device, deterministic)
     return {
         "torch_threads": torch.get_num_threads(),
         "blas_threads": blas_threads(),
         "device_type": str(device),
         "torch": torch.__version__,
-        "numerics": in_effect(numerics),
+        "numerics": {**in_effect(numerics), **({"variables": found} if found else {})},
     }
 
 
@@ -288,11 +292,12 @@ def identity(cfg, device: str | None = None, source=None) -> dict:
     """The identity of a run of ``cfg`` in this process (threads must be pinned already);
     ``source``: the run's bound source (:func:`data_identity`)."""
     config = normalize(cfg)
+    deterministic = bool((config.get("trainer") or {}).get("deterministic"))
     parts = {
         "config": config,
         "code": code_part(config),
         "data": data_identity(cfg, source),
-        "env": env_identity(device or device_type(cfg), numerics_of(cfg)),
+        "env": env_identity(device or device_type(cfg), numerics_of(cfg), deterministic),
     }
     return {"key": key_of(parts), **parts, "provenance": provenance()}
 
