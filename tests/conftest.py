@@ -1,5 +1,5 @@
 """Shared test helpers: compose the real config with tiny synthetic overrides; code in a process
-with pinned kernels."""
+with pinned kernels; every test runs without the caller's ``CLSUITE_*`` variables."""
 
 from __future__ import annotations
 
@@ -44,6 +44,17 @@ def in_portable_process(code: str, timeout: int = 300) -> str:
                        cwd=ROOT, timeout=timeout, check=False)  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _without_the_callers_clsuite_variables():
+    """Every test and fixture runs, and starts its subprocesses, without the ``CLSUITE_*`` variables
+    of the shell that started pytest (``CLSUITE_REUSE=0``, which docs/PERFORMANCE.md uses for timing,
+    turns reuse off); a test that needs one sets it itself (``monkeypatch.setenv``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("CLSUITE_")]:
+            mp.delenv(name)
+        yield
 
 
 @pytest.fixture

@@ -25,12 +25,6 @@ from tests.conftest import CONF_DIR, make_cfg
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _strict(monkeypatch):
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
-
-
 def _job(cfg, sdir: Path, name="job") -> sweep.Job:
     return sweep.Job(cfg, sdir / name, sweep_dir=sdir)
 
@@ -357,6 +351,26 @@ def test_reuse_needs_the_whole_identity(tmp_path, monkeypatch):
     assert how == "reused" and identity.seal_ok(json.loads((mr / "memory" / "b" / io.RESULTS_FILE).read_text()))
     monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "0123456789abcdef"})
     assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "c").finished() is None
+
+
+def test_a_test_and_its_subprocesses_see_no_clsuite_variable():
+    assert [k for k in os.environ if k.startswith("CLSUITE_")] == []
+    code = "import os; print(sorted(k for k in os.environ if k.startswith('CLSUITE_')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "[]\n"
+
+
+def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
+    """A shell holding CLSUITE_REUSE=0 (docs/PERFORMANCE.md times with it) and the suite's other
+    variables: the reuse test passes, and no test or subprocess of it sees them (tests/conftest.py)."""
+    caller = {"CLSUITE_REUSE": "0", "CLSUITE_RESUME": "0", "CLSUITE_CHECKPOINTS": str(tmp_path / "elsewhere"),
+              "CLSUITE_LOCK_STALE_S": "0", "CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}  # fmt: skip
+    tests = [test_reuse_needs_the_whole_identity, test_a_test_and_its_subprocesses_see_no_clsuite_variable]
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "0", "-rA", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 't'}",
+         *(f"{__file__}::{t.__name__}" for t in tests)],
+        cwd=ROOT, env={**os.environ, **caller}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert p.returncode == 0 and p.stdout.count("PASSED tests/test_identity.py::") == 2, p.stdout[-3000:]
 
 
 # ----------------------------------------------------------------------------- locks

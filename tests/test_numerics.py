@@ -13,7 +13,7 @@ import pytest
 from clsuite import identity as ident
 from clsuite import numerics
 from clsuite.config import ConfigError
-from tests.conftest import ROOT, in_portable_process
+from tests.conftest import ROOT, in_portable_process, make_cfg
 
 
 def test_portable_pins_every_library_even_against_the_environment(monkeypatch):
@@ -95,3 +95,93 @@ def test_joblib_workers_run_portable_kernels(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     found = [json.loads(f.read_text())["identity"]["env"]["numerics"] for f in tmp_path.rglob("results.json")]
     assert len(found) == 2 and all({k: f[k] for k in numerics.PORTABLE} == numerics.PORTABLE for f in found)
+
+
+# ----------------------------------------------------------------------------- the environment
+
+
+def _clean(monkeypatch):
+    """This process's environment without any kernel variable (a caller's own are not the test's)."""
+    for k in [k for k in os.environ if k.startswith(numerics.KERNEL_ENV)]:
+        monkeypatch.delenv(k)
+
+
+def test_native_records_the_kernel_variables_and_a_run_under_one_is_another_run(monkeypatch):
+    """ONEDNN_DEFAULT_FPMATH_MODE=BF16 moves every convolution's result: it is in env.numerics, its
+    key is another one, the difference is named, and the summary and tables say it."""
+    _clean(monkeypatch)
+    cfg = make_cfg("method=online")
+    plain = ident.expected(cfg)
+    assert "variables" not in plain["env"]["numerics"]  # a clean environment: the identity as before
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
+    bf16 = ident.expected(cfg)
+    found = bf16["env"]["numerics"]
+    assert found["variables"] == {"ONEDNN_DEFAULT_FPMATH_MODE": "BF16", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    assert bf16["key"] != plain["key"] and [r for r, _ in ident.differences(bf16, plain)] == ["numerics"]
+    assert numerics.label(found).endswith("; ONEDNN_DEFAULT_FPMATH_MODE=BF16, ONEDNN_MAX_CPU_ISA=SSE41)")
+    assert numerics.summary(found).endswith("oneDNN on; ONEDNN_DEFAULT_FPMATH_MODE=BF16, ONEDNN_MAX_CPU_ISA=SSE41)")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "device", "recorded"),
+    [
+        ("DNNL_MAX_CPU_ISA", "SSE41", "cpu", True),  # oneDNN's older name
+        ("MKLDNN_VERBOSE", "1", "cpu", False),  # a log
+        ("MKL_ENABLE_INSTRUCTIONS", "AVX2", "cpu", True),
+        ("MKL_CBWR", "AVX2", "cpu", True),
+        ("ATEN_CPU_CAPABILITY", "avx2", "cpu", True),
+        ("OMP_SCHEDULE", "dynamic", "cpu", True),
+        ("OMP_NUM_THREADS", "3", "cpu", False),  # threads: pinned in every run, recorded as threads
+        ("KMP_DETERMINISTIC_REDUCTION", "1", "cpu", True),
+        ("GOMP_SPINCOUNT", "0", "cpu", False),
+        ("OPENBLAS_CORETYPE", "Haswell", "cpu", True),
+        ("NPY_DISABLE_CPU_FEATURES", "AVX512F", "cpu", True),
+        ("TORCH_NEW_KNOB", "1", "cpu", True),  # a name under a library's prefix that no list knows
+        ("NVIDIA_TF32_OVERRIDE", "0", "cpu", False),  # the GPU's: cannot act on a CPU run
+        ("NVIDIA_TF32_OVERRIDE", "0", "cuda", True),
+        ("CUBLAS_WORKSPACE_CONFIG", ":16:8", "cuda", True),
+        ("CUDA_VISIBLE_DEVICES", "1", "cuda", False),
+        ("HOME", "/elsewhere", "cpu", False),  # no library's
+    ],
+)
+def test_the_rule_over_the_libraries_prefixes(monkeypatch, name, value, device, recorded):
+    _clean(monkeypatch)
+    monkeypatch.setenv(name, value)
+    assert numerics.variables("native", device) == ({name: value} if recorded else {})
+
+
+def test_portable_pins_or_refuses_each_kernel_variable(monkeypatch, tmp_path):
+    """Portable sets ATen's and MKL's variables itself and turns oneDNN off: those cannot act. Any
+    other kernel variable is refused with one line, before any folder is made (native records it)."""
+    _clean(monkeypatch)
+    for k, v in {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_DEFAULT_FPMATH_MODE": "BF16",
+                 "OMP_NUM_THREADS": "2", "CUBLAS_WORKSPACE_CONFIG": ":16:8"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    assert numerics.variables("portable") == {}
+    numerics.check_environment("portable")
+    assert numerics.variables("portable", "cuda") == {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}  # no mode pins a GPU
+    assert numerics.variables("portable", "cuda", deterministic=True) == {}  # Lightning sets it itself
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    numerics.check_environment("native")  # native records it
+    with pytest.raises(ConfigError, match=r"^trainer.numerics=portable cannot pin MKL_ENABLE_INSTRUCTIONS=AVX2: "):
+        numerics.check_environment("portable")
+    args = ["trainer.numerics=portable", "benchmark=synthetic", "logger=none"]
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "run.py"), *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert p.returncode == 2 and p.stderr.startswith("error: trainer.numerics=portable cannot pin MKL_ENABLE_INSTR")
+    assert len(p.stderr.strip().splitlines()) == 1 and "use trainer.numerics=native, which records it" in p.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder made
+
+
+def test_a_run_sets_no_kernel_variable_that_the_next_run_would_record(tmp_path):
+    """The libraries set variables of their own as a run goes (threadpoolctl, joblib, Lightning: at
+    import or at the fit; CUBLAS_WORKSPACE_CONFIG under trainer.deterministic): the next run of the
+    same process has the identity of the first."""
+    cfg = make_cfg("method=online", "trainer.deterministic=true")
+    before = ident.expected(cfg)
+    from clsuite.experiment import run_experiment
+
+    run_experiment(cfg, tmp_path)
+    assert ident.expected(cfg) == before

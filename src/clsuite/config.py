@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
+from clsuite.numerics import check_environment
 from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
 from clsuite.schema import ConfigError, check, dotted_get
 
@@ -104,6 +105,7 @@ def validate(cfg: DictConfig) -> None:
     """Every check a composed config must pass before a run (docs/ARCHITECTURE.md, step 2): ``ConfigError``."""
     check_names(cfg)
     source = check(cfg)
+    check_environment(str(cfg.trainer.numerics))  # a kernel variable portable cannot pin (clsuite.numerics)
     logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
     if logger.get("name") == "wandb" and logger.get("required") and (why := cannot_start(logger)):
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")

@@ -42,7 +42,7 @@ from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
 from clsuite.data import sources
 from clsuite.data.datamodule import ContinualDataModule
-from clsuite.identity import identity, pin_threads, seal, threads_of
+from clsuite.identity import check_unchanged, identity, pin_threads, seal, threads_of
 from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.learner import ContinualLearner
 from clsuite.loggers import RunLogger
@@ -268,6 +268,7 @@ def run_experiment(
         "config": OmegaConf.to_container(cfg, resolve=True),
         "versions": versions(),
     }
+    check_unchanged(ident)  # outside code edited while the run ran: no results (clsuite.identity)
     write_json_atomic(out_dir / RESULTS_FILE, seal(results))
     store.clear()  # the run is finished: its checkpoints are no longer needed (an OS error: a warning)
     return results

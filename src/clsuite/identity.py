@@ -6,12 +6,14 @@ parts (docs/RUNS.md, "Identity", says what each holds and why):
 
 1. **config**: the resolved config less :data:`IGNORED_KEYS`, ``hydra`` and nulls (:func:`normalize`);
 2. **code**: the content hash of the package less ``analysis/`` and of its configs (:func:`code_hash`),
-   ``outside``: of each module outside it that the config names (:func:`outside_code`); where the code
-   came from (:func:`provenance`) is recorded beside the parts, outside the key;
+   ``outside``: of each module outside it that the run imports (:func:`outside_code`; read again at its
+   end: :func:`check_unchanged`); where the code came from (:func:`provenance`) is recorded beside
+   the parts, outside the key;
 3. **data**: the md5 of every data file the run reads, the arrays' sha256 where a cache holds them
    (:func:`data_identity`);
 4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
-   the torch version and the CPU kernels in effect (``clsuite.numerics.in_effect``).
+   the torch version, the CPU kernels in effect and the kernel variables of the environment
+   (``clsuite.numerics.in_effect``, ``clsuite.numerics.variables``).
 
 ``key`` = sha256 of the canonical JSON of the four parts. :func:`differences` names the parts
 that differ between two identities (the sweep summary counts them).
@@ -22,8 +24,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 
+from clsuite.errors import ConfigError
 from clsuite.home import CONF_DIR, cpu_count
 from clsuite.io import canonical, sha256  # noqa: F401  (re-exported)
 from clsuite.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
@@ -94,12 +98,15 @@ def code_hash(package_dir, conf_dir) -> str:
     return _files_hash(code_files(package_dir, conf_dir))
 
 
-def _files_hash(files: dict[str, Path]) -> str:
-    """First 16 hex digits of the sha256 of the sorted (name, length, bytes) of ``files``."""
+def _files_hash(files: dict[str, Path], imports: set[str] | None = None) -> str:
+    """First 16 hex digits of the sha256 of the sorted (name, length, bytes) of ``files``; the
+    top-level modules their ``.py`` files import are added to ``imports`` (:func:`_imports`)."""
     h = hashlib.sha256()
     for name, path in sorted(files.items()):
         data = path.read_bytes()
         h.update(f"{name}\0{len(data)}\0".encode() + data)
+        if imports is not None and name.endswith(".py"):
+            imports |= _imports(data)
     return h.hexdigest()[:16]
 
 
@@ -131,36 +138,137 @@ def outside_modules(config: dict) -> list[str]:
     return sorted(found - {PACKAGE_DIR.name})
 
 
-def _installed(origin: Path) -> bool:
+@functools.cache
+def _library_roots() -> tuple[Path, ...]:
+    """Where the standard library and installed distributions live (site-packages, the user's too)."""
+    import site
     import sysconfig
 
-    roots = {Path(sysconfig.get_path(k)).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return any(origin.is_relative_to(r) for r in roots)
+    roots = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots |= {*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])}
+    return tuple(Path(r).resolve() for r in roots if r)
 
 
-@functools.cache
-def module_hash(name: str) -> str:
-    """The content hash of the top-level module ``name`` as this process would import it: its file
-    (``name.py``), or every ``.py`` / ``.yaml`` of its package (names relative to the package, as
-    :func:`code_hash`); ``<distribution> <version>`` for an installed library; ``not found``."""
+def _located(name: str) -> dict[str, Path] | str:
+    """The top-level module ``name`` as this process imports it (found without running any code):
+    outside code as ``{relative name: path}``: its file (``name.py``, or a compiled module), every
+    ``.py`` / ``.yaml`` of its package (names relative to the package, as :func:`code_hash`), of every
+    portion of a namespace package (the first portion's file where two share a name, as the import
+    does); else ``library`` (the standard library, an installed distribution) or ``not found``."""
     import importlib.util
 
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+    try:
+        spec = importlib.util.find_spec(name)  # a top-level name: nothing is imported to find it
+    except (ImportError, ValueError):  # (ValueError: a module without a spec, e.g. __main__)
+        spec = None
+    if spec is None:
         return "not found"
-    origin = Path(spec.origin).resolve()
-    if _installed(origin):
-        from importlib.metadata import packages_distributions, version
+    if spec.origin and Path(spec.origin).is_file():  # a module's file, a regular package's __init__.py
+        origin = Path(spec.origin).resolve()
+        where = [origin.parent] if spec.submodule_search_locations else [origin]
+    else:  # a namespace package: its portions (folders); or a module built into the interpreter
+        origin, where = None, [Path(p).resolve() for p in spec.submodule_search_locations or ()]
+        if not where:
+            return "library" if spec.origin in ("built-in", "frozen") else "not found"
+    where = [w for w in where if not any(w.is_relative_to(r) for r in _library_roots())]
+    if not where:
+        return "library"
+    if origin is not None and not spec.submodule_search_locations:
+        return {f"{name}{origin.suffix}": origin}
+    files: dict[str, Path] = {}
+    for portion in where:
+        for rel, path in _tree(portion, name).items():
+            files.setdefault(rel, path)
+    return files
 
-        dist = (packages_distributions().get(name) or [None])[0]
-        return f"{dist} {version(dist)}" if dist else "installed"
-    files = _tree(origin.parent, name) if spec.submodule_search_locations else {f"{name}{origin.suffix}": origin}
-    return _files_hash(files)
+
+@functools.lru_cache(maxsize=1024)
+def _imports(source: bytes) -> frozenset[str]:
+    """The top-level modules a Python file imports by name: every ``import`` statement, function
+    bodies included (an import at train time), and ``import_module`` / ``__import__`` of a literal
+    name; a relative import stays inside the file's own package. Unparsable: none (the import fails)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if func in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names.add(node.args[0].value)
+    return frozenset(n.split(".")[0] for n in names if n and not n.startswith("."))
+
+
+def _outside_now(config: dict) -> tuple[dict[str, str], set[str]]:
+    """(``{module: hash, or what it is}``, the modules that are outside code): :func:`outside_code`
+    as the files on disk are now."""
+    named = outside_modules(config)
+    found: dict[str, str] = {}
+    code: set[str] = set()
+    queue, seen = list(named), {PACKAGE_DIR.name}
+    while queue:
+        if (name := queue.pop()) in seen:
+            continue
+        seen.add(name)
+        where = _located(name)
+        if isinstance(where, dict):
+            imported: set[str] = set()
+            found[name] = _files_hash(where, imported)
+            code.add(name)
+            queue += sorted(imported - seen)
+        elif name in named:  # a library the config names: its version (torch's, imported by any: env)
+            found[name] = _library(name) if where == "library" else where
+    return dict(sorted(found.items())), code
+
+
+def _library(name: str) -> str:
+    from importlib.metadata import packages_distributions, version
+
+    dist = (packages_distributions().get(name) or [None])[0]
+    return f"{dist} {version(dist)}" if dist else "installed"
+
+
+_HELD: dict[str, str] = {}  # outside module -> its hash as this process read it, before importing it
 
 
 def outside_code(config: dict) -> dict[str, str]:
-    """``{module: hash}`` (:func:`module_hash`) of the code outside the package a run of ``config`` loads."""
-    return {m: module_hash(m) for m in outside_modules(config)}
+    """``{module: hash}`` of the code outside the package a run of ``config`` imports: every
+    top-level module its config names (:func:`outside_modules`) and, transitively, every one that
+    their files import (:func:`_imports`) which is neither the standard library nor an installed
+    distribution; a library the config names: ``<distribution> <version>``. A module that this
+    process imported with other content than its file holds now is a ``ConfigError``: the process
+    would run the old code under the new code's identity (docs/RUNS.md, "Identity")."""
+    found, code = _outside_now(config)
+    for name in sorted(code):
+        if name in sys.modules and _HELD.get(name, found[name]) != found[name]:
+            raise ConfigError(
+                f"outside code {name} changed on disk ({_HELD[name]} -> {found[name]}) after this process imported "
+                "it: the process runs the old code; start a new process (rerun the command) to run the new one"
+            )
+        _HELD[name] = found[name]
+    return found
+
+
+def check_unchanged(ident: dict) -> None:
+    """At the end of a run: ``ConfigError`` when the outside code on disk is not the code its identity
+    recorded at its start (edited while it ran: a module imported during the run may be either
+    version); the run then writes no results."""
+    was = (ident.get("code") or {}).get("outside") or {}
+    now = _outside_now(ident["config"])[0]
+    if now != was:
+        changed = sorted(m for m in set(was) | set(now) if was.get(m) != now.get(m))
+        raise ConfigError(
+            "outside code changed on disk while the run ran ("
+            + ", ".join(f"{m} {was.get(m, '-')} -> {now.get(m, '-')}" for m in changed)
+            + "): a module imported during the run may be either version; no results written; rerun it"
+        )
 
 
 def code_part(config: dict) -> dict:
@@ -274,18 +382,21 @@ def numerics_of(cfg) -> str:
     return str(_trainer(cfg).get("numerics") or "native")
 
 
-def env_identity(device: str, numerics: str = "native") -> dict:
-    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``)."""
+def env_identity(device: str, numerics: str = "native", deterministic: bool = False) -> dict:
+    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``):
+    ``numerics`` holds the kernels in effect and, when any is set, the kernel variables of the
+    environment that can act on the run (``variables``: ``clsuite.numerics.variables``)."""
     import torch
 
-    from clsuite.numerics import in_effect
+    from clsuite.numerics import in_effect, variables
 
+    found = variables(numerics, device, deterministic)
     return {
         "torch_threads": torch.get_num_threads(),
         "blas_threads": blas_threads(),
         "device_type": str(device),
         "torch": torch.__version__,
-        "numerics": in_effect(numerics),
+        "numerics": {**in_effect(numerics), **({"variables": found} if found else {})},
     }
 
 
@@ -296,11 +407,12 @@ def identity(cfg, device: str | None = None, source=None) -> dict:
     """The identity of a run of ``cfg`` in this process (threads must be pinned already);
     ``source``: the run's bound source (:func:`data_identity`)."""
     config = normalize(cfg)
+    deterministic = bool((config.get("trainer") or {}).get("deterministic"))
     parts = {
         "config": config,
         "code": code_part(config),
         "data": data_identity(cfg, source),
-        "env": env_identity(device or device_type(cfg), numerics_of(cfg)),
+        "env": env_identity(device or device_type(cfg), numerics_of(cfg), deterministic),
     }
     return {"key": key_of(parts), **parts, "provenance": provenance()}
 

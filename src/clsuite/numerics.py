@@ -8,10 +8,13 @@ Steps, in every process that trains (a single run, each sweep job of every launc
 
 1. :func:`apply` at the start of the run, before the process's first torch computation (ATen and
    MKL read the variables lazily at their first call); one mode per process;
-2. :func:`in_effect` asks each library what it actually uses (never what was asked), for the
-   run's identity (``env.numerics``) and summary;
+2. :func:`in_effect` asks each library what it actually uses (never what was asked), and
+   :func:`variables` reads the kernel variables of the environment that can still act on the run
+   (:data:`KERNEL_ENV`), for the run's identity (``env.numerics``) and summary;
 3. :func:`check`: ``portable`` asked but not in effect (torch computed before step 1: a notebook,
-   a test process) is one ``ConfigError`` line, before any training.
+   a test process), or with a kernel variable it cannot pin (:func:`check_environment`, also run by
+   ``clsuite.config.validate`` before any folder is made), is one ``ConfigError`` line, before any
+   training.
 """
 
 from __future__ import annotations
@@ -24,6 +27,28 @@ from clsuite.errors import ConfigError
 
 MODES = ("native", "portable")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+# The environment variables the numeric libraries read, by the libraries' prefixes (docs/NUMERICS.md,
+# "The environment"): ATen; oneMKL; oneDNN under its three names; the OpenMP runtimes (GNU, Intel /
+# LLVM); numpy and its BLAS; torch; the GPU libraries. Every one set is recorded, unless it is below.
+KERNEL_ENV = ("ATEN_", "MKL_", "MKLDNN_", "ONEDNN_", "DNNL_", "OMP_", "KMP_", "GOMP_", "NPY_", "OPENBLAS_", "GOTO",
+              "BLIS_", "TORCH", "PYTORCH_", "CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_TF32_OVERRIDE")  # fmt: skip
+# Set ones that move no number: thread counts (every run pins its pools and records them as threads),
+# thread placement and waiting, logs, where files are kept, which GPU is visible (the device type is
+# recorded), the GPU's memory allocator, and those the libraries set when imported (threadpoolctl:
+# KMP_DUPLICATE_LIB_OK, joblib: KMP_INIT_AT_FORK, Lightning: PYTORCH_NVML_BASED_CUDA_CHECK).
+NEUTRAL_ENV = frozenset({
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "BLIS_NUM_THREADS",
+    "OMP_PROC_BIND", "OMP_PLACES", "OMP_WAIT_POLICY", "KMP_AFFINITY", "KMP_BLOCKTIME", "GOMP_CPU_AFFINITY",
+    "GOMP_SPINCOUNT", "OMP_DISPLAY_ENV", "OMP_DISPLAY_AFFINITY", "KMP_SETTINGS", "KMP_WARNINGS", "MKL_VERBOSE",
+    "ONEDNN_VERBOSE", "DNNL_VERBOSE", "MKLDNN_VERBOSE", "TORCH_LOGS", "TORCH_SHOW_CPP_STACKTRACES",
+    "TORCH_CPP_LOG_LEVEL", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_HOME", "CUDA_PATH",
+    "CUDA_CACHE_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF",
+    "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK", "PYTORCH_NVML_BASED_CUDA_CHECK",
+})  # fmt: skip
+# Read by the GPU's libraries only: not recorded for a run on the CPU.
+GPU_ENV = ("CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_", "PYTORCH_TUNABLEOP_", "TORCH_CUDNN_",
+           "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TORCH_BLAS_PREFER_CUBLASLT")  # fmt: skip
+PORTABLE_OFF = ("MKLDNN_", "ONEDNN_", "DNNL_")  # oneDNN's variables: portable turns oneDNN off
 # What in_effect() must read back in portable mode (the libraries' own names).
 PORTABLE = {"aten": "DEFAULT", "mkl": "COMPATIBLE", "mkldnn": False, "nnpack": False}
 # oneMKL's branch codes (mkl_cbwr_get; Intel's "Named Constants for CNR Control").
@@ -64,9 +89,38 @@ def in_effect(mode: str | None = None) -> dict:
     }
 
 
+def variables(mode: str, device: str = "cpu", deterministic: bool = False) -> dict[str, str]:
+    """Step 2: ``{name: value}`` of the kernel variables set in this process's environment that can
+    act on a run: each under :data:`KERNEL_ENV`, less :data:`NEUTRAL_ENV`, :data:`GPU_ENV` on the
+    CPU, and those the run sets itself: portable's :data:`PORTABLE_ENV` and :data:`PORTABLE_OFF`,
+    ``CUBLAS_WORKSPACE_CONFIG`` under ``trainer.deterministic`` (Lightning sets it before the fit)."""
+    own = {*(PORTABLE_ENV if mode == "portable" else ()), *(["CUBLAS_WORKSPACE_CONFIG"] if deterministic else ())}
+    off = (*(PORTABLE_OFF if mode == "portable" else ()), *(GPU_ENV if str(device).startswith("cpu") else ()))
+    return {
+        k: v
+        for k, v in sorted(os.environ.items())
+        if k.startswith(KERNEL_ENV) and k not in NEUTRAL_ENV and k not in own and not k.startswith(off)
+    }
+
+
+def check_environment(mode: str) -> None:
+    """``ConfigError`` when ``portable`` is asked in an environment holding a kernel variable that
+    it neither pins nor turns off (:func:`variables` on the CPU; a GPU's are recorded: no mode pins
+    a GPU's arithmetic): portable refuses it, where native records it."""
+    if mode == "portable" and (found := variables(mode)):
+        named = ", ".join(f"{k}={v}" for k, v in found.items())
+        raise ConfigError(
+            f"trainer.numerics=portable cannot pin {named}: set in the environment, it may choose the kernels that "
+            f"compute the run, and portable pins only {', '.join(PORTABLE_ENV)} and turns oneDNN off, so a seed's R "
+            "would depend on it; unset it, or use trainer.numerics=native, which records it in the run's identity"
+        )
+
+
 def check(mode: str, found: dict | None = None) -> dict:
-    """Step 3: ``ConfigError`` when ``portable`` is asked and any library runs other kernels."""
+    """Step 3: ``ConfigError`` when ``portable`` is asked and any library runs other kernels, or the
+    environment holds a kernel variable it cannot pin (:func:`check_environment`)."""
     found = found or in_effect(mode)
+    check_environment(mode)
     if mode == "portable":
         wrong = [
             f"{k} {found.get(k)} (not {v})"
@@ -83,20 +137,28 @@ def check(mode: str, found: dict | None = None) -> dict:
 
 
 def label(found: dict | None) -> str:
-    """A kernel set as a table names it: ``portable``, ``native (ATen AVX2, MKL auto AVX2)``, or
-    ``unrecorded`` for a run made before the suite recorded its kernels."""
+    """A kernel set as a table names it: ``portable``, ``native (ATen AVX2, MKL auto AVX2)``, with
+    its recorded variables (``native (ATen AVX2, MKL auto AVX2; ONEDNN_DEFAULT_FPMATH_MODE=BF16)``),
+    or ``unrecorded`` for a run made before the suite recorded its kernels."""
     if not found:
         return "unrecorded"
+    named = _named(found)
     if found.get("mode") == "portable":
-        return "portable"
-    return f"native (ATen {found.get('aten')}, MKL {found.get('mkl')})"
+        return f"portable ({named})" if named else "portable"
+    return f"native (ATen {found.get('aten')}, MKL {found.get('mkl')}{'; ' + named if named else ''})"
+
+
+def _named(found: dict) -> str:
+    """``NAME=value, ...``: a kernel set's recorded variables (:func:`variables`), or ``""``."""
+    return ", ".join(f"{k}={v}" for k, v in (found.get("variables") or {}).items())
 
 
 def summary(found: dict, device: str = "cpu") -> str:
     """One phrase for the run summary: ``portable (ATen DEFAULT, MKL COMPATIBLE, oneDNN off)``; on a
     GPU it says that the network's arithmetic is the GPU's, which no mode pins."""
     dnn = "oneDNN on" if found.get("mkldnn") else "oneDNN off"
-    text = f"{found.get('mode')} (ATen {found.get('aten')}, MKL {found.get('mkl')}, {dnn})"
+    named = f"; {_named(found)}" if _named(found) else ""
+    text = f"{found.get('mode')} (ATen {found.get('aten')}, MKL {found.get('mkl')}, {dnn}{named})"
     if not str(device).startswith("cpu"):
         text += f"; the network computes on {device}: its arithmetic is the GPU's (docs/NUMERICS.md)"
     return text
