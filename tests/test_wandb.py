@@ -190,6 +190,31 @@ def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
     assert csv_history(job, res | {"steps_per_task": [1, 1]}) == []  # steps past the run's
 
 
+def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_env, tmp_path, monkeypatch):
+    """A sweep in experiment A (CSV logger), then the same grid point with logger=wandb in B: the job
+    copies A's results and its ``csv/metrics.csv``, and its W&B run holds A's loss rows."""
+    from clsuite.sweep import Job
+    from clsuite.wandb_run import mirror_finished
+
+    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
+        monkeypatch.delenv(k, raising=False)
+    mr = tmp_path / "multirun"
+    first = Job(make_cfg("logger=csv", *TWO_TASKS, "method=er", "experiment=a"), mr / "a" / "job", mr / "a")
+    train_logged(first.out_dir, "method=er", "experiment=a", logger="csv")
+    first.succeeded(1.0)
+    logged = (first.out_dir / "csv" / "metrics.csv").read_bytes()
+    cfg = make_cfg("logger=wandb", *TWO_TASKS, "method=er", "experiment=b")
+    other = Job(cfg, mr / "b" / "job", mr / "b")
+    _, how = other.finished()
+    assert how == "reused" and (other.out_dir / "csv" / "metrics.csv").read_bytes() == logged
+    mirror_finished(cfg, other.out_dir, how, ["method=er"])
+    run = the_run(other.out_dir)
+    assert run["config"]["source"] == "reused"
+    with open(other.out_dir / "csv" / "metrics.csv") as f:
+        steps = [int(float(r["train/step"])) for r in csv.DictReader(f) if r["train/loss"]]
+    assert steps and [h["train/step"] for h in run["history"] if "train/loss" in h] == steps
+
+
 def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     """The aggregate run logs the tables and figures ``clsuite aggregate`` makes (an ad-hoc sweep's
     table of every setting, mean ± std and n per row; its heatmaps), the same files."""
