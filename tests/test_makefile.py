@@ -3,6 +3,7 @@ variables as options; which folder a target's sweep writes and its aggregation r
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -78,3 +79,14 @@ def test_make_variables_become_the_verbs_options_and_the_verbs_defaults_are_the_
 def test_make_parity_runs_the_harness_on_the_given_checkout():
     out = dry_run("parity", "MAMMOTH=/somewhere/mammoth", "PARITY_ARGS=--seeds 0")
     assert "scripts/parity/harness.py --mammoth /somewhere/mammoth --seeds 0" in out
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_help_lists_every_target_with_its_note():
+    """Every rule of the Makefile a user can name (not a file, not a pattern) is a line of `make help`."""
+    text = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):(?!=)", text, flags=re.M))
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = {line.split()[0]: line.split(None, 1)[1:] for line in out.splitlines() if line.strip()}
+    assert {"setup", "lint", "format", "run", "table2", "help"} <= targets
+    assert targets == set(listed) and all(listed.values())  # each with its note
