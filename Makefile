@@ -15,7 +15,7 @@ setup: .venv/.installed  ## .venv with the pinned requirements (CPU torch), once
 	.venv/bin/pip install -q -r requirements.txt
 	touch $@
 
-run: setup            ## the main job: AdaER on split-MNIST, M=100, seed 0 (downloads MNIST into data/ if needed)
+run: setup            ## the main job: AdaER on split-MNIST, M=100 per class (1,000 slots), seed 0 (downloads MNIST into data/ if needed)
 	$(PY) src/run.py $(DOWNLOAD)
 
 # The bit-exact tests (marker `exact`) again under two other CPU kernel levels, so that a test whose

@@ -324,6 +324,22 @@ def test_report_kept_in_run_log(tmp_path):
     assert (tmp_path / "run.log").read_text() == "[hydra] a warning\ner on synthetic\nAcc=50.00\n"
 
 
+def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank(tmp_path):
+    """``M=100`` alone reads as 100 slots to a Mammoth user; under mir_code it is 100 per class."""
+    from clsuite.experiment import format_report, run_experiment
+    from clsuite.metrics import FWT_CLASS_IL
+
+    res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "reading=mir_code"), tmp_path / "a")  # 4 classes
+    lines = format_report(res).splitlines()
+    assert lines[0] == "er on synthetic: M=100 per class (400 slots), seed=0, reading=mir_code"
+    assert res["R"][0][1] == 0 and lines[-2] == f"FWT: {FWT_CLASS_IL}"  # class-IL: R[0, 1] = 0
+    total = res | {"memory_capacity": 100, "config": res["config"] | {"memory_per_class": False}}
+    assert format_report(total).startswith("er on synthetic: M=100 in total (100 slots), seed=0,")
+    assert format_report(res | {"memory_capacity": 0}).startswith("er on synthetic: no memory, seed=0,")
+    seen = res | {"R": [[90.0, 5.0], [80.0, 85.0]]}  # a model that scored on task 2 before training on it
+    assert "FWT: " not in format_report(seen)
+
+
 def test_progress_bar_names_the_task_and_shows_the_loss(tmp_path, monkeypatch):
     import clsuite.experiment as ex
     from tests.conftest import run_cfg

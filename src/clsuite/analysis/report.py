@@ -48,6 +48,7 @@ from clsuite.analysis.paper_values import TARGETS
 from clsuite.analysis.stats import summarize
 from clsuite.config import ConfigError
 from clsuite.home import hint
+from clsuite.metrics import FWT_CLASS_IL
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -358,9 +359,7 @@ def fwt_note(runs: pd.DataFrame) -> str:
     spread = r.groupby(["benchmark", "reading", "seed"])["fwt"].agg(lambda v: v.max() - v.min()).max()
     return (
         f"FWT differs between the methods of one (benchmark, reading, seed) by at most {spread:.2g} points. "
-        "In class-IL a model does not predict the classes of a task before it is trained on them, so its "
-        "accuracy on task j just before task j is 0 and FWT = -(mean of b over tasks 2..T): it measures the "
-        "initialisation (shared by the methods of one seed), not the method, and cannot rank methods."
+        + FWT_CLASS_IL
         if spread < 1e-6
         else f"FWT differs between the methods of one (benchmark, reading, seed) by up to {spread:.2g} points."
     )
