@@ -227,7 +227,7 @@ def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     log_experiment("t2", root, tmp_path / "results")
     agg, logged = aggregate_run(tmp_path / "results")
     assert (agg["name"], agg["config"]["experiment"]) == ("t2 aggregate", "t2")
-    table = "table1_t2_every_swept_setting_m_in_total"
+    table = "table1_t2_every_swept_setting_reading_paper_text_m_in_total"
     assert of_type(logged, "table") == {table, "summary_table", "runs_table"}
     assert {(r["method"], r["Acc (%)"], r["n"]) for r in rows_of(logged, table)} == {
         ("ER", "62.0 ± 2.0 [86.4]", "3"), ("MIR", "62.0 ± 2.0 [88.0]", "3"),
@@ -270,7 +270,10 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
     agg, logged = aggregate_run(out / "memory")
     assert agg["job_type"] == "aggregate" and agg["name"] == "memory aggregate"
     assert of_type(logged, "image") == {"fig5_fig6_memory_acc", "fig5_fig6_memory_bwt"}  # Figs. 5, 6 of the report
-    acc, bwt = "table1_fig_5_acc_against_m_in_total", "table2_fig_6_bwt_points_against_m_in_total"
+    acc, bwt = (
+        "table1_fig_5_acc_against_m_reading_paper_text_m_in_total",
+        "table2_fig_6_bwt_points_against_m_reading_paper_text_m_in_total",
+    )
     assert of_type(logged, "table") == {"summary_table", "runs_table", acc, bwt}
     rows = rows_of(logged, "summary_table")
     points = {(r["method"], r["memory"]): r["acc_mean"] for r in rows}  # (method, M) -> mean Acc over seeds
@@ -293,7 +296,7 @@ def test_tau_and_lambda_sweep(wandb_env, tmp_path):
     agg, logged = aggregate_run(tmp_path / "results")
     assert agg["name"] == "sens aggregate"
     assert of_type(logged, "image") == {"accuracy_matrix_split_mnist_paper_text"}  # a panel per tau x lambda
-    table = "table1_sens_every_swept_setting_m_in_total"
+    table = "table1_sens_every_swept_setting_reading_paper_text_m_in_total"
     assert of_type(logged, "table") == {"summary_table", "runs_table", table}
     rows = rows_of(logged, "summary_table")  # a cell per (tau, lambda)
     assert {(r["tau"], r["lambda"], round(r["acc_mean"], 6)) for r in rows} == {
@@ -373,7 +376,11 @@ def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path)
     agg, logged = aggregate_run(tmp_path / "results" / "wb")  # the sweep's tables and figures
     assert agg["job_type"] == "aggregate" and agg["name"] == "wb aggregate"
     assert of_type(logged, "image") == {"accuracy_matrix_synthetic_mir_code"}  # the heatmaps
-    assert of_type(logged, "table") == {"table1_wb_every_swept_setting_m_per_class", "summary_table", "runs_table"}
+    assert of_type(logged, "table") == {
+        "table1_wb_every_swept_setting_reading_mir_code_m_per_class",
+        "summary_table",
+        "runs_table",
+    }
 
 
 @pytest.mark.parametrize("n_bars", [1, 2, 3, 14])
