@@ -204,7 +204,7 @@ def _cifar100(fig: str, stem: str) -> dict:
     }  # fmt: skip
 
 
-# Table II's CIFAR-10 row on the JPEG copy (issue 32): its folder, and the command that fills it.
+# Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it.
 CIFAR10_JPEG = "i32_cifar10_jpeg"
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "3",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
