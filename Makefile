@@ -10,14 +10,14 @@ DOWNLOAD = $(if $(filter data,$(DATA_DIR)),data.download=true)
 
 .PHONY: setup run test test-slow lint format bench bench-numerics golden
 
-setup: .venv/.installed
+setup: .venv/.installed  ## .venv with the pinned requirements (CPU torch), once; again when requirements.txt changes
 .venv/.installed: requirements.txt
 	python3 -m venv .venv
 	.venv/bin/pip install -q torch==2.13.0
 	.venv/bin/pip install -q -r requirements.txt
 	touch $@
 
-run: setup            ## the main job: AdaER on split-MNIST, M=100, seed 0 (downloads MNIST into data/ if needed)
+run: setup            ## the main job: AdaER on split-MNIST, M=100 per class (1,000 slots), seed 0 (downloads MNIST into data/ if needed)
 	$(PY) src/run.py $(DOWNLOAD)
 
 # The bit-exact tests (marker `exact`) again under two other CPU kernel levels, so that a test whose
@@ -34,10 +34,10 @@ golden: setup         ## rewrite tests/golden/portable.json (the portable mode's
 test-slow: setup      ## slow tests too (real MNIST files, sweeps)
 	$(PY) -m pytest -m "slow or not slow"
 
-lint: setup
+lint: setup           ## ruff check + ruff format --check of src, tests, scripts (pyproject.toml)
 	.venv/bin/ruff check src tests scripts && .venv/bin/ruff format --check src tests scripts
 
-format: setup
+format: setup         ## ruff check --fix + ruff format of src, tests, scripts
 	.venv/bin/ruff check --fix src tests scripts && .venv/bin/ruff format src tests scripts
 
 # make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods (docs/PERFORMANCE.md)

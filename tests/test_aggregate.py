@@ -427,7 +427,7 @@ def test_adhoc_sweep_names_n_the_reading_and_the_paper_value_where_the_paper_has
     drawn = []
     monkeypatch.setattr(fg, "_save", lambda fig, stem, *a, **k: drawn.append(fig) or [Path(stem).with_suffix(".png")])
     aggregate("card", tmp_path / "multirun", tmp_path / "results")
-    (fig,) = drawn  # the heatmaps: one panel per method x M, never averaged over M
+    fig, _acc_against_m = drawn  # the heatmaps: one panel per method x M, never averaged over M
     titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
     assert titles == ["ER, M=100, n=1", "ER, M=50, n=1", "MIR, M=100, n=2", "MIR, M=50, n=1"]
     assert "one panel per method x M" in fig._suptitle.get_text() and "reading mir_code" in fig._suptitle.get_text()
@@ -600,7 +600,8 @@ def test_a_key_held_off_its_default_for_every_run_is_named_in_captions_titles_an
     (fig,) = drawn
     assert fig._suptitle.get_text().endswith("\n" + line)
     tex = (tmp_path / "results" / "card" / "card.tex").read_text()
-    assert "M=50 per class, batch\\_size=20" in tex
+    assert tex.count("M=50 per class, batch\\_size=20") == 2  # the caption and the footnote
+    assert "\\caption{card: every swept setting (reading mir\\_code, M per class) Held for every run" in tex
 
     drawn.clear()
     root = tmp_path / "multirun" / "plain"
@@ -650,3 +651,116 @@ def test_the_verdict_legend_explains_both_marks_it_uses(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| AdaER") or line.startswith("| Every")]
     assert any("| not run |" in r for r in rows) and any(r.endswith("| – |") for r in rows)
     assert "not run: no run of the claim's experiment at all" in text and "–: the experiment has runs, none of" in text
+
+
+# ----------------------------------------------------------------------------- what every table and figure says
+
+
+def _card(root: Path, memories=(50, 100, 200), reading="mir_code") -> None:
+    """The design card's sweep: method x M, one seed, M per class (mir_code)."""
+    for m in ("er", "mir"):
+        for mem in memories:
+            write_run(root, method=m, memory=mem, reading=reading, R=fake_R(5, 70.0 + mem / 10),
+                      extra_cfg={"memory_per_class": reading == "mir_code"}, job=f"memory={mem},method={m},seed=0")  # fmt: skip
+
+
+def _drawn(monkeypatch) -> list:
+    """The figures drawn from now on (none written)."""
+    drawn = []
+    monkeypatch.setattr(fg, "_save", lambda fig, stem, *a, **k: drawn.append(fig) or [Path(stem).with_suffix(".png")])
+    return drawn
+
+
+def test_every_table_and_figure_names_its_reading_and_the_unit_of_m(tmp_path, monkeypatch):
+    """A paper target's tables and figures name the reading and whether M is per class or in total,
+    also with one reading (the file names then carry no reading: docs/figures/ keeps its names)."""
+    root = tmp_path / "multirun" / "memory"
+    for m in (50, 100):
+        for s in (0, 1):
+            write_run(root, method="er", seed=s, memory=m, reading="mir_code", extra_cfg={"memory_per_class": True},
+                      job=f"m={m},s={s}")  # fmt: skip
+    drawn = _drawn(monkeypatch)
+    res = aggregate("memory", tmp_path / "multirun", tmp_path / "results")
+    assert [p.name for p in res["figures"]] == ["fig5_fig6_memory_acc.png", "fig5_fig6_memory_bwt.png"]
+    assert [f._suptitle.get_text() for f in drawn] == [
+        "Fig. 5: averaged test accuracy against the memory size M (reading mir_code, M per class)",
+        "Fig. 6: backward transfer against the memory size M (reading mir_code, M per class)",
+    ]
+    assert [t.title for t in res["tables"]] == [
+        "Fig. 5: Acc (%) against M (reading mir_code, M per class)",
+        "Fig. 6: BWT (% points) against M (reading mir_code, M per class)",
+    ]
+    md = (tmp_path / "results" / "memory" / "memory.md").read_text()
+    assert "### Fig. 5: Acc (%) against M (reading mir_code, M per class)" in md
+    tex = (tmp_path / "results" / "memory" / "memory.tex").read_text()
+    assert r"\caption{Fig. 5: Acc (\%) against M (reading mir\_code, M per class)}" in tex
+    # two readings: each named with its unit (Table II's columns are the readings)
+    drawn.clear()
+    res = aggregate("table2", *_two_readings(tmp_path))
+    both = "readings paper_text: M in total; mir_code: M per class"
+    assert all(t.title.endswith(f" ({both})") for t in res["tables"])
+    assert [f._suptitle.get_text().split("\n")[0] for f in drawn] == [
+        f"split-MNIST: accuracy matrix R[i, j] (%) (Table II runs; reading {r}, M {u})"
+        for r, u in (("mir_code", "per class"), ("paper_text", "in total"))
+    ]
+
+
+def _two_readings(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "two" / "table2"
+    for s in (0, 1):
+        write_run(root, method="er", seed=s, reading="paper_text", extra_cfg={"memory_per_class": False})
+        write_run(root, method="er", seed=s, reading="mir_code", extra_cfg={"memory_per_class": True})
+    return tmp_path / "two", tmp_path / "results2"
+
+
+def test_an_adhoc_memory_sweep_gets_acc_against_m_as_png_and_pdf_beside_its_heatmaps(tmp_path):
+    _card(tmp_path / "multirun" / "card")
+    res = aggregate("card", tmp_path / "multirun", tmp_path / "results")
+    out = tmp_path / "results" / "card"
+    assert sorted(p.name for p in res["figures"]) == [
+        "acc_against_memory.pdf", "acc_against_memory.png", "accuracy_matrix_split_mnist_mir_code.png",
+    ]  # fmt: skip
+    assert all((out / p.name).is_file() for p in res["figures"])
+    md = (out / "card.md").read_text()
+    assert "- [acc_against_memory.png](acc_against_memory.png)" in md
+    lr = tmp_path / "multirun" / "lr"  # M not swept (or swept with another condition): no such figure
+    for lr_ in (0.05, 0.1):
+        write_run(lr, method="er", extra_cfg={"lr": lr_}, job=f"lr={lr_}")
+    assert [p.name for p in aggregate("lr", tmp_path / "multirun", tmp_path / "results")["figures"]] == []
+
+
+def test_summary_csv_orders_m_as_a_number(tmp_path):
+    _card(tmp_path / "multirun" / "card")  # job folders sort as strings: memory=100, memory=200, memory=50
+    aggregate("card", tmp_path / "multirun", tmp_path / "results")
+    s = pd.read_csv(tmp_path / "results" / "card" / "summary.csv")
+    assert list(zip(s["method"], s["memory"])) == [("er", 50), ("er", 100), ("er", 200), ("mir", 50), ("mir", 100),
+                                                   ("mir", 200)]  # fmt: skip
+
+
+def test_figures_say_seed_in_the_singular_for_one(tmp_path, monkeypatch):
+    drawn = _drawn(monkeypatch)
+    _card(tmp_path / "multirun" / "memory", (50, 100))
+    aggregate("memory", tmp_path / "multirun", tmp_path / "results")
+    notes = {t.get_text() for f in drawn for t in f.texts if t.get_text().startswith("ours:")}
+    assert notes == {"ours: 1 seed (no std)"}
+    summary = summarize(load_runs(tmp_path / "multirun" / "memory")[0])
+    fg.vs_condition(pd.concat([summary.assign(n=2)]), "acc", "memory", "t", tmp_path / "two")
+    assert {t.get_text() for t in drawn[-1].texts if t.get_text().startswith("ours:")} == {
+        "ours: mean ± 1 std over 2 seeds"
+    }
+
+
+def test_tables_with_fwt_say_it_cannot_rank_methods(table2_runs):
+    from clsuite.metrics import FWT_CLASS_IL
+
+    res = aggregate("table2", table2_runs / "multirun", table2_runs / "results")
+    assert all(f"FWT: {FWT_CLASS_IL}" in t.note for t in res["tables"])  # Table II per benchmark
+    _card(table2_runs / "multirun" / "card", (50, 100))
+    (t,) = aggregate("card", table2_runs / "multirun", table2_runs / "results")["tables"]
+    assert "FWT (% points)" in t.header and f"FWT: {FWT_CLASS_IL}" in t.note  # an ad-hoc sweep's table
+    root = table2_runs / "multirun" / "memory"
+    _card(root, (50, 100))
+    tables = aggregate("memory", table2_runs / "multirun", table2_runs / "results")["tables"]
+    assert tables and not any(FWT_CLASS_IL in t.note for t in tables)  # Acc, BWT against M: no FWT column
+    tex = (table2_runs / "results" / "table2" / "table2.tex").read_text()
+    assert "FWT = -(mean of b over tasks 2..T)" in tex

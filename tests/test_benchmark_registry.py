@@ -145,7 +145,7 @@ def test_the_cli_runs_a_benchmark_whose_reader_is_a_module_outside_src(tmp_path)
     (path,) = (tmp_path / "outputs").rglob(io.RESULTS_FILE)
     res = json.loads(path.read_text())
     assert res["benchmark"] == "tiny_npz" and len(res["R"]) == 2 and "tiny_npz on" not in p.stderr
-    assert f"tiny_npz (M={res['memory']}" in p.stdout
+    assert f"tiny_npz: M={res['memory']} " in p.stdout
 
 
 def test_a_sweep_job_hands_its_source_to_the_run(tmp_path, reader_in_this_test, monkeypatch):

@@ -30,8 +30,8 @@ RECORDS = {  # measurements the report does not make: each names its machine and
     "PARITY.md": "GSS, iCaRL, HAL beside Mammoth",
     "GPU.md": "GPU tests and CIFAR times",
     "CHECKPOINTS.md": "checkpoint size and write time",
-    "NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines (issue 29's runs)",
-    "CELLS.md": "Table II cells checked by measurement (issue 33's runs), until the report's docs copy is rebuilt",
+    "NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines",
+    "CELLS.md": "Table II cells checked by measurement, until the report's docs copy is rebuilt",
 }
 FIGURE = re.compile(r"(?<![\w.])[-−+]?\d+\.\d+(?![\w]|\.\d)")
 
@@ -123,3 +123,40 @@ def test_the_default_reading_points_to_the_reports_measurement(path):
     section = "Which reading is closer to the paper's Table II"
     assert section in " ".join((ROOT / path).read_text().split())
     assert f"### {section}" in REPORT.read_text()  # (the report's own heading)
+
+
+# Words of the tracker and of the work's bookkeeping, not of the suite: a doc states facts.
+TRACKER = re.compile(
+    r"\bissues? #?\d|\bissue-\d|moved from the readme|\bsessions?\b|\bengineers?\b|project's (?:cpu )?machine\b", re.I
+)
+
+
+def user_docs() -> dict[str, str]:
+    """README.md, sweeps/README.md and every doc of docs/ (generated ones too; not the measured history)."""
+    paths = [ROOT / "README.md", ROOT / "sweeps" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}
+
+
+def test_no_doc_carries_tracker_words():
+    bad = [f"{name}:{i}: {m.group(0)}" for name, text in user_docs().items()
+           for i, line in enumerate(text.splitlines(), 1) for m in TRACKER.finditer(line)]  # fmt: skip
+    assert not bad, "tracker words in the docs (say the fact instead):\n" + "\n".join(bad)
+    assert TRACKER.findall("Moved from the README (issue 22); on this session's machine, by five engineers") == [
+        "Moved from the README", "issue 2", "session", "engineers"
+    ]  # fmt: skip
+
+
+def test_every_record_names_the_cpu_or_gpu_that_made_it_and_gpu_times_their_torch():
+    """The machines change CPU kind over time: a record names which one measured (not "the project's
+    machine"); the H200 times were made with torch 2.11, not the 2.13 the package requires, and a full
+    run's time there is projected from the time per batch: every doc that quotes them says so."""
+    for name in RECORDS:
+        text = (ROOT / "docs" / name).read_text()
+        assert re.search(r"AMD EPYC|Intel Xeon|H200", text), (
+            f"docs/{name} does not name the CPU (or GPU) it measured on"
+        )
+    for name, text in user_docs().items():
+        if "H200" in text and name != "docs/REPRODUCTION.md":
+            flat = " ".join(text.split())
+            assert "torch 2.11" in flat and "projected" in flat, f"{name} quotes the H200 times without their torch"
+    assert "No GPU was" not in (ROOT / "docs" / "PERFORMANCE.md").read_text()  # docs/GPU.md has GPU times

@@ -4,6 +4,7 @@ variables as options; which folder a target's sweep writes and its aggregation r
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -139,3 +140,13 @@ def test_a_refused_paper_sweep_is_named_once_and_nothing_is_aggregated(tmp_path)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("error: experiment '../../x' cannot be a folder name: it holds a path separator")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_make_help_lists_every_target_with_its_note():
+    """Every rule of the Makefile a user can name (not a file, not a pattern) is a line of `make help`."""
+    text = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):(?!=)", text, flags=re.M))
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = {line.split()[0]: line.split(None, 1)[1:] for line in out.splitlines() if line.strip()}
+    assert {"setup", "lint", "format", "run", "table2", "help"} <= targets
+    assert targets == set(listed) and all(listed.values())  # each with its note

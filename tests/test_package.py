@@ -158,3 +158,25 @@ def test_the_installed_package_runs_a_paper_target_and_lists_its_verbs(tmp_path)
         assert p.returncode == 0 and "clsuite paper TARGET" in p.stdout and "clsuite help [VERB]" in p.stdout
     p = _installed(site, work, "paper", "nope")
     assert p.returncode == 2 and p.stderr.startswith("error: unknown paper target 'nope'; valid choices: table2")
+
+
+def test_every_third_party_import_of_the_package_is_a_declared_dependency():
+    """What ``src/`` imports (its top-level modules, stdlib and first-party aside) maps to distributions
+    (``importlib.metadata.packages_distributions``), each declared in pyproject's dependencies."""
+    import ast
+    from importlib.metadata import packages_distributions
+
+    first_party = {p.name for p in (ROOT / "src").iterdir() if p.is_dir()}
+    mods = set()
+    for path in (ROOT / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                mods.add(node.module.split(".")[0])
+    mods -= set(sys.stdlib_module_names) | first_party
+    declared = {Requirement(d).name.lower() for d in PYPROJECT["project"]["dependencies"]}
+    dists = packages_distributions()
+    assert {"torch", "torchmetrics", "yaml"} <= mods
+    missing = {m: dists.get(m) for m in mods if not {d.lower() for d in dists.get(m, [m])} & declared}
+    assert missing == {}, f"imported but not declared in pyproject.toml: {missing}"

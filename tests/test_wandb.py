@@ -190,6 +190,31 @@ def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
     assert csv_history(job, res | {"steps_per_task": [1, 1]}) == []  # steps past the run's
 
 
+def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_env, tmp_path, monkeypatch):
+    """A sweep in experiment A (CSV logger), then the same grid point with logger=wandb in B: the job
+    copies A's results and its ``csv/metrics.csv``, and its W&B run holds A's loss rows."""
+    from clsuite.sweep import Job
+    from clsuite.wandb_run import mirror_finished
+
+    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
+        monkeypatch.delenv(k, raising=False)
+    mr = tmp_path / "multirun"
+    first = Job(make_cfg("logger=csv", *TWO_TASKS, "method=er", "experiment=a"), mr / "a" / "job", mr / "a")
+    train_logged(first.out_dir, "method=er", "experiment=a", logger="csv")
+    first.succeeded(1.0)
+    logged = (first.out_dir / "csv" / "metrics.csv").read_bytes()
+    cfg = make_cfg("logger=wandb", *TWO_TASKS, "method=er", "experiment=b")
+    other = Job(cfg, mr / "b" / "job", mr / "b")
+    _, how = other.finished()
+    assert how == "reused" and (other.out_dir / "csv" / "metrics.csv").read_bytes() == logged
+    mirror_finished(cfg, other.out_dir, how, ["method=er"])
+    run = the_run(other.out_dir)
+    assert run["config"]["source"] == "reused"
+    with open(other.out_dir / "csv" / "metrics.csv") as f:
+        steps = [int(float(r["train/step"])) for r in csv.DictReader(f) if r["train/loss"]]
+    assert steps and [h["train/step"] for h in run["history"] if "train/loss" in h] == steps
+
+
 def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     """The aggregate run logs the tables and figures ``clsuite aggregate`` makes (an ad-hoc sweep's
     table of every setting, mean ± std and n per row; its heatmaps), the same files."""
@@ -202,7 +227,7 @@ def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     log_experiment("t2", root, tmp_path / "results")
     agg, logged = aggregate_run(tmp_path / "results")
     assert (agg["name"], agg["config"]["experiment"]) == ("t2 aggregate", "t2")
-    table = "table1_t2_every_swept_setting_m_in_total"
+    table = "table1_t2_every_swept_setting_reading_paper_text_m_in_total"
     assert of_type(logged, "table") == {table, "summary_table", "runs_table"}
     assert {(r["method"], r["Acc (%)"], r["n"]) for r in rows_of(logged, table)} == {
         ("ER", "62.0 ± 2.0 [86.4]", "3"), ("MIR", "62.0 ± 2.0 [88.0]", "3"),
@@ -245,7 +270,10 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
     agg, logged = aggregate_run(out / "memory")
     assert agg["job_type"] == "aggregate" and agg["name"] == "memory aggregate"
     assert of_type(logged, "image") == {"fig5_fig6_memory_acc", "fig5_fig6_memory_bwt"}  # Figs. 5, 6 of the report
-    acc, bwt = "table1_fig_5_acc_against_m_in_total", "table2_fig_6_bwt_points_against_m_in_total"
+    acc, bwt = (
+        "table1_fig_5_acc_against_m_reading_paper_text_m_in_total",
+        "table2_fig_6_bwt_points_against_m_reading_paper_text_m_in_total",
+    )
     assert of_type(logged, "table") == {"summary_table", "runs_table", acc, bwt}
     rows = rows_of(logged, "summary_table")
     points = {(r["method"], r["memory"]): r["acc_mean"] for r in rows}  # (method, M) -> mean Acc over seeds
@@ -268,7 +296,7 @@ def test_tau_and_lambda_sweep(wandb_env, tmp_path):
     agg, logged = aggregate_run(tmp_path / "results")
     assert agg["name"] == "sens aggregate"
     assert of_type(logged, "image") == {"accuracy_matrix_split_mnist_paper_text"}  # a panel per tau x lambda
-    table = "table1_sens_every_swept_setting_m_in_total"
+    table = "table1_sens_every_swept_setting_reading_paper_text_m_in_total"
     assert of_type(logged, "table") == {"summary_table", "runs_table", table}
     rows = rows_of(logged, "summary_table")  # a cell per (tau, lambda)
     assert {(r["tau"], r["lambda"], round(r["acc_mean"], 6)) for r in rows} == {
@@ -297,6 +325,22 @@ def test_report_kept_in_run_log(tmp_path):
     (tmp_path / "run.log").write_text("[hydra] a warning\n")
     keep_report(tmp_path, "er on synthetic\nAcc=50.00")
     assert (tmp_path / "run.log").read_text() == "[hydra] a warning\ner on synthetic\nAcc=50.00\n"
+
+
+def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank(tmp_path):
+    """``M=100`` alone reads as 100 slots to a Mammoth user; under mir_code it is 100 per class."""
+    from clsuite.experiment import format_report, run_experiment
+    from clsuite.metrics import FWT_CLASS_IL
+
+    res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "reading=mir_code"), tmp_path / "a")  # 4 classes
+    lines = format_report(res).splitlines()
+    assert lines[0] == "er on synthetic: M=100 per class (400 slots), seed=0, reading=mir_code"
+    assert res["R"][0][1] == 0 and lines[-2] == f"FWT: {FWT_CLASS_IL}"  # class-IL: R[0, 1] = 0
+    total = res | {"memory_capacity": 100, "config": res["config"] | {"memory_per_class": False}}
+    assert format_report(total).startswith("er on synthetic: M=100 in total (100 slots), seed=0,")
+    assert format_report(res | {"memory_capacity": 0}).startswith("er on synthetic: no memory, seed=0,")
+    seen = res | {"R": [[90.0, 5.0], [80.0, 85.0]]}  # a model that scored on task 2 before training on it
+    assert "FWT: " not in format_report(seen)
 
 
 def test_progress_bar_names_the_task_and_shows_the_loss(tmp_path, monkeypatch):
@@ -332,7 +376,11 @@ def test_sweep_after_csv_gives_every_grid_point_a_wandb_run(wandb_env, tmp_path)
     agg, logged = aggregate_run(tmp_path / "results" / "wb")  # the sweep's tables and figures
     assert agg["job_type"] == "aggregate" and agg["name"] == "wb aggregate"
     assert of_type(logged, "image") == {"accuracy_matrix_synthetic_mir_code"}  # the heatmaps
-    assert of_type(logged, "table") == {"table1_wb_every_swept_setting_m_per_class", "summary_table", "runs_table"}
+    assert of_type(logged, "table") == {
+        "table1_wb_every_swept_setting_reading_mir_code_m_per_class",
+        "summary_table",
+        "runs_table",
+    }
 
 
 @pytest.mark.parametrize("n_bars", [1, 2, 3, 14])

@@ -47,7 +47,7 @@ from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.learner import ContinualLearner
 from clsuite.loggers import RunLogger
 from clsuite.memory.buffer import Memory
-from clsuite.metrics import METRICS, TASK_IL, all_metrics, task_il_metrics
+from clsuite.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
 from clsuite.models.nets import build_model
 from clsuite.numerics import apply as apply_numerics
 from clsuite.numerics import check as check_numerics
@@ -316,12 +316,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def memory_phrase(results: dict) -> str:
+    """``M=100 per class (1,000 slots)``, ``M=100 in total (100 slots)``, or ``no memory`` (Online, Joint, oEWC, SI)."""
+    slots = int(results.get("memory_capacity") or 0)
+    unit = "per class" if (results.get("config") or {}).get("memory_per_class") else "in total"
+    return f"M={results['memory']} {unit} ({slots:,} slots)" if slots else "no memory"
+
+
 def format_report(results: dict) -> str:
     R = np.asarray(results["R"])
     found = ((results.get("identity") or {}).get("env") or {}).get("numerics")
     lines = [
-        f"{results['method']} on {results['benchmark']} (M={results['memory']}, seed={results['seed']}, "
-        f"reading={results.get('reading') or 'unlabelled'})",
+        f"{results['method']} on {results['benchmark']}: {memory_phrase(results)}, seed={results['seed']}, "
+        f"reading={results.get('reading') or 'unlabelled'}",
         *([f"numerics: {numerics_summary(found, results.get('device', 'cpu'))}"] if found else []),
         "accuracy matrix R[i, j] (%, row i = after task i, column j = task j):",
     ]
@@ -329,6 +336,8 @@ def format_report(results: dict) -> str:
     lines.append("b (random init): " + " ".join(f"{v:6.1f}" for v in results["b"]))
     m = results["metrics"]
     lines.append(" ".join(f"{metric.label}={m[key]:.2f}" for key, metric in METRICS.items()))
+    if R.ndim == 2 and R.shape[0] == R.shape[1] > 1 and not np.diagonal(R, 1).any():  # R[j-1, j] = 0: class-IL
+        lines.append(f"FWT: {FWT_CLASS_IL}")
     if "R_task_il" in results:  # (results files made before it lack it)
         final = " ".join(f"{v:6.1f}" for v in results["R_task_il"][-1])
         task_il = " ".join(f"{METRICS[k].label}={m[k + TASK_IL]:.2f}" for k in ("acc", "forget", "bwt"))

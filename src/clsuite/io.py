@@ -24,6 +24,7 @@ LOCK_FILE = "running.lock"  # a sweep job in progress: holder pid, host, start t
 OVERRIDES_FILE = "overrides.json"  # a job folder whose name is hashed (overrides too long) keeps them here
 STALE_PREFIX = "results.stale-"  # an older result of the job, kept when its identity no longer matches
 CHECKPOINT_DIR = "checkpoints"  # a sweep job's task-end checkpoints, in its folder (clsuite.checkpoint)
+METRICS_CSV = "csv/metrics.csv"  # a run's loss and accuracy rows from the CSV logger (clsuite.loggers)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:

@@ -108,6 +108,14 @@ METRICS: dict[str, Metric] = {
 }
 
 
+# Why FWT cannot rank methods here (tables' footnotes, the run summary, the report; PROTOCOL section 5).
+FWT_CLASS_IL = (
+    "In class-IL a model does not predict the classes of a task before it is trained on them, so its accuracy on "
+    "task j just before task j is 0 and FWT = -(mean of b over tasks 2..T): it measures the initialisation (shared "
+    "by the methods of one seed), not the method, and cannot rank methods."
+)
+
+
 def first_task_final(R) -> float:
     """R[T-1, 0]: accuracy on the first task after the last one (Fig. 7); NaN unless R is square, T > 1."""
     R = np.asarray(R, dtype=float)

@@ -25,7 +25,7 @@ import numpy as np
 
 from clsuite.config import dotted_get, wandb_settings
 from clsuite.home import child_env
-from clsuite.io import RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
+from clsuite.io import METRICS_CSV, RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
 from clsuite.metrics import METRICS
 from clsuite.results import IGNORED_KEYS, read_run
 
@@ -206,16 +206,13 @@ def log_results(run, res: dict) -> None:
         run.log({"accuracy_matrix": wandb.Table(columns=cols, data=rows)})
 
 
-CSV_FILE = Path("csv") / "metrics.csv"  # clsuite.loggers: the CSV logger's output in a run folder
-
-
 def csv_history(out_dir, res: dict) -> list[dict]:
     """The loss rows (``train/step``, ``train/loss``, its parts) the run logged to ``csv/metrics.csv``,
     when that file's per-task rows are these results' rows of R and its steps within the run's."""
     import csv
 
     try:
-        text = read_regular(Path(out_dir) / CSV_FILE).decode()
+        text = read_regular(Path(out_dir) / METRICS_CSV).decode()
         rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except (OSError, Unreadable, csv.Error, UnicodeDecodeError):
         return []

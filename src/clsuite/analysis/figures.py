@@ -6,7 +6,7 @@ Conventions, the same in every figure:
   ablations C-CMR / E-BRS in its warm shades); a method the paper does not have gets a grey
   shade and a marker of its own. **Levels** of tau or lambda drawn as series use another system:
   a sequential colour map (viridis, low to high) and a line style per level.
-- Our numbers: mean ± 1 std over the seeds (the legend says how many), error bars and bands
+- Our numbers: mean ± 1 std over the seeds (a note says how many), error bars and bands
   clipped to the range the quantity can take ([0, 100] for accuracies).
 - The paper's numbers: hollow markers in the method's colour with a black edge, dodged sideways
   together with our points so that no two methods stack; on bars, a black tick across the bar.
@@ -111,7 +111,9 @@ def _finish(fig, axes, title: str, handles: list, ns, stem: Path) -> list[Path]:
     fig.suptitle(_title(title), fontsize=11)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 7), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, -0.01))  # fmt: skip
-    fig.text(0.99, 0.005 + 0.06 * (1 + (len(seen) - 1) // 7), f"ours: mean ± 1 std over {n_range(ns)} seeds",
+    n = n_range(ns)
+    fig.text(0.99, 0.005 + 0.06 * (1 + (len(seen) - 1) // 7),
+             "ours: 1 seed (no std)" if n == "1" else f"ours: mean ± 1 std over {n} seeds",
              ha="right", fontsize=8, color="0.3")  # fmt: skip
     for ax in axes:
         ax.grid(alpha=0.3)

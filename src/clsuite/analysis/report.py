@@ -35,6 +35,7 @@ from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
 from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
+    CONDITIONS,
     KEYS,
     Experiment,
     distinct_runs,
@@ -48,6 +49,7 @@ from clsuite.analysis.paper_values import TARGETS
 from clsuite.analysis.stats import summarize
 from clsuite.config import ConfigError
 from clsuite.home import hint
+from clsuite.metrics import FWT_CLASS_IL
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -67,19 +69,20 @@ def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
     """One heatmap figure per (benchmark, reading)."""
     figs = []
     for (b, r), g in e.runs.groupby(["benchmark", "reading"]):
-        title = f"{pv.bench_label(b)}, reading {r}: accuracy matrix R[i, j] (%) ({what}; M {memory_unit(g)})"
+        title = f"{pv.bench_label(b)}: accuracy matrix R[i, j] (%) ({what}; {reading_label(g)})"
         figs += fg.heatmaps(g, title, out / f"accuracy_matrix_{b}_{r}")
     return figs
 
 
-def _readings(df: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame, str, str]]:
-    """``[(reading, its rows, title suffix, file-name suffix)]``: a figure per reading, since a figure
-    draws one line per method (the tables put the readings side by side instead); the whole frame,
-    unsuffixed, when it holds one reading."""
-    rs = order_readings(df["reading"].unique()) if not df.empty else []
+def _readings(e: Experiment, df: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame, str, str]]:
+    """``[(df's rows of a reading, its runs, title suffix, file-name suffix)]``: a figure per reading,
+    since a figure draws one line per method (the tables put the readings side by side instead). The
+    title names the reading and M's unit; the file name names the reading only when there are several."""
+    rs = order_readings(e.runs["reading"].unique())
     if len(rs) <= 1:
-        return [(rs[0] if rs else None, df, "", "")]
-    return [(r, df[df["reading"] == r], f" (reading {r})", f"_{r}") for r in rs]
+        return [(df, e.runs, f" ({reading_label(e.runs)})", "")]
+    of = [(df[df["reading"] == r], e.runs[e.runs["reading"] == r], f"_{r}") for r in rs]
+    return [(d, runs, f" ({reading_label(runs)})", x) for d, runs, x in of]
 
 
 def memory_unit(runs: pd.DataFrame) -> str:
@@ -93,19 +96,34 @@ def memory_axis(runs: pd.DataFrame) -> str:
     return f"memory size M (samples {memory_unit(runs)})"
 
 
+def reading_label(runs: pd.DataFrame) -> str:
+    """What every table and figure of these runs names: ``reading mir_code, M per class``, or
+    ``readings paper_text: M in total; mir_code: M per class``."""
+    rs = order_readings(runs["reading"].unique())
+    if len(rs) == 1:
+        return f"reading {rs[0]}, M {memory_unit(runs)}"
+    return "readings " + "; ".join(f"{r}: M {memory_unit(runs[runs['reading'] == r])}" for r in rs)
+
+
 def _adhoc(e: Experiment, out: Path, s: pd.DataFrame) -> Built:
     """A plain table of the swept settings, with each row's overrides (an ad-hoc sweep may change a
-    different key per method, which no grouping key shows)."""
-    title = f"{e.name}: every swept setting (M {memory_unit(e.runs)})"
+    different key per method, which no grouping key shows); its heatmaps, and Acc against M when M is
+    the one condition swept."""
     keys = [k for k in KEYS if k in s]
     ov = e.runs.assign(overrides=e.runs["job"].map(job_overrides)).groupby(keys, dropna=False, sort=False)
     s = s.merge(ov["overrides"].agg(lambda v: "; ".join(sorted(set(v)))).reset_index(), on=keys, how="left")
-    return [tb.adhoc(s, title)], _heatmaps(e, out, e.name) if e.runs["variant"].eq("").all() else []
+    tables = [tb.adhoc(s, f"{e.name}: every swept setting")]
+    if not e.runs["variant"].eq("").all():
+        return tables, []
+    title = f"{e.name}: averaged test accuracy against the memory size M"
+    m_alone = [k for k in CONDITIONS if e.runs[k].nunique() > 1] == ["memory"]
+    plots = [Plot(fg.vs_condition, title, "acc_against_memory", ("acc", "memory"))] if m_alone else []
+    return tables, _heatmaps(e, out, e.name) + _draw(e, out, s, plots)
 
 
 @dataclass(frozen=True)
 class Pivot:
-    """A table of one quantity against a condition (``tables.pivot``); ``{unit}`` in its title: M's unit."""
+    """A table of one quantity against a condition (``tables.pivot``)."""
 
     title: str
     quantity: str
@@ -148,26 +166,30 @@ class Section:
         """Its tables, then its figures: those of the summary for each reading in turn, then those of the runs."""
         if self.layout:
             return self.layout(e, out, s)
-        unit, figs = memory_unit(e.runs), []
         tables = [
-            tb.adhoc(s, t) if isinstance(t, str) else tb.pivot(s, t.title.format(unit=unit), t.quantity, t.col_key,
-                                                               t.row_key)
+            tb.adhoc(s, t) if isinstance(t, str) else tb.pivot(s, t.title, t.quantity, t.col_key, t.row_key)
             for t in self.tables
-        ]  # fmt: skip
-        for of_runs in (False, True):
-            for r, data, t, x in _readings(e.runs if of_runs else s):
-                for p in [p for p in self.figures if (p.draw is fg.first_task) == of_runs]:
-                    runs = e.runs[e.runs["reading"] == r] if r else e.runs
-                    m = {"xlabel": memory_axis(runs)} if "memory" in p.args else {}
-                    figs += p.draw(data, *p.args, f"{p.title}{t}", out / f"{p.stem}{x}", **p.kw, **m)
-        return tables, figs
+        ]
+        return tables, _draw(e, out, s, self.figures)
+
+
+def _draw(e: Experiment, out: Path, s: pd.DataFrame, plots) -> list[Path]:
+    """The figures of ``plots`` for each reading in turn (:func:`_readings`): those of the summary ``s``,
+    then those of the runs."""
+    figs = []
+    for of_runs in (False, True):
+        for data, runs, t, x in _readings(e, e.runs if of_runs else s):
+            for p in [p for p in plots if (p.draw is fg.first_task) == of_runs]:
+                m = {"xlabel": memory_axis(runs)} if "memory" in p.args else {}
+                figs += p.draw(data, *p.args, f"{p.title}{t}", out / f"{p.stem}{x}", **p.kw, **m)
+    return figs
 
 
 def _memory(fig5: str, fig6: str, what: str, stem: str) -> dict:
     """Figs. 5, 6 and 11: Acc and BWT against M."""
     return {
-        "tables": (Pivot(f"{fig5}{what}: Acc (%) against M ({{unit}})", "acc", "memory"),
-                   Pivot(f"{fig6}{what}: BWT (% points) against M ({{unit}})", "bwt", "memory")),
+        "tables": (Pivot(f"{fig5}{what}: Acc (%) against M", "acc", "memory"),
+                   Pivot(f"{fig6}{what}: BWT (% points) against M", "bwt", "memory")),
         "figures": tuple(Plot(fg.vs_condition, f"{f}{what}: {name} against the memory size M", f"{stem}_{q}", (q, "memory"))
                          for q, name, f in (("acc", "averaged test accuracy", fig5), ("bwt", "backward transfer", fig6))),
     }  # fmt: skip
@@ -182,7 +204,7 @@ def _cifar100(fig: str, stem: str) -> dict:
     }  # fmt: skip
 
 
-# Table II's CIFAR-10 row on the JPEG copy (issue 32): its folder, and the command that fills it.
+# Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it.
 CIFAR10_JPEG = "i32_cifar10_jpeg"
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "3",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
@@ -240,6 +262,7 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
     if section and not rest.empty:
         tables.append(tb.adhoc(rest, f"{experiment}: runs with other settings (variants), not in the tables above"))
     for t in tables:
+        t.title = f"{t.title} ({reading_label(e.runs)})"
         t.note = " ".join(x for x in (held, t.note) if x)
     e.runs.drop(columns=["R", "b", "flat", "versions"]).to_csv(out / "runs.csv", index=False)
     s.to_csv(out / "summary.csv", index=False, float_format="%.4f")
@@ -259,7 +282,7 @@ def aggregate(experiment: str, multirun="multirun", out_root="results", layout: 
         "% needs \\usepackage{booktabs,graphicx}",
         "",
     ]
-    (out / f"{experiment}.tex").write_text("\n".join(tex + [t.latex() for t in tables]))
+    (out / f"{experiment}.tex").write_text("\n".join(tex + [t.latex(held) for t in tables]))
     return {"experiment": e, "out": out, "tables": tables, "figures": figs, "summary": s, "runs": len(e.runs),
             "status": e.status}  # fmt: skip
 
@@ -358,9 +381,7 @@ def fwt_note(runs: pd.DataFrame) -> str:
     spread = r.groupby(["benchmark", "reading", "seed"])["fwt"].agg(lambda v: v.max() - v.min()).max()
     return (
         f"FWT differs between the methods of one (benchmark, reading, seed) by at most {spread:.2g} points. "
-        "In class-IL a model does not predict the classes of a task before it is trained on them, so its "
-        "accuracy on task j just before task j is 0 and FWT = -(mean of b over tasks 2..T): it measures the "
-        "initialisation (shared by the methods of one seed), not the method, and cannot rank methods."
+        + FWT_CLASS_IL
         if spread < 1e-6
         else f"FWT differs between the methods of one (benchmark, reading, seed) by up to {spread:.2g} points."
     )

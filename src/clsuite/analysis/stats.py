@@ -42,12 +42,13 @@ EXACT_UP_TO = 16  # seeds; above, the sign-flip test draws 2^16 random sign patt
 
 
 def summarize(runs: pd.DataFrame, keys=KEYS) -> pd.DataFrame:
-    """Mean, sample std (ddof = 1) and n of every quantity per value of ``keys``."""
+    """Mean, sample std (ddof = 1) and n of every quantity per value of ``keys``, rows in the order of
+    the keys' values (M as a number: 50, 100, 200)."""
     cols = [*QUANTITIES, *COSTS]
     keys = list(keys)
     if runs.empty:
         return pd.DataFrame(columns=[*keys, "n", *[f"{c}_{s}" for c in cols for s in ("mean", "std")]])
-    g = runs.groupby(keys, dropna=False, sort=False)
+    g = runs.groupby(keys, dropna=False, sort=True)
     out = g[cols].agg(["mean", "std"])
     out.columns = [f"{a}_{b}" for a, b in out.columns]
     out.insert(0, "n", g.size())

@@ -26,13 +26,16 @@ from clsuite.analysis.claims import (
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
 from clsuite.analysis.stats import COSTS, n_range
-from clsuite.metrics import METRICS, QUANTITIES
+from clsuite.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
 
 NOTE = (
     "Cells: mean ± std over seeds (sample std), the single run's value where n = 1; n: the seeds of the row's "
     "cells, (n=k) in a cell where fewer seeds finished than elsewhere; [x] and the *paper* columns: the "
     "paper's Table II at one decimal, as ours (its FWT has two: src/clsuite/analysis/paper_values.py)."
 )
+
+
+FWT_NOTE = f" FWT: {FWT_CLASS_IL}"  # beside every FWT column
 
 
 OTHER_DATA_NOTE = (
@@ -102,11 +105,12 @@ class Table:
         lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in self.rows]
         return "\n".join(lines + (["", self.note] if self.note else [])) + "\n"
 
-    def latex(self) -> str:
+    def latex(self, caption: str = "") -> str:
+        """The table; ``caption``: a sentence after the title in its caption (a key held for every run)."""
         out = [
             r"\begin{table*}[t]",
             r"\centering",
-            r"\caption{" + _tex(self.title) + "}",
+            r"\caption{" + _tex(f"{self.title} {caption}".strip()) + "}",
             r"\resizebox{\textwidth}{!}{%",
         ]
         out += [r"\begin{tabular}{l" + "c" * (len(self.header) - 1) + "}", r"\toprule"]
@@ -151,7 +155,11 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
         col = "paper" if ref == b else "paper, official data"
         header = ["Method", *(readings + ([col] if paper else [])) * len(METRICS), *readings]
         groups = [*((METRICS[q].label, len(readings) + paper) for q in METRICS), ("n", len(readings))]
-        note = NOTE if ref == b else NOTE + OTHER_DATA_NOTE.format(bench=pv.bench_label(b), ref=pv.bench_label(ref))
+        note = (
+            NOTE
+            + FWT_NOTE
+            + ("" if ref == b else OTHER_DATA_NOTE.format(bench=pv.bench_label(b), ref=pv.bench_label(ref)))
+        )
         t = Table(f"{title}: {pv.bench_label(b)}", header, groups, note)
         for m in pv.order_methods(sb["method"]):
             cells = [_one(sb, method=m, reading=r) for r in readings]  # a Series per reading, None: no run
@@ -243,7 +251,7 @@ def adhoc(summary: pd.DataFrame, title: str) -> Table:
     t = Table(
         title,
         [*map(short, axes), *extra, *(QUANTITIES[q].axis_label for q in qs), *(COSTS[c] for c in costs), "n"],
-        note=ADHOC_NOTE,
+        note=ADHOC_NOTE + (FWT_NOTE if "fwt" in qs else ""),
     )
     rows = summary.assign(_items=items).sort_values([*axes, "variant"])
     for _, r in rows.iterrows():

@@ -5,7 +5,7 @@ docs/RUNS.md, "Runs and sweeps".
   (``clsuite.identity``; ``resume=config_only``: of the same normalised config) skips the job;
   another is kept as ``results.stale-<n>.json`` with the reason, and the job reruns;
 - reuse: a result of another experiment with the same identity (``clsuite.sweep.index``) is copied
-  once it passed the same checks (``CLSUITE_REUSE=0``: off);
+  once it passed the same checks, with its loss rows (``csv/metrics.csv``) (``CLSUITE_REUSE=0``: off);
 - failures: ``failed.json`` where ``results.json`` would be (``status: interrupted`` for a signal);
   writing it never ends the sweep; task-end checkpoints stay in ``checkpoints/`` until the results
   file is written (a rerun continues from the last finished task: docs/CHECKPOINTS.md);
@@ -35,11 +35,15 @@ from clsuite.io import (
     FAILED_FILE,
     GRID_FILE,
     LOG_FILE,
+    METRICS_CSV,
     OVERRIDES_FILE,
     RESULTS_FILE,
     STALE_PREFIX,
+    Unreadable,
     os_error_line,
     read_object,
+    read_regular,
+    write_bytes_atomic,
     write_json_atomic,
 )
 from clsuite.locks import HOST, JobLock
@@ -135,6 +139,8 @@ class Job:
         res = {k: v for k, v in run.data.items() if k != "digest"}  # verified: only now sealed again
         res["config"] = {**res["config"], "experiment": self.cfg.get("experiment")}
         res["reused_from"] = str(src)
+        with contextlib.suppress(OSError, Unreadable):  # its loss rows (W&B's loss curve); none without the CSV logger
+            write_bytes_atomic(self.out_dir / METRICS_CSV, read_regular(src.parent / METRICS_CSV))
         write_json_atomic(self.results_path, ident.seal(res))
         self.failed_path.unlink(missing_ok=True)
         return res, "reused"
