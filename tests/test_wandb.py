@@ -335,7 +335,7 @@ def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank
     res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "reading=mir_code"), tmp_path / "a")  # 4 classes
     lines = format_report(res).splitlines()
     assert lines[0] == "er on synthetic: M=100 per class (400 slots), seed=0, reading=mir_code"
-    assert res["R"][0][1] == 0 and lines[-2] == f"FWT: {FWT_CLASS_IL}"  # class-IL: R[0, 1] = 0
+    assert res["R"][0][1] == 0 and f"FWT: {FWT_CLASS_IL}" in lines  # class-IL: R[0, 1] = 0
     total = res | {"memory_capacity": 100, "config": res["config"] | {"memory_per_class": False}}
     assert format_report(total).startswith("er on synthetic: M=100 in total (100 slots), seed=0,")
     assert format_report(res | {"memory_capacity": 0}).startswith("er on synthetic: no memory, seed=0,")
