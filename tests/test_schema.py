@@ -382,6 +382,58 @@ def test_a_class_declared_from_outside_has_its_keys_checked():
         schema.NODES.pop("collections.OrderedDict")
 
 
+BROKEN = {  # module files -> (the line of the module that failed, its exception's first line)
+    "syntax": ({"cl_broken_a.py": "class A(ReplayPolicy)\n    pass\n"}, 1, "SyntaxError: expected ':'"),
+    "raises": ({"cl_broken_a.py": "x = 1\nraise RuntimeError('no GPU here\\nsecond line')\n"}, 2,
+               "RuntimeError: no GPU here"),
+    "imports": ({"cl_broken_a.py": "import os\nimport cl_not_installed\n"}, 2,
+                "ModuleNotFoundError: No module named 'cl_not_installed'"),
+    "circular": ({"cl_broken_a.py": "from cl_broken_b import B\nclass A: ...\n",
+                  "cl_broken_b.py": "from cl_broken_a import A\nB = A\n"}, 1,
+                 "ImportError: cannot import name 'A' from partially initialized module 'cl_broken_a'"),
+    "exits": ({"cl_broken_a.py": "import sys\nsys.exit(3)\n"}, 2, "SystemExit: 3"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_an_outside_module_that_fails_to_import_is_named_with_its_line(tmp_path, monkeypatch, case):
+    """It was "unknown method.replay._target_ ...; valid classes: ..." (pydoc.locate swallowed the error)."""
+    files, line, why = BROKEN[case]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = make_cfg("method=er")
+    with open_dict(cfg):
+        cfg.method.replay = {"_target_": "cl_broken_a.A"}
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    where = tmp_path / ("cl_broken_b.py" if case == "circular" else "cl_broken_a.py")
+    assert str(e.value).startswith(
+        f"method.replay._target_ 'cl_broken_a.A': importing cl_broken_a failed at {where}, line {line}: {why}"
+    ), str(e.value)
+    assert "\n" not in str(e.value)
+    (tmp_path / "cl_broken_a.py").write_text("class A: ...\n")  # importable, no such class: unknown as before
+    with open_dict(cfg):
+        cfg.method.replay._target_ = "cl_broken_a.Nope"
+    try:
+        with pytest.raises(ConfigError, match=r"^unknown method.replay._target_ 'cl_broken_a.Nope'; valid classes: R"):
+            validate(cfg)
+    finally:
+        sys.modules.pop("cl_broken_a", None)
+
+
+def test_an_outside_reader_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch):
+    """benchmark.source=module:name: a module that raised at import was a traceback."""
+    (tmp_path / "cl_broken_reader.py").write_text("import numpy\nraise ValueError('bad reader')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        validate(make_cfg("benchmark.source=cl_broken_reader:tiny"))
+    assert str(e.value) == (
+        f"benchmark.source 'cl_broken_reader:tiny': importing cl_broken_reader failed at "
+        f"{tmp_path / 'cl_broken_reader.py'}, line 2: ValueError: bad reader"
+    )
+
+
 # ----------------------------------------------------------------------------- help and docs
 
 

@@ -33,11 +33,12 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from clsuite.errors import ConfigError
+from clsuite.errors import ConfigError, import_outside
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
@@ -333,6 +334,24 @@ def targets(slot: str) -> list[str]:
     return [t for t in NODES if t.startswith(prefix)]
 
 
+def locate(target: str, what: str):
+    """The object a dotted ``_target_`` names, found as ``hydra.utils.instantiate`` finds it (a module,
+    then attributes or submodules), or None where there is none; a module that fails to import is a
+    ``ConfigError`` naming ``what`` (``clsuite.errors.import_outside``)."""
+    parts = target.split(".")
+    if not all(parts):
+        return None
+    found = import_outside(parts[0], what)
+    for i in range(1, len(parts)):
+        if found is None:
+            return None
+        try:
+            found = getattr(found, parts[i])
+        except AttributeError:
+            found = import_outside(".".join(parts[: i + 1]), what) if isinstance(found, ModuleType) else None
+    return found
+
+
 # ----------------------------------------------------------------------------- reading values
 
 
@@ -526,14 +545,8 @@ def check(cfg: DictConfig):
         if node is MISSING or node is None:
             continue
         target = node.get("_target_") if isinstance(node, dict) else None
-        if target not in NODES:
-            import pydoc
-
-            try:  # a class declared elsewhere (an extension): its keys are its own (pydoc: Hydra's get_class logs)
-                found = isinstance(pydoc.locate(str(target)), type)
-            except Exception:
-                found = False
-            if not found:
+        if target not in NODES:  # a class declared elsewhere (an extension): its keys are its own
+            if not isinstance(locate(str(target), f"method.{slot}._target_ {target!r}"), type):
                 valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
                 raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}")
             continue
