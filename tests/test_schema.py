@@ -16,6 +16,7 @@ from omegaconf import OmegaConf, open_dict
 
 from clsuite import cli, confighelp, schema
 from clsuite.config import ConfigError, group_options, validate
+from clsuite.replay.base import ReplayPolicy
 from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -369,17 +370,68 @@ def test_an_undeclared_class_must_at_least_exist():
         validate(cfg)
 
 
+class WideReplay(ReplayPolicy):
+    """A replay policy from outside the package (this test module), with a key of its own."""
+
+    def __init__(self, exclude_current_task: bool = False, width: int = 1):
+        self.exclude_current_task, self.width = exclude_current_task, width
+
+    def select(self, learner, x, y, t, n):
+        return None
+
+
 def test_a_class_declared_from_outside_has_its_keys_checked():
-    cfg = make_cfg("method=er")
+    cfg, target = make_cfg("method=er"), f"{__name__}.WideReplay"
     with open_dict(cfg):
-        cfg.method.replay = {"_target_": "collections.OrderedDict", "width": 0}
+        cfg.method.replay = {"_target_": target, "width": 0}
     validate(cfg)  # undeclared but importable: its keys are its own
-    schema.declare("collections.OrderedDict", width=schema.Whole(1, None, "a test key"))
+    schema.declare(target, width=schema.Whole(1, None, "a test key"))
     try:
         with pytest.raises(ConfigError, match=r"^method.replay.width must be a whole number >= 1, got 0$"):
             validate(cfg)
+        with open_dict(cfg):
+            cfg.method.replay.width, cfg.method.replay.height = 2, 3  # Hydra's instantiate would fail on it
+        with pytest.raises(
+            ConfigError, match=r"^unknown key 'method.replay.height'; valid keys of method.replay: width$"
+        ):
+            validate(cfg)
     finally:
-        schema.NODES.pop("collections.OrderedDict")
+        schema.NODES.pop(target)
+
+
+@pytest.mark.parametrize(
+    "slot,node,line",
+    [
+        ("replay", {"_target_": "collections.OrderedDict"},
+         "method.replay._target_ 'collections.OrderedDict' is not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+        ("plugin", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False},
+         "method.plugin._target_ 'clsuite.replay.random.RandomReplay' is not a subclass of clsuite.methods.base.Plugin; "
+         "valid classes: NoMemory, AGEM, ICaRL, GEM, HAL, OnlineEWC, SI"),
+        ("update", {"_target_": "os.path.join"},
+         "method.update._target_ 'os.path.join' is a function, not a subclass of clsuite.memory.base.UpdatePolicy; "
+         "valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, ClassRingBuffer, TaskRingBuffer, TaskReservoir"),
+        ("replay", {"_target_": "os.path"},
+         "method.replay._target_ 'os.path' is a module, not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+        ("replay", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False, "bogus": 1},
+         "unknown key 'method.replay.bogus'; valid keys of method.replay: exclude_current_task"),
+        ("update", {"_target_": "clsuite.memory.reservoir.Reservoir", "n_tasks": 3},
+         "unknown key 'method.update.n_tasks'; valid keys of method.update: none"),
+        ("replay", {"_target_": f"{__name__}.WideReplay", "height": 1},
+         f"method.replay cannot build {__name__}.WideReplay: got an unexpected keyword argument 'height'"),
+        ("replay", 5, "method.replay must be null or a node with a _target_, got 5; valid classes: RandomReplay, "),
+        ("plugin", {"c": 1}, "method.plugin must be null or a node with a _target_, got {'c': 1}; valid classes: "),
+    ],
+)  # fmt: skip
+def test_a_method_slot_holds_a_class_of_that_slot_with_its_keys(slot, node, line):
+    """Each of these passed the check, then failed when the run built its method, in its folder."""
+    cfg = make_cfg("method=er")
+    with open_dict(cfg):
+        cfg.method[slot] = node
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert str(e.value).startswith(line), str(e.value)
 
 
 BROKEN = {  # module files -> (the line of the module that failed, its exception's first line)
