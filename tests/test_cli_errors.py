@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from clsuite.config import ConfigError, check_overrides, validate
-from tests.conftest import make_cfg
+from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
+from tests.conftest import FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,3 +264,70 @@ def test_a_stopped_run_says_whether_and_where_a_rerun_resumes(tmp_path):
     ckpt = tmp_path / "multirun" / "s" / job / "checkpoints" / "after-task-0001.ckpt"
     line = f"error: {job}: interrupted by SIGINT; recorded in {tmp_path / 'multirun' / 's' / job / 'failed.json'}; "
     assert p.returncode == 130 and f"{line}a rerun resumes at task 2 of 3 from {ckpt}\n" in p.stderr, p.stderr
+
+
+METHOD_YAML = "defaults:\n  - /replay@replay: random\n  - /update@update: reservoir\n  - _self_\nname: {name}\n"
+
+
+def test_a_yaml_error_in_an_outside_config_names_its_file_line_and_column(tmp_path):
+    """It was Hydra's first line alone ("mapping values are not allowed here"): no file, no line."""
+    from clsuite import api
+
+    (tmp_path / "method").mkdir()
+    bad = tmp_path / "method" / "mym.yaml"
+    bad.write_text(METHOD_YAML.format(name="mym") + " lr: null\nplugin: null\n")  # lr indented by one space
+    line = f"bad YAML in {bad}, line 6, column 4: mapping values are not allowed here"
+    for how in (["--config-dir", str(tmp_path)], [f"hydra.searchpath=[file://{tmp_path}]"]):
+        with pytest.raises(ConfigError) as e:
+            api.compose([*how, "method=mym", *FAST])
+        assert str(e.value) == line
+    bad.write_text(METHOD_YAML.format(name="mym") + "plugin: [1,\n")
+    with pytest.raises(ConfigError) as e:
+        api.compose(["--config-dir", str(tmp_path), "method=mym", *FAST])
+    assert str(e.value) == (
+        f"bad YAML in {bad}, line 7, column 1: expected the node content, but found '<stream end>' "
+        "(while parsing a flow node)"
+    )
+
+
+@pytest.mark.parametrize(
+    "entry,line",
+    [
+        ("file:///nonexistent/conf", "hydra.searchpath entry 'file:///nonexistent/conf' is not a folder"),
+        ("/nonexistent/conf", "hydra.searchpath entry '/nonexistent/conf' is not a folder"),
+        ("file://{tmp}/a_file", "hydra.searchpath entry 'file://{tmp}/a_file' is not a folder"),
+        ("pkg://cl_no_such_package.conf", "hydra.searchpath entry 'pkg://cl_no_such_package.conf' is not an importable package"),
+        ("foo://x", "hydra.searchpath entry 'foo://x': No config source registered for schema foo, supported types"),
+    ],
+)  # fmt: skip
+def test_a_searchpath_entry_hydra_cannot_read_is_refused(tmp_path, entry, line):
+    """Hydra skips such an entry with a warning no one sees: the run went on without its configs."""
+    (tmp_path / "a_file").write_text("")
+    entry, line = entry.format(tmp=tmp_path), line.format(tmp=tmp_path)
+    with pytest.raises(ConfigError) as e:
+        check_overrides([f"hydra.searchpath=[file://{tmp_path},{entry}]", "method=er"])
+    assert str(e.value).startswith(line), str(e.value)
+
+
+def test_the_config_folders_are_checked_before_the_options_they_hold(tmp_path):
+    """A --config-dir that is not a folder was reported as "unknown method 'mym'" (the options were
+    checked first); the Python API did not see --config-dir's options at all."""
+    from clsuite import api
+
+    with pytest.raises(ConfigError, match=r"^--config-dir 'nope' is not a folder$"):
+        api.compose(["--config-dir", "nope", "method=mym", *FAST])
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "mym.yaml").write_text(METHOD_YAML.format(name="mym") + "lr: null\nplugin: null\n")
+    assert api.compose(["--config-dir", str(tmp_path), "method=mym", *FAST]).method.name == "mym"
+
+
+def test_an_outside_config_named_as_one_of_the_suite_is_refused(tmp_path):
+    """Hydra reads the suite's conf/ first: an outside method/er.yaml was never read, without a word."""
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "er.yaml").write_text(METHOD_YAML.format(name="er") + "lr: 0.5\nplugin: null\n")
+    line = f"{tmp_path / 'method' / 'er.yaml'} is never read: Hydra reads the suite's conf/method/er.yaml first"
+    for extra, overrides in (([tmp_path], []), ((), [f"hydra.searchpath=[file://{tmp_path}]"])):
+        with pytest.raises(ConfigError) as e:
+            check_overrides([*overrides, "method=mir"], extra_dirs=extra)
+        assert str(e.value).startswith(line)
+    check_overrides([f"hydra.searchpath=[file://{CONF_DIR}]", "method=er"])  # the suite's own folder: itself

@@ -230,3 +230,26 @@ def test_outside_code_edited_while_the_run_runs_costs_the_run_not_a_wrong_number
     with pytest.raises(ConfigError, match=r"^outside code changed on disk while the run ran \(lazy_mod \w+ -> \w+\)"):
         run_experiment(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / io.RESULTS_FILE).exists()
+
+
+def test_a_broken_outside_module_or_config_is_one_error_line_before_any_folder(outside):
+    """An outside module that failed to import was "unknown ..._target_; valid classes: ..."; a YAML
+    error in an outside config named no file; a searchpath entry that is no folder was ignored."""
+    policy, bad = outside / "ext" / "my_policies.py", outside / "my_conf" / "replay" / "bad.yaml"
+    policy.write_text(POLICY.replace("(ReplayPolicy):", "(ReplayPolicy)"))  # a SyntaxError on line 4
+    bad.write_text("_target_: my_policies.NewestReplay\n exclude_current_task: false\n")  # indented by one space
+    broken = f"method.replay._target_ 'my_policies.NewestReplay': importing my_policies failed at {policy}, line 4: "
+    cases = [
+        (["--config-dir", "my_conf", "method=er_newest"], f"{broken}SyntaxError: expected ':'"),
+        (["--config-dir", "my_conf", "-m", "method=er,er_newest"],
+         f"{broken}SyntaxError: expected ':' (job benchmark=synthetic,method=er_newest)"),
+        (["-m", "hydra.searchpath=[file://my_conf]", "method=er", "replay@method.replay=random,bad"],
+         f"bad YAML in {bad}, line 2, column 22: mapping values are not allowed here "
+         "(job benchmark=synthetic,method=er,replay@method.replay=bad)"),
+        (["hydra.searchpath=[file://my_conf,file://no_conf]", "method=er"],
+         "hydra.searchpath entry 'file://no_conf' is not a folder"),
+    ]  # fmt: skip
+    for args, line in cases:
+        p = sweep(outside, *args)
+        assert p.returncode == 2 and p.stderr.splitlines() == [f"error: {line}"], (args, p.stderr[-2000:])
+        assert sorted(q.name for q in outside.iterdir()) == ["ext", "my_conf"], args  # no outputs/, multirun/

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf, open_dict
 
 from clsuite import cli, confighelp, schema
 from clsuite.config import ConfigError, group_options, validate
+from clsuite.replay.base import ReplayPolicy
 from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -369,17 +370,120 @@ def test_an_undeclared_class_must_at_least_exist():
         validate(cfg)
 
 
+class WideReplay(ReplayPolicy):
+    """A replay policy from outside the package (this test module), with a key of its own."""
+
+    def __init__(self, exclude_current_task: bool = False, width: int = 1):
+        self.exclude_current_task, self.width = exclude_current_task, width
+
+    def select(self, learner, x, y, t, n):
+        return None
+
+
 def test_a_class_declared_from_outside_has_its_keys_checked():
-    cfg = make_cfg("method=er")
+    cfg, target = make_cfg("method=er"), f"{__name__}.WideReplay"
     with open_dict(cfg):
-        cfg.method.replay = {"_target_": "collections.OrderedDict", "width": 0}
+        cfg.method.replay = {"_target_": target, "width": 0}
     validate(cfg)  # undeclared but importable: its keys are its own
-    schema.declare("collections.OrderedDict", width=schema.Whole(1, None, "a test key"))
+    schema.declare(target, width=schema.Whole(1, None, "a test key"))
     try:
         with pytest.raises(ConfigError, match=r"^method.replay.width must be a whole number >= 1, got 0$"):
             validate(cfg)
+        with open_dict(cfg):
+            cfg.method.replay.width, cfg.method.replay.height = 2, 3  # Hydra's instantiate would fail on it
+        with pytest.raises(
+            ConfigError, match=r"^unknown key 'method.replay.height'; valid keys of method.replay: width$"
+        ):
+            validate(cfg)
     finally:
-        schema.NODES.pop("collections.OrderedDict")
+        schema.NODES.pop(target)
+
+
+@pytest.mark.parametrize(
+    "slot,node,line",
+    [
+        ("replay", {"_target_": "collections.OrderedDict"},
+         "method.replay._target_ 'collections.OrderedDict' is not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+        ("plugin", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False},
+         "method.plugin._target_ 'clsuite.replay.random.RandomReplay' is not a subclass of clsuite.methods.base.Plugin; "
+         "valid classes: NoMemory, AGEM, ICaRL, GEM, HAL, OnlineEWC, SI"),
+        ("update", {"_target_": "os.path.join"},
+         "method.update._target_ 'os.path.join' is a function, not a subclass of clsuite.memory.base.UpdatePolicy; "
+         "valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, ClassRingBuffer, TaskRingBuffer, TaskReservoir"),
+        ("replay", {"_target_": "os.path"},
+         "method.replay._target_ 'os.path' is a module, not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+        ("replay", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False, "bogus": 1},
+         "unknown key 'method.replay.bogus'; valid keys of method.replay: exclude_current_task"),
+        ("update", {"_target_": "clsuite.memory.reservoir.Reservoir", "n_tasks": 3},
+         "unknown key 'method.update.n_tasks'; valid keys of method.update: none"),
+        ("replay", {"_target_": f"{__name__}.WideReplay", "height": 1},
+         f"method.replay cannot build {__name__}.WideReplay: got an unexpected keyword argument 'height'"),
+        ("replay", 5, "method.replay must be null or a node with a _target_, got 5; valid classes: RandomReplay, "),
+        ("plugin", {"c": 1}, "method.plugin must be null or a node with a _target_, got {'c': 1}; valid classes: "),
+    ],
+)  # fmt: skip
+def test_a_method_slot_holds_a_class_of_that_slot_with_its_keys(slot, node, line):
+    """Each of these passed the check, then failed when the run built its method, in its folder."""
+    cfg = make_cfg("method=er")
+    with open_dict(cfg):
+        cfg.method[slot] = node
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert str(e.value).startswith(line), str(e.value)
+
+
+BROKEN = {  # module files -> (the line of the module that failed, its exception's first line)
+    "syntax": ({"cl_broken_a.py": "class A(ReplayPolicy)\n    pass\n"}, 1, "SyntaxError: expected ':'"),
+    "raises": ({"cl_broken_a.py": "x = 1\nraise RuntimeError('no GPU here\\nsecond line')\n"}, 2,
+               "RuntimeError: no GPU here"),
+    "imports": ({"cl_broken_a.py": "import os\nimport cl_not_installed\n"}, 2,
+                "ModuleNotFoundError: No module named 'cl_not_installed'"),
+    "circular": ({"cl_broken_a.py": "from cl_broken_b import B\nclass A: ...\n",
+                  "cl_broken_b.py": "from cl_broken_a import A\nB = A\n"}, 1,
+                 "ImportError: cannot import name 'A' from partially initialized module 'cl_broken_a'"),
+    "exits": ({"cl_broken_a.py": "import sys\nsys.exit(3)\n"}, 2, "SystemExit: 3"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_an_outside_module_that_fails_to_import_is_named_with_its_line(tmp_path, monkeypatch, case):
+    """It was "unknown method.replay._target_ ...; valid classes: ..." (pydoc.locate swallowed the error)."""
+    files, line, why = BROKEN[case]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = make_cfg("method=er")
+    with open_dict(cfg):
+        cfg.method.replay = {"_target_": "cl_broken_a.A"}
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    where = tmp_path / ("cl_broken_b.py" if case == "circular" else "cl_broken_a.py")
+    assert str(e.value).startswith(
+        f"method.replay._target_ 'cl_broken_a.A': importing cl_broken_a failed at {where}, line {line}: {why}"
+    ), str(e.value)
+    assert "\n" not in str(e.value)
+    (tmp_path / "cl_broken_a.py").write_text("class A: ...\n")  # importable, no such class: unknown as before
+    with open_dict(cfg):
+        cfg.method.replay._target_ = "cl_broken_a.Nope"
+    try:
+        with pytest.raises(ConfigError, match=r"^unknown method.replay._target_ 'cl_broken_a.Nope'; valid classes: R"):
+            validate(cfg)
+    finally:
+        sys.modules.pop("cl_broken_a", None)
+
+
+def test_an_outside_reader_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch):
+    """benchmark.source=module:name: a module that raised at import was a traceback."""
+    (tmp_path / "cl_broken_reader.py").write_text("import numpy\nraise ValueError('bad reader')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        validate(make_cfg("benchmark.source=cl_broken_reader:tiny"))
+    assert str(e.value) == (
+        f"benchmark.source 'cl_broken_reader:tiny': importing cl_broken_reader failed at "
+        f"{tmp_path / 'cl_broken_reader.py'}, line 2: ValueError: bad reader"
+    )
 
 
 # ----------------------------------------------------------------------------- help and docs

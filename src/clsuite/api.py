@@ -6,8 +6,8 @@
     results = api.run(cfg, "runs/mir-200-s3")                    # trains, writes results.json there
     api.run(["method=er", "benchmark=split_fmnist"], "runs/er")  # overrides straight away
 
-Steps: :func:`compose` checks the overrides (``clsuite.config.check_overrides``), composes them as
-the CLI does (``clsuite.compose.precompose``) and validates the config (``clsuite.config.validate``);
+Steps: :func:`compose` checks and composes the overrides as the CLI does (``clsuite.compose.precompose``),
+then validates the config (``clsuite.config.validate``);
 :func:`run` composes a list of overrides so, or validates a composed config (it may have been
 edited), opens its logger and calls ``clsuite.experiment.run_experiment``. Bad input raises
 ``ConfigError`` with the CLI's one line; a bad data file ``clsuite.data.files.DataError``; a
@@ -22,16 +22,14 @@ from pathlib import Path
 from omegaconf import DictConfig, open_dict
 
 from clsuite.compose import parse_args, precompose
-from clsuite.config import ConfigError, check_overrides, validate
+from clsuite.config import ConfigError, validate
 
 __all__ = ["ConfigError", "compose", "run"]
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The suite's config with ``overrides`` (Hydra syntax, e.g. ``"memory=200"``), checked as the CLI checks it."""
-    overrides = list(overrides)
-    check_overrides(overrides)
-    cfg, _ = precompose(parse_args(overrides), config_name)
+    cfg, _ = precompose(parse_args(list(overrides)), config_name)
     with open_dict(cfg):
         del cfg["hydra"]  # (as Hydra hands a run its config)
     validate(cfg)

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from clsuite import sweep
-from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
+from clsuite.config import CONF_DIR, ConfigError, validate
 from clsuite.data.files import DataError
 from clsuite.io import RESULTS_FILE, os_error_line
 from clsuite.progress import keep_report
@@ -258,7 +258,6 @@ def precheck(argv: list[str]) -> RunMode | None:
             sys.exit(0)
         if args.hydra_help or args.cfg or args.info or args.shell_completion:
             return None
-        check_overrides(args.overrides, extra_dirs=[args.config_dir] if args.config_dir else ())
         cfg, mode = precompose(args)
         _MODE[:] = [mode]  # (a signal during the validation below is reported as the run's)
         if mode == RunMode.RUN:

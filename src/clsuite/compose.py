@@ -22,7 +22,7 @@ import yaml
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config import CONF_DIR, ConfigError, group_options, unknown_option
+from clsuite.config import CONF_DIR, ConfigError, check_overrides, group_options, unknown_option
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,7 +39,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[DictConfig, RunMode]:
-    """(composed config, run mode) of this command line; ``ConfigError`` (one line) when it fails."""
+    """(composed config, run mode) of this command line, its overrides checked first
+    (``clsuite.config.check_overrides``); ``ConfigError`` (one line) when it fails."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_automatic_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
@@ -48,11 +49,12 @@ def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[D
 
     name, parser = args.config_name or config_name, OverridesParser.create()
     overrides = list(args.overrides)
+    extra = [] if args.config_dir is None else [Path(args.config_dir).resolve()]
+    if extra and not extra[0].is_dir():
+        raise ConfigError(f"--config-dir {args.config_dir!r} is not a folder")
+    check_overrides(overrides, extra_dirs=extra)
     search_path = create_automatic_config_search_path(None, None, str(CONF_DIR))
-    if args.config_dir is not None:
-        folder = Path(args.config_dir).resolve()
-        if not folder.is_dir():
-            raise ConfigError(f"--config-dir {args.config_dir!r} is not a folder")
+    for folder in extra:
         search_path.prepend(provider="command-line", path=f"file://{folder}", anchor=SearchPathQuery(provider="schema"))
     try:
         hydra = Hydra.create_main_hydra2(task_name="run", config_search_path=search_path)
@@ -83,6 +85,9 @@ def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "
     """One line for a Hydra / OmegaConf exception: the key, what is wrong, the valid choices."""
     text = str(e)
     first = " ".join(text.split("\n")[0].split()) or type(e).__name__
+    if isinstance(e, yaml.MarkedYAMLError) and (mark := e.problem_mark or e.context_mark):
+        why = f"{e.problem} ({e.context})" if e.problem and e.context else e.problem or e.context
+        return f"bad YAML in {mark.name}, line {mark.line + 1}, column {mark.column + 1}: {why}"
     if m := re.match(r"Could not override '([^']+)'", text):
         return _cannot_override(m.group(1), text, overrides, config_name)
     if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):  # (an option named by a yaml's defaults)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from clsuite.errors import import_outside
 from clsuite.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.numerics import check_environment
 from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
@@ -49,10 +50,42 @@ def unknown_option(key: str, value: str, extra_dirs=()) -> str | None:
 
 
 def search_dirs(overrides: list[str]) -> list[Path]:
-    """The ``file://`` (or plain) entries of a ``hydra.searchpath=[...]`` override: config directories
-    on Hydra's search path (``--config-dir`` is the caller's ``extra_dirs``)."""
-    items = [i for o in overrides if o.startswith("hydra.searchpath=") for i in o[17:].strip("[]").split(",")]
-    return [Path(i.strip().strip("'\"").removeprefix("file://")) for i in items if "pkg://" not in i and i.strip()]
+    """The folders of a ``hydra.searchpath=[...]`` override (its ``file://`` or plain entries: config
+    folders on Hydra's search path; ``--config-dir`` is the caller's ``extra_dirs``); ``ConfigError``
+    for an entry that Hydra would skip with a warning no one sees (no such folder, no such package)."""
+    from hydra._internal.sources_registry import SourcesRegistry
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.plugins import Plugins
+
+    given = [o for o in overrides if o.startswith("hydra.searchpath=")]
+    if not given:
+        return []
+    try:
+        values = [o.value() for o in OverridesParser.create().parse_overrides(given)]
+    except Exception:  # (composing names it, as it names a value that is not a list of strings)
+        return []
+    Plugins.instance()  # (registers Hydra's config sources)
+    folders = []
+    for entry in (e for v in values if isinstance(v, list) for e in v if isinstance(e, str)):
+        scheme, sep, path = entry.partition("://")
+        scheme, path = (scheme, path) if sep else ("file", entry)
+        try:
+            source = SourcesRegistry.instance().resolve(scheme)("hydra.searchpath", f"{scheme}://{path}")
+        except ValueError as e:  # an unknown scheme: Hydra's line names the valid ones
+            raise ConfigError(f"hydra.searchpath entry {entry!r}: {e}") from None
+        if scheme == "pkg":  # (a package that fails to import: that failure's line)
+            import_outside(path, f"hydra.searchpath entry {entry!r}")
+        if not source.available():
+            what = {"file": "a folder", "pkg": "an importable package"}.get(scheme, "a config source Hydra can read")
+            raise ConfigError(f"hydra.searchpath entry {entry!r} is not {what}")
+        if scheme == "file":
+            folders.append(Path(path))
+    return folders
+
+
+def _yamls(folder: Path) -> set[str]:
+    """The configs of a config folder: ``config.yaml``, ``method/er.yaml``, ..."""
+    return {p.relative_to(folder).as_posix() for p in (*folder.glob("*.yaml"), *folder.glob("*/*.yaml"))}
 
 
 @functools.cache
@@ -66,6 +99,12 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
     (docs/ARCHITECTURE.md, step 2); options may also come from ``extra_dirs`` and ``hydra.searchpath``."""
     known = top_level_keys()  # (cached: read once per process)
     extra = [*map(Path, extra_dirs), *search_dirs(args)]
+    for folder in extra:  # Hydra reads conf/ first: a yaml of the same name in another folder is never read
+        same = [] if folder.resolve() == CONF_DIR.resolve() else sorted(_yamls(folder) & _yamls(CONF_DIR))
+        if same:
+            raise ConfigError(
+                f"{folder / same[0]} is never read: Hydra reads the suite's conf/{same[0]} first; rename it"
+            )
     for arg in args:
         if arg.startswith("-") or ("=" not in arg and not arg.startswith("~")):
             continue

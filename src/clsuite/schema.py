@@ -9,8 +9,10 @@ or ``unknown <key> <value>; valid choices: ...``):
    (an interpolation that fails, e.g. ``${oc.env:NOPE}``, is named with the key's range) and
    checked against its :class:`Spec`;
 2. the three slots of a method, ``method.replay`` / ``method.update`` / ``method.plugin``, are
-   either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) has a
-   declaration in :data:`NODES`; each of its keys is checked against that declaration;
+   either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) is one of
+   the slot's in :data:`NODES`, or a class found as Hydra will find it (:func:`locate`) that
+   subclasses the slot's :data:`BASES` class; a declared class's node holds its keys and no other,
+   each checked against its declaration; an undeclared class's node, what its constructor takes;
 3. the benchmark's source, looked up once (``clsuite.data.sources.bind``; returned for the files
    check) and its sizes (:func:`source_size`); the cross-key :data:`RULES`, in order: benchmark
    sizes, memory vs the method's memory layout, scenario vs the method, precision vs the device,
@@ -29,15 +31,17 @@ layer, so the types live in it too (one home): one line per key, as data.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from clsuite.errors import ConfigError
+from clsuite.errors import ConfigError, import_outside
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
@@ -315,7 +319,12 @@ NODES: dict[str, dict] = {
         clip=Real(0, None, "gradient entries clipped to [-clip, clip]; null = no clipping", lo_open=True, null=True)),
 }
 # fmt: on
-SLOTS = ("replay", "update", "plugin")  # method.<slot>: null or a node of NODES
+BASES = {  # method.<slot>: null or a node whose _target_ subclasses this (named: the schema imports no policy)
+    "replay": "clsuite.replay.base.ReplayPolicy",
+    "update": "clsuite.memory.base.UpdatePolicy",
+    "plugin": "clsuite.methods.base.Plugin",
+}
+SLOTS = tuple(BASES)
 META = ("slots", "scenarios")  # NODES entries that are not keys
 
 
@@ -329,8 +338,26 @@ def node_keys(target: str) -> dict[str, Spec]:
 
 
 def targets(slot: str) -> list[str]:
-    prefix = {"replay": "clsuite.replay.", "update": "clsuite.memory.", "plugin": "clsuite.methods."}[slot]
+    prefix = BASES[slot].rsplit(".", 2)[0] + "."  # (clsuite.replay.)
     return [t for t in NODES if t.startswith(prefix)]
+
+
+def locate(target: str, what: str):
+    """The object a dotted ``_target_`` names, found as ``hydra.utils.instantiate`` finds it (a module,
+    then attributes or submodules), or None where there is none; a module that fails to import is a
+    ``ConfigError`` naming ``what`` (``clsuite.errors.import_outside``)."""
+    parts = target.split(".")
+    if not all(parts):
+        return None
+    found = import_outside(parts[0], what)
+    for i in range(1, len(parts)):
+        if found is None:
+            return None
+        try:
+            found = getattr(found, parts[i])
+        except AttributeError:
+            found = import_outside(".".join(parts[: i + 1]), what) if isinstance(found, ModuleType) else None
+    return found
 
 
 # ----------------------------------------------------------------------------- reading values
@@ -517,28 +544,43 @@ def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
         raise ConfigError(msg)
 
 
+def _check_slot(cfg, slot: str) -> None:
+    """Step 2 of the module docstring for ``method.<slot>``."""
+    node = value(cfg, f"method.{slot}")
+    if node is MISSING or node is None:
+        return
+    valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
+    if not isinstance(node, dict) or "_target_" not in node:
+        raise ConfigError(f"method.{slot} must be null or a node with a _target_, got {node!r}; valid classes: {valid}")
+    target, key = node["_target_"], f"method.{slot}._target_"
+    if target not in targets(slot):  # a class from elsewhere (an extension), or of another slot
+        found = locate(str(target), f"{key} {target!r}")
+        if found is None:
+            raise ConfigError(f"unknown {key} {target!r}; valid classes: {valid}")
+        bases = {f"{c.__module__}.{c.__qualname__}" for c in found.__mro__} if isinstance(found, type) else ()
+        if BASES[slot] not in bases:
+            what = "" if isinstance(found, type) else f"a {type(found).__name__}, "
+            raise ConfigError(f"{key} {target!r} is {what}not a subclass of {BASES[slot]}; valid classes: {valid}")
+        if target not in NODES:  # undeclared: its keys are its own, as its constructor takes them
+            try:
+                inspect.signature(found).bind(**{k: v for k, v in node.items() if not re.match(r"^_\w+_$", k)})
+            except TypeError as e:
+                raise ConfigError(f"method.{slot} cannot build {target}: {e}") from None
+            return
+    keys = node_keys(target)
+    if unknown := [k for k in node if k != "_target_" and k not in keys]:
+        valid_keys = ", ".join(keys) or "none"
+        raise ConfigError(f"unknown key 'method.{slot}.{unknown[0]}'; valid keys of method.{slot}: {valid_keys}")
+    for k, spec in keys.items():
+        _check(cfg, f"method.{slot}.{k}", spec)
+
+
 def check(cfg: DictConfig):
     """Steps 1-3 of the module docstring (``ConfigError``); the benchmark's bound source."""
     for key, spec in KEYS.items():
         _check(cfg, key, spec, spec.req)
     for slot in SLOTS:
-        node = value(cfg, f"method.{slot}")
-        if node is MISSING or node is None:
-            continue
-        target = node.get("_target_") if isinstance(node, dict) else None
-        if target not in NODES:
-            import pydoc
-
-            try:  # a class declared elsewhere (an extension): its keys are its own (pydoc: Hydra's get_class logs)
-                found = isinstance(pydoc.locate(str(target)), type)
-            except Exception:
-                found = False
-            if not found:
-                valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
-                raise ConfigError(f"unknown method.{slot}._target_ {target!r}; valid classes: {valid}")
-            continue
-        for k, spec in node_keys(target).items():
-            _check(cfg, f"method.{slot}.{k}", spec)
+        _check_slot(cfg, slot)
     from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
 
     source = sources.bind(value(cfg, "benchmark"))

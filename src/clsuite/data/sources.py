@@ -15,7 +15,6 @@ the run's data identity hashes :meth:`Source.file_list` and records :meth:`Sourc
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 
 from clsuite.data import files as F
 from clsuite.data import imagefolder as IF
-from clsuite.errors import ConfigError
+from clsuite.errors import ConfigError, import_outside
 
 Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download, verify[, cache_dir]) -> 4 arrays
 
@@ -97,11 +96,8 @@ def register(
 def get(source: str) -> Source:
     """The registered source ``name`` or ``module:name`` (the module is imported first: it registers it)."""
     module, _, name = str(source).rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError(f"benchmark.source {source!r}: cannot import {module!r} ({e})") from None
+    if module and import_outside(module, f"benchmark.source {source!r}") is None:
+        raise ConfigError(f"benchmark.source {source!r}: cannot import {module!r} (no module of that name)")
     if name not in SOURCES:
         raise ConfigError(
             f"unknown benchmark.source {source!r}; valid choices: {', '.join(SOURCES)} "
