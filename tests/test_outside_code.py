@@ -236,9 +236,10 @@ def test_a_broken_outside_module_or_config_is_one_error_line_before_any_folder(o
     """An outside module that failed to import was "unknown ..._target_; valid classes: ..."; a YAML
     error in an outside config named no file; a searchpath entry that is no folder was ignored."""
     policy, bad = outside / "ext" / "my_policies.py", outside / "my_conf" / "replay" / "bad.yaml"
-    policy.write_text(POLICY.replace("(ReplayPolicy):", "(ReplayPolicy)"))  # a SyntaxError on line 4
+    policy.write_text(POLICY.replace("(ReplayPolicy):", "(ReplayPolicy)"))  # a SyntaxError on the class line
+    at = next(i for i, line in enumerate(POLICY.splitlines(), 1) if "(ReplayPolicy):" in line)
     bad.write_text("_target_: my_policies.NewestReplay\n exclude_current_task: false\n")  # indented by one space
-    broken = f"method.replay._target_ 'my_policies.NewestReplay': importing my_policies failed at {policy}, line 4: "
+    broken = f"method.replay._target_ 'my_policies.NewestReplay': importing my_policies failed at {policy}, line {at}: "
     cases = [
         (["--config-dir", "my_conf", "method=er_newest"], f"{broken}SyntaxError: expected ':'"),
         (["--config-dir", "my_conf", "-m", "method=er,er_newest"],
