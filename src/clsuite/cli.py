@@ -133,6 +133,7 @@ def _rerun(e: BaseException) -> str:
 def run_single(cfg: DictConfig, out_dir: str) -> float:
     """A single run; its config was validated before Hydra made its folder (:func:`precheck`)."""
     from clsuite.callbacks import Diverged
+    from clsuite.identity import CodeChanged
     from clsuite.loggers import LoggerUnavailable
 
     try:
@@ -141,7 +142,7 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
         fail(str(e))
     except OSError as e:  # an output path: read-only, disk full, name too long (no results file written)
         fail(f"{os_error_line(e)}; no results written", status=1)
-    except Diverged as e:
+    except (Diverged, CodeChanged) as e:
         fail(str(e), status=1)
     except Interrupted as e:
         _stopped(e, f"the run stopped before its end, no results written ({out_dir}); {_rerun(e)}")

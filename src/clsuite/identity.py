@@ -256,15 +256,19 @@ def outside_code(config: dict) -> dict[str, str]:
     return found
 
 
+class CodeChanged(RuntimeError):
+    """Outside code edited while a run ran (a run failure, exit 1: no results file is written)."""
+
+
 def check_unchanged(ident: dict) -> None:
-    """At the end of a run: ``ConfigError`` when the outside code on disk is not the code its identity
+    """At the end of a run: :class:`CodeChanged` when the outside code on disk is not the code its identity
     recorded at its start (edited while it ran: a module imported during the run may be either
     version); the run then writes no results."""
     was = (ident.get("code") or {}).get("outside") or {}
     now = _outside_now(ident["config"])[0]
     if now != was:
         changed = sorted(m for m in set(was) | set(now) if was.get(m) != now.get(m))
-        raise ConfigError(
+        raise CodeChanged(
             "outside code changed on disk while the run ran ("
             + ", ".join(f"{m} {was.get(m, '-')} -> {now.get(m, '-')}" for m in changed)
             + "): a module imported during the run may be either version; no results written; rerun it"
