@@ -184,6 +184,8 @@ def test_a_grid_json_that_cannot_be_read_is_an_error_not_no_grid(tmp_path, capsy
     read no grid, counted the swapped file and exited 0. Every reader of the grid now refuses it, naming it."""
     import shutil
 
+    from clsuite.analysis.choices import CHOICES
+    from clsuite.analysis.choices import main as choices_main
     from clsuite.analysis.report import main_claims, main_report
     from clsuite.identity import config_hash
     from clsuite.wandb_sync import main as main_wandb
@@ -205,7 +207,15 @@ def test_a_grid_json_that_cannot_be_read_is_an_error_not_no_grid(tmp_path, capsy
         "(rerunning the sweep writes it again), or remove it to read the runs without a grid"
     )
     report_args = ["--multirun-dir", str(tmp_path / "multirun"), "--results-dir", str(tmp_path / "report")]
+    choice = tmp_path / "choices" / CHOICES[0].experiment  # (`clsuite choices` reads its own experiments)
+    choice.mkdir(parents=True)
+    make(choice / "grid.json")
     for main, argv, line in (
+        (
+            choices_main,
+            ["--multirun-dir", str(choice.parent), "--out", str(tmp_path / "c")],
+            error.replace(str(root), str(choice)),
+        ),
         (main_aggregate, args, error),
         (main_claims, ["--multirun-dir", str(tmp_path / "multirun")], error),
         (main_report, report_args, f"{error}; the report is not built"),

@@ -627,6 +627,8 @@ def _no_space(*args, **kwargs):
 def test_aggregate_and_report_into_a_folder_that_cannot_be_written(tmp_path, one_run, monkeypatch, capsys):
     """Issue 41: `aggregate` / `report` into a read-only results folder ended in a traceback. Now one
     `error:` line naming the folder, exit 1 (an output path: section 7), and nothing written."""
+    from clsuite.analysis.choices import CHOICES
+    from clsuite.analysis.choices import main as choices_main
     from clsuite.analysis.report import main_aggregate, main_report
 
     _sealed_copy(one_run, tmp_path / "multirun" / "e" / "j")
@@ -639,6 +641,13 @@ def test_aggregate_and_report_into_a_folder_that_cannot_be_written(tmp_path, one
         assert main_report(["--multirun-dir", str(tmp_path / "multirun"), "--results-dir", str(out)]) == 1
         assert capsys.readouterr().err.splitlines() == [f"error: {why}: {out / 'report' / 'figures'}; the report is not written"]  # fmt: skip
         assert not (tmp_path / "results").exists()  # (the folders it made, removed again)
+    choice = tmp_path / "choices" / CHOICES[0].experiment
+    _sealed_copy(one_run, choice / "j")
+    assert choices_main(["--multirun-dir", str(choice.parent), "--out", str(tmp_path / "c")]) == 1  # (a full disk)
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: No space left on device: {tmp_path / 'c' / 'choices.md'}; nothing written"
+    ]
+    assert os.listdir(tmp_path / "c") == []  # no partial file
     monkeypatch.undo()
     (tmp_path / "results").mkdir(mode=0o555)  # read-only, through the command line
     for args, line in (
