@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -161,6 +162,69 @@ def test_a_grid_cell_counts_only_the_run_the_grid_asked_for_at_its_folder(tmp_pa
 
 def _config(d: Path) -> dict:
     return json.loads((d / "results.json").read_text())["config"]
+
+
+BROKEN_GRIDS = {  # what a grid.json is made -> the reason it is refused with
+    "torn": (lambda p: p.write_text("["), "not valid JSON (a torn or hand-written file)"),
+    "fifo": (lambda p: os.mkfifo(p), "not a regular file (a FIFO)"),
+    "folder": (lambda p: p.mkdir(), "not a regular file (a folder)"),
+    "dangling link": (lambda p: p.symlink_to(p.parent / "gone.json"), "a link to nothing"),
+    "a list": (lambda p: p.write_text("[]"), "not a JSON object (a list)"),
+    "no jobs": (lambda p: p.write_text('{"jobs": 3}'), "its jobs are not a list of jobs, each with its folder's name"),
+    "a path": (
+        lambda p: p.write_text('{"jobs": [{"dir": "../x"}]}'),
+        "its jobs are not a list of jobs, each with its folder's name",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", BROKEN_GRIDS)
+def test_a_grid_json_that_cannot_be_read_is_an_error_not_no_grid(tmp_path, capsys, kind):
+    """Issue 41: `echo '[' > grid.json` (or a FIFO) beside a swapped results file: `aggregate --strict`
+    read no grid, counted the swapped file and exited 0. Every reader of the grid now refuses it, naming it."""
+    import shutil
+
+    from clsuite.analysis.choices import CHOICES
+    from clsuite.analysis.choices import main as choices_main
+    from clsuite.analysis.report import main_claims, main_report
+    from clsuite.identity import config_hash
+    from clsuite.wandb_sync import main as main_wandb
+
+    root = tmp_path / "multirun" / "e"
+    dirs = [write_run(root, seed=s, R=fake_R(5, 80.0 - s)).name for s in range(2)]
+    jobs = [{"overrides": [], "dir": d, "config_hash": config_hash(_config(root / d))} for d in dirs]
+    (root / "grid.json").write_text(json.dumps({"created": "now", "argv": [], "jobs": jobs}))
+    shutil.copy(root / dirs[0] / "results.json", root / dirs[1] / "results.json")  # seed 0's file in seed 1's folder
+    out = ["--out", str(tmp_path / "results")]
+    args = ["e", "--multirun-dir", str(tmp_path / "multirun"), *out, "--strict"]
+    assert main_aggregate(args) == 1  # the grid read: the swapped file is left out
+    capsys.readouterr()
+    (root / "grid.json").unlink()
+    make, why = BROKEN_GRIDS[kind]
+    make(root / "grid.json")
+    error = (
+        f"error: {root / 'grid.json'}: {why}; its runs cannot be checked against their sweep's grid: restore it "
+        "(rerunning the sweep writes it again), or remove it to read the runs without a grid"
+    )
+    report_args = ["--multirun-dir", str(tmp_path / "multirun"), "--results-dir", str(tmp_path / "report")]
+    choice = tmp_path / "choices" / CHOICES[0].experiment  # (`clsuite choices` reads its own experiments)
+    choice.mkdir(parents=True)
+    make(choice / "grid.json")
+    for main, argv, line in (
+        (
+            choices_main,
+            ["--multirun-dir", str(choice.parent), "--out", str(tmp_path / "c")],
+            error.replace(str(root), str(choice)),
+        ),
+        (main_aggregate, args, error),
+        (main_claims, ["--multirun-dir", str(tmp_path / "multirun")], error),
+        (main_report, report_args, f"{error}; the report is not built"),
+        (main_wandb, ["e", "--multirun-dir", str(tmp_path / "multirun"), *out, "--check"], error),
+    ):
+        assert main(argv) == 2, main
+        out_text, err = capsys.readouterr()
+        assert err.splitlines() == [line] and not out_text.strip(), main
+    assert not (tmp_path / "results" / "e" / "wandb").exists()
 
 
 def test_mixed_environments_are_flagged(tmp_path):

@@ -31,6 +31,32 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20")
 
 
+def _env(**extra: str) -> dict[str, str]:
+    """This environment without the caller's CLSUITE_* and WANDB_MODE, the suite's src/ importable."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("CLSUITE_") and k != "WANDB_MODE"}
+    return {**keep, "PYTHONPATH": str(ROOT / "src"), **extra}
+
+
+def _as_a_user() -> list[str]:
+    """A command prefix under which file permissions hold (root ignores them): root without
+    CAP_DAC_OVERRIDE (setpriv); nothing for another user."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    drop = "-dac_override,-dac_read_search"
+    prefix = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
+    if not shutil.which("setpriv") or subprocess.run([*prefix, "true"], capture_output=True).returncode:
+        pytest.skip("root that cannot drop CAP_DAC_OVERRIDE (setpriv): read-only folders cannot be made")
+    return prefix
+
+
+def _clsuite(cwd: Path, *args: str, user: bool = False) -> subprocess.CompletedProcess:
+    """``python src/run.py <args>`` in ``cwd`` (``user``: file permissions hold, :func:`_as_a_user`)."""
+    cmd = [*(_as_a_user() if user else []), sys.executable, str(ROOT / "src" / "run.py"), *args]
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory) -> Path:
     """A results file written by the suite's own code (the format the reader must accept unchanged)."""
@@ -228,6 +254,9 @@ def test_every_reader_leaves_out_hostile_files_without_hanging_or_crashing(hosti
     for name in (io.LOCK_FILE, io.FAILED_FILE, io.GRID_FILE, io.LOG_FILE):
         os.mkfifo(exp / "fifo" / name)
     assert _finished_within(lambda: io.read_object(exp / "fifo" / io.FAILED_FILE)) == [None]
+    assert _finished_within(lambda: sweep.job_state(exp / "fifo")) == [  # a record all the same, not "none"
+        ("failed", f"its {io.FAILED_FILE} is unreadable: not a regular file (a FIFO)")
+    ]
     assert _finished_within(lambda: io.read_log(exp / "fifo")) == [[]]
     assert _finished_within(lambda: sweep.summarize(exp / "fifo", None, None))[0]["failed"] == 0
 
@@ -288,11 +317,72 @@ def test_good_names_pass_and_aggregate_checks_its_argument(tmp_path, capsys):
     for name in ("table2", "my_sweep-2", "a..b", "M=100,tau=0.5"):
         assert safe_name(name) == name
     check_overrides(["experiment=e3,e4", "method.name=er"])
+    from clsuite.wandb_sync import main as main_wandb
+
     for arg in ("../../x", ""):
-        assert main_aggregate([arg, "--multirun-dir", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("error: experiment ") and "cannot be a folder name" in err[0]
+        for main in (main_aggregate, main_wandb, lambda a: main_wandb([*a, "--check"])):  # (--check read ../../x)
+            assert main([arg, "--multirun-dir", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith("error: experiment ") and "cannot be a folder name" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_job_folder_name_is_one_folder_inside_the_sweep_s():
+    """Issue 41: `-m 'logger.group=../../../../x'` made the job's folder four levels above the sweep's (its
+    results, .hydra/ and wandb/ written there). The override dirname is escaped into one folder name."""
+    from clsuite.analysis.load import job_overrides
+    from clsuite.paths import dirname_text, job_dirname
+
+    cfg = _sweep_cfg("logger=wandb", "logger.group=../../../../x", "seed=0,1")
+    dirs = [j["dir"] for j in sweep.expand_grid(cfg)]
+    assert dirs == [f"logger.group=..%2F..%2F..%2F..%2Fx,seed={s}" for s in (0, 1)]
+    assert [job_overrides(d) for d in dirs] == ["logger.group=../../../../x"] * 2  # read back as typed
+    for name, folder in {
+        "a=1,b=2": "a=1,b=2",  # (every name without these characters keeps its folder)
+        "a=x\\y": "a=x%5Cy",
+        "a=50%": "a=50%25",
+        "a=b\nc\x7f": "a=b%0Ac%7F",
+        ".hidden=1": "%2Ehidden=1",
+        "": "defaults",  # no override in the folder name: not the sweep's own folder
+    }.items():
+        assert job_dirname(name) == folder and (dirname_text(folder) == name or not name)
+    for subdir in ("../elsewhere", "/tmp/x/${hydra.job.num}", "${hydra.job.num}/../.."):
+        with pytest.raises(ConfigError, match=r"^hydra.sweep.subdir=.* leaves the sweep's folder: its jobs would"):
+            sweep.check_folders(_sweep_cfg("seed=0", subdir=subdir), [{"overrides": ["seed=0"], "dir": None}])
+
+
+def test_a_job_folder_that_is_a_link_is_refused_before_any_job(tmp_path):
+    """A job folder linked out of the sweep's: the sweep wrote through it and counted it (2/2) while
+    `aggregate`, which follows no link, said 1 missing."""
+    cfg = _sweep_cfg("seed=0,1")
+    with read_write(cfg), open_dict(cfg):
+        cfg.hydra.sweep.dir = str(tmp_path / "multirun" / "e")
+    jobs = sweep.expand_grid(cfg)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "multirun" / "e").mkdir(parents=True)
+    sweep.check_folders(cfg, jobs)
+    (tmp_path / "multirun" / "e" / jobs[1]["dir"]).symlink_to(tmp_path / "outside")
+    with pytest.raises(ConfigError) as e:
+        sweep.check_folders(cfg, jobs)
+    assert str(e.value) == (
+        f"the job folder {tmp_path / 'multirun' / 'e' / jobs[1]['dir']} is a link (to {tmp_path / 'outside'}): a sweep "
+        "writes only inside its folder, where its grid and `clsuite aggregate` count the jobs; move that folder back "
+        "or remove the link"
+    )
+
+
+def test_a_sweep_writes_nothing_outside_its_folder(tmp_path):
+    """Issue 41, through the command line: the sweep said 1/1, `aggregate --strict` then 0/1."""
+    p = _clsuite(tmp_path, "-m", *FAST, *TINY, "method=online", "logger=wandb", "logger.mode=disabled",
+                 "logger.group=../../../../x", "experiment=e")  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path)) == ["multirun"]
+    job = "benchmark.n_tasks=2,benchmark.synthetic.num_classes=4,benchmark.train_per_class=20,benchmark=synthetic,"
+    job += "logger.group=..%2F..%2F..%2F..%2Fx,method=online"
+    assert sorted(os.listdir(tmp_path / "multirun" / "e")) == [job, io.GRID_FILE, "multirun.yaml", io.LOG_FILE]
+    assert read_run(tmp_path / "multirun" / "e" / job / io.RESULTS_FILE).ok
+    p = _clsuite(tmp_path, "aggregate", "e", "--strict")
+    assert p.returncode == 0 and p.stdout.startswith("e: 1 runs (1/1 of the grid), 0 failed, 0 missing"), p.stderr
 
 
 # ----------------------------------------------------------------------------- sweep folders and counts
@@ -493,6 +583,80 @@ def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, mo
     with pytest.raises(OSError) as exc:
         io.write_json_atomic(tmp_path / "afile" / "sub" / io.RESULTS_FILE, {})
     assert io.os_error_line(exc.value) == f"Not a directory: {tmp_path / 'afile' / 'sub' / io.RESULTS_FILE}"
+
+
+def test_a_sweep_rerun_in_read_only_job_folders_goes_on_and_loses_no_run(tmp_path):
+    """Issue 41: a rerun whose job folders were read-only ended in a PermissionError traceback and ran no
+    further job. A folder that cannot be written (its lock, or Hydra's run.log) is that job's alone: its
+    finished run stands (skipped), else one `error:` line; the next job runs."""
+    sweep_args = ["-m", *FAST, *TINY, "method=online", "experiment=e", "trainer.threads=1"]
+    assert _clsuite(tmp_path, *sweep_args, "seed=0,1").returncode == 0
+    sdir = tmp_path / "multirun" / "e"
+    d0, d1 = (f"{','.join(sorted(['benchmark=synthetic', *TINY]))},method=online,seed={s}" for s in (0, 1))
+    (sdir / d1 / io.RESULTS_FILE).unlink()  # its run is to be redone, in a folder that cannot be written
+    kept = (sdir / d0 / io.RESULTS_FILE).read_bytes()
+    (sdir / d0).chmod(0o555)  # the folder only: its lock cannot be taken
+    for path in [sdir / d1, *(sdir / d1).rglob("*")]:  # all of it: Hydra's run.log, .hydra/ cannot be written
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        p = _clsuite(tmp_path, *sweep_args, "seed=0,1,2", user=True)
+    finally:
+        for path in [sdir / d0, sdir / d1, *(sdir / d1).rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+    err = p.stderr.splitlines()
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert [line for line in err if line.startswith("error:")] == [
+        f"error: {d1}: PermissionError: Permission denied: {sdir / d1 / 'run.log'} (no {io.FAILED_FILE}: "
+        f"PermissionError: Permission denied: {sdir / d1 / io.FAILED_FILE})"
+    ]
+    assert f"skipped {d0}: results exist (Acc=50.00); its folder cannot be written (Permission denied: " \
+           f"{sdir / d0 / io.LOCK_FILE})" in p.stdout  # fmt: skip
+    assert (sdir / d0 / io.RESULTS_FILE).read_bytes() == kept
+    assert read_run(sdir / d1.replace("seed=1", "seed=2") / io.RESULTS_FILE).ok  # the next job ran
+    summary = err.index(next(line for line in err if line.startswith("sweep e: 1 ran, 1 skipped (results match), ")))
+    assert err[summary].endswith("0 interrupted, 1 failed; 2/3 of the grid have results")
+    assert (
+        err[summary + 1] == f"  failed: {d1}: left no results and no failure record (its files could not be written?)"
+    )
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_aggregate_and_report_into_a_folder_that_cannot_be_written(tmp_path, one_run, monkeypatch, capsys):
+    """Issue 41: `aggregate` / `report` into a read-only results folder ended in a traceback. Now one
+    `error:` line naming the folder, exit 1 (an output path: section 7), and nothing written."""
+    from clsuite.analysis.choices import CHOICES
+    from clsuite.analysis.choices import main as choices_main
+    from clsuite.analysis.report import main_aggregate, main_report
+
+    _sealed_copy(one_run, tmp_path / "multirun" / "e" / "j")
+    (tmp_path / "afile").write_text("x")
+    for out, why in ((tmp_path / "afile", "Not a directory"), (tmp_path / "results", "No space left on device")):
+        if why.startswith("No space"):
+            monkeypatch.setattr(io.os, "fsync", _no_space)
+        assert main_aggregate(["e", "--multirun-dir", str(tmp_path / "multirun"), "--out", str(out)]) == 1
+        assert capsys.readouterr().err.splitlines() == [f"error: {why}: {out / 'e'}; the tables of e are not written"]
+        assert main_report(["--multirun-dir", str(tmp_path / "multirun"), "--results-dir", str(out)]) == 1
+        assert capsys.readouterr().err.splitlines() == [f"error: {why}: {out / 'report' / 'figures'}; the report is not written"]  # fmt: skip
+        assert not (tmp_path / "results").exists()  # (the folders it made, removed again)
+    choice = tmp_path / "choices" / CHOICES[0].experiment
+    _sealed_copy(one_run, choice / "j")
+    assert choices_main(["--multirun-dir", str(choice.parent), "--out", str(tmp_path / "c")]) == 1  # (a full disk)
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: No space left on device: {tmp_path / 'c' / 'choices.md'}; nothing written"
+    ]
+    assert os.listdir(tmp_path / "c") == []  # no partial file
+    monkeypatch.undo()
+    (tmp_path / "results").mkdir(mode=0o555)  # read-only, through the command line
+    for args, line in (
+        (["aggregate", "e"], "error: Permission denied: results/e; the tables of e are not written"),
+        (["report"], f"error: Permission denied: {tmp_path / 'results' / 'report' / 'figures'}; the report is not written"),
+    ):  # fmt: skip
+        p = _clsuite(tmp_path, *args, user=True)
+        assert p.returncode == 1 and p.stderr.splitlines() == [line], p.stderr[-2000:]
+    assert os.listdir(tmp_path / "results") == []
 
 
 # Loaded into the process through PYTHONPATH: a full disk, where every write fails (Hydra's own

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from clsuite.io import sha256
 from clsuite.metrics import METRICS
@@ -167,6 +167,30 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
     run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp", "seed=1"), job)
     assert log_from_results(c, job, source="skipped")
     assert len(offline_runs(job)) == 1 and len(list((job / "wandb" / "superseded").iterdir())) == 1
+
+
+def test_a_disabled_wandb_logs_nothing_at_a_sweep_s_end(wandb_env, tmp_path, monkeypatch):
+    """Issue 41: a sweep under logger.mode=disabled ended with `clsuite wandb`'s usage text (its --mode
+    knows no 'disabled'), and a skipped job's W&B mirror moved the folder's runs aside."""
+    from clsuite.experiment import run_experiment
+    from clsuite.wandb_run import log_sweep_aggregate, mirror_finished
+
+    monkeypatch.delenv("WANDB_MODE")
+    job = tmp_path / "multirun" / "exp" / "method=er"
+    run_experiment(make_cfg(*TWO_TASKS, "method=er", "experiment=exp"), job)
+    calls = []  # the child processes a sweep's end starts (`clsuite wandb`)
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))  # fmt: skip
+    (job / "wandb" / "offline-run-1").mkdir(parents=True)  # an earlier W&B run of the folder
+    for mode in ("disabled", "offline"):
+        cfg = make_cfg("logger=wandb", f"logger.mode={mode}", *TWO_TASKS, "method=er", "experiment=exp")
+        with open_dict(cfg):
+            cfg.hydra = {"sweep": {"dir": str(job.parent)}}
+        log_sweep_aggregate(cfg)
+        if mode == "disabled":
+            mirror_finished(cfg, job, "skipped")
+            assert calls == [] and os.listdir(job / "wandb") == ["offline-run-1"]
+    assert len(calls) == 1 and calls[0][3:] == ["wandb", "exp", "--multirun-dir", str(job.parent.parent),
+                                                "--project=adaer-suite", "--mode=offline"]  # fmt: skip
 
 
 def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):

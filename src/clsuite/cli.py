@@ -179,7 +179,11 @@ _JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal
 def run_job(cfg: DictConfig, hc) -> float | None:
     """One multirun job: lock, resume or train, record the outcome; only a signal stops the sweep."""
     job = sweep.Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
-    holder = job.lock.acquire()
+    try:
+        holder = job.lock.acquire()
+    except OSError as e:  # its folder cannot be written: its finished run stands, else it failed; the sweep goes on
+        job.unwritable(e)
+        return None
     if holder is not None:
         job.log("busy", holder=f"{holder.get('pid')}@{holder.get('host')}")
         who = (
@@ -223,7 +227,7 @@ def run_job(cfg: DictConfig, hc) -> float | None:
         raise
     except Exception as e:  # every other job failure is recorded and the sweep goes on
         line = job.failed(e, time.perf_counter() - t0)
-        print(f"error: {job.name}: {line} (details: {job.failed_path})", file=sys.stderr)
+        print(f"error: {job.name}: {line} ({job.record})", file=sys.stderr)
         return None
     finally:
         stop.set()

@@ -55,6 +55,26 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         raise
 
 
+PROBE_FILE, PROBE_BYTES = ".clsuite-write-probe", 1 << 16  # more than Hydra's .hydra/*.yaml of a run
+
+
+def probe_folder(folder: str | Path) -> None:
+    """Make ``folder`` and write :data:`PROBE_BYTES` there, then remove them, before anything of value
+    is written: an OS error (read-only, a full disk, a name too long, a parent that is a file) names
+    ``folder``, and the folders made here are removed again."""
+    folder = Path(folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # (the innermost first)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(folder / PROBE_FILE, bytes(PROBE_BYTES))
+        (folder / PROBE_FILE).unlink()
+    except OSError as e:
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise OSError(e.errno, e.strerror, str(folder)) from e
+
+
 def canonical(obj) -> str:
     """One JSON text per value: sorted keys, no spaces, keys as strings (a JSON round trip first)."""
     plain = json.loads(json.dumps(obj, default=str, allow_nan=True))
@@ -159,6 +179,18 @@ def read_object(path: str | Path) -> dict | None:
     JSON, or valid JSON of another kind (``[]``: a bookkeeping file someone else wrote)."""
     obj = read_json(path)
     return obj if isinstance(obj, dict) else None
+
+
+def read_failure(path: str | Path) -> dict | None:
+    """A job's ``failed.json``: None when it is missing; one that cannot be read is a failure all the
+    same, its ``error`` saying why (never taken for no record)."""
+    try:
+        rec = load_json(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, Unreadable) as e:
+        return {"error": f"its {FAILED_FILE} is unreadable: {e}"}
+    return rec if isinstance(rec, dict) else {"error": f"its {FAILED_FILE} is not a JSON object"}
 
 
 def read_log(sweep_dir: str | Path, sweep_id: str | None = None) -> list[dict]:

@@ -1,8 +1,13 @@
-"""``launcher=joblib``: Hydra's joblib launcher, made to survive a worker that dies.
+"""The launchers, Hydra's basic and joblib ones, made so that one job's trouble ends only that job.
 
-Hydra's own launcher hands every job to one ``joblib.Parallel`` call; when the kernel kills a
-worker (out of memory, ``kill -9``) loky kills every other worker and the whole sweep ends with
-``TerminatedWorkerError``. Here:
+Both: Hydra's ``run_job`` makes a job's folder and writes its ``run.log`` and ``.hydra/`` outside
+the job's own error handling; a folder that cannot be written there (read-only, a full disk) is
+that job's alone (``clsuite.sweep.Job.unwritable``: its finished run stands, else it failed, one
+line) and the next job runs (docs/INTEGRITY.md, section 7).
+
+``launcher=joblib``: Hydra's hands every job to one ``joblib.Parallel`` call; when the kernel
+kills a worker (out of memory, ``kill -9``) loky kills every other worker and the whole sweep ends
+with ``TerminatedWorkerError``. Here:
 
 1. the jobs run through ``Parallel(return_as="generator_unordered")``, each result kept as it
    arrives;
@@ -26,25 +31,35 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher as _HydraBasicLauncher
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_joblib_cfg
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher as _HydraJoblibLauncher
 from joblib import Parallel, delayed
 from joblib.externals.loky.process_executor import BrokenProcessPool
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, open_dict, read_write
 
 from clsuite.io import LOCK_FILE, read_object
+from clsuite.sweep.job import os_cause
 
 log = logging.getLogger(__name__)
 
 
-def _execute(idx: int, *args) -> tuple[int, JobReturn]:
-    return idx, execute_job(*args)
+def _execute(idx: int, *args) -> tuple[int, JobReturn | OSError]:
+    """A job in a worker: its return, or the OS error that kept Hydra from starting it."""
+    try:
+        return idx, execute_job(*args)
+    except Exception as e:
+        if (cause := os_cause(e)) is None:
+            raise
+        return idx, cause  # (its cause alone: pickling drops the chain)
 
 
-class JoblibLauncher(_HydraJoblibLauncher):
-    def _job(self, overrides: Sequence[str]) -> tuple[Path, dict]:
+class _Recording:
+    """What both launchers share: a job's folder and config, and a job Hydra could not start."""
+
+    def _job(self, overrides: Sequence[str]) -> tuple[Path, DictConfig]:
         """The folder and the config of a job (its sweep config resolved as Hydra's run_job resolves it)."""
         from hydra.core.hydra_config import HydraConfig
 
@@ -53,11 +68,47 @@ class JoblibLauncher(_HydraJoblibLauncher):
         saved = hc.cfg
         hc.set_config(cfg)  # ${hydra:job.override_dirname} resolves against it
         try:
-            folder = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+            folder = Path(str(cfg.hydra.sweep.dir)).absolute() / str(cfg.hydra.sweep.subdir)  # (as Hydra makes it)
         finally:
             hc.cfg = saved
-        return folder, {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]  # (the job's config, as Hydra hands it to the job)
+        return folder, cfg
 
+    def _not_started(self, idx: int, overrides: Sequence[str], error: OSError) -> JobReturn:
+        """Hydra could not make the job's folder or write its ``run.log`` or ``.hydra/`` (``error``)."""
+        from clsuite.sweep import Job
+
+        folder, cfg = self._job(overrides)
+        Job(cfg, folder, sweep_dir=self.config.hydra.sweep.dir, overrides=overrides, job_num=idx).unwritable(error)
+        return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=None)
+
+
+class BasicLauncher(_Recording, _HydraBasicLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        """Hydra's ``BasicLauncher.launch``, a job Hydra cannot start recorded (module docstring)."""
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        log.info(f"Launching {len(job_overrides)} jobs locally")
+        runs: list[JobReturn] = []
+        for idx, overrides in enumerate(job_overrides, initial_job_idx):
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(cfg):
+                cfg.hydra.job.id = cfg.hydra.job.num = idx
+            try:
+                runs.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=cfg,
+                                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))  # fmt: skip
+            except Exception as e:
+                if (cause := os_cause(e)) is None:
+                    raise
+                runs.append(self._not_started(idx, overrides, cause))
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return runs
+
+
+class JoblibLauncher(_Recording, _HydraJoblibLauncher):
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
         from clsuite.sweep import holder_alive
@@ -99,7 +150,9 @@ class JoblibLauncher(_HydraJoblibLauncher):
             for i, ret in Parallel(**kw)(
                 delayed(_execute)(i, initial_job_idx + i, job_overrides[i], *args) for i in indices
             ):
-                runs[i] = ret
+                runs[i] = (
+                    ret if isinstance(ret, JobReturn) else self._not_started(initial_job_idx + i, job_overrides[i], ret)
+                )
 
         runs: dict[int, JobReturn] = {}
         pending = list(range(len(job_overrides)))

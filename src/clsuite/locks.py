@@ -94,8 +94,12 @@ class JobLock:
                     return live
                 self._break(holder)  # a dead holder's, or a torn file of a dead writer
                 continue
-            with os.fdopen(fd, "w") as f:
-                json.dump({**self.record, "time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID")}, f)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump({**self.record, "time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID")}, f)
+            except OSError:  # (a full disk) not left torn: a torn lock would read as busy for 60 s
+                self.path.unlink(missing_ok=True)
+                raise
             self._beat = threading.Thread(target=self._heartbeat, daemon=True)
             self._beat.start()
             return None

@@ -1,11 +1,13 @@
 """Names that become folder names: the one check they pass first (:func:`safe_name`; the rule and
 who asks it: docs/INTEGRITY.md, section 4), and a sweep job's folder name (:func:`job_dirname`:
-Hydra's override dirname, hashed when longer than :data:`MAX_DIRNAME`; docs/RUNS.md, "Grid").
+Hydra's override dirname made one folder name, hashed when longer than :data:`MAX_DIRNAME`; docs/RUNS.md,
+"Grid").
 """
 
 from __future__ import annotations
 
 import hashlib
+import urllib.parse
 import uuid
 
 from clsuite.errors import ConfigError
@@ -38,10 +40,24 @@ def safe_name(value, what: str = "name") -> str:
     return name
 
 
+# a job folder name holds these as %XX: path separators, control characters, '%' itself (so that
+# the name reads back as its overrides, :func:`dirname_text`); a leading '.' too (hidden folders)
+_ESCAPED = {c: f"%{ord(c):02X}" for c in ["%", "/", "\\", *map(chr, range(32)), chr(127)]}
+NO_OVERRIDES = "defaults"  # the folder of a job that overrides nothing its folder name would show
+
+
 def job_dirname(name: str) -> str:
-    """The override dirname, or a prefix of it plus a hash when it is too long for a folder name."""
+    """The override dirname as one folder name inside the sweep's (:data:`_ESCAPED` escaped), or a
+    prefix of it plus a hash when it is longer than :data:`MAX_DIRNAME` bytes."""
+    name = "".join(_ESCAPED.get(c, c) for c in name) or NO_OVERRIDES
+    name = "%2E" + name[1:] if name.startswith(".") else name
     if len(name.encode()) <= MAX_DIRNAME:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     prefix = name.encode()[: MAX_DIRNAME - 40].decode(errors="ignore").rsplit(",", 1)[0]
     return f"{prefix},hash={digest}"
+
+
+def dirname_text(name: str) -> str:
+    """The overrides a job folder's name stands for (:func:`job_dirname`'s escapes undone)."""
+    return urllib.parse.unquote(name)

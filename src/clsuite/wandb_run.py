@@ -249,9 +249,9 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
 
 
 def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
-    """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb; a
-    W&B failure (no network in online mode, ...) is a warning: the job's results stand."""
-    if cfg.logger.name != "wandb":
+    """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb (W&B
+    not disabled); a W&B failure (no network in online mode, ...) is a warning: the job's results stand."""
+    if cfg.logger.name != "wandb" or wandb_settings(cfg.logger)["mode"] == "disabled":
         return
     from omegaconf import OmegaConf
 
@@ -262,14 +262,15 @@ def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
 
 
 def log_sweep_aggregate(config) -> None:
-    """The end of a sweep under logger=wandb: ``clsuite wandb <its folder>`` in a child process (the
-    experiment's aggregate run, and a run for any job without one: ``clsuite.wandb_sync``, whose
-    analysis sits above the sweep). A failure is a warning: the sweep's results stand."""
-    if config.logger.get("name") != "wandb":
+    """The end of a sweep under logger=wandb (W&B not disabled): ``clsuite wandb <its folder>`` in a
+    child process (the experiment's aggregate run, and a run for any job without one:
+    ``clsuite.wandb_sync``, whose analysis sits above the sweep). A failure is a warning: the sweep's
+    results stand."""
+    if config.logger.get("name") != "wandb" or (settings := wandb_settings(config.logger))["mode"] == "disabled":
         return
     import subprocess
 
-    sweep, settings = Path(str(config.hydra.sweep.dir)), wandb_settings(config.logger)
+    sweep = Path(str(config.hydra.sweep.dir))
     cmd = [sys.executable, "-m", "clsuite", "wandb", sweep.name, "--multirun-dir", str(sweep.parent)]
     cmd += [f"--{k}={v}" for k, v in settings.items() if v]  # project, entity, mode as the sweep's
     p = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, check=False)  # this very clsuite

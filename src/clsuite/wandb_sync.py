@@ -24,9 +24,9 @@ from collections import Counter
 from pathlib import Path
 
 from clsuite.config import ConfigError, wandb_settings
-from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, read_json, sha256
+from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, Unreadable, os_error_line, read_json, sha256
 from clsuite.metrics import METRICS
-from clsuite.paths import safe_name
+from clsuite.paths import dirname_text, safe_name
 from clsuite.results import read_run
 from clsuite.wandb_run import finishing, log_from_results, mirrored, open_run
 
@@ -39,7 +39,9 @@ def _overrides_of(job: Path, grid: dict | None) -> list[str]:
     own = read_json(job / OVERRIDES_FILE)
     if isinstance(own, list):
         return own
-    return list(grid[job.name]["overrides"]) if job.name in (grid or {}) else job.name.split(",")
+    from clsuite.analysis.load import split_items
+
+    return list(grid[job.name]["overrides"]) if job.name in (grid or {}) else split_items(dirname_text(job.name))
 
 
 def aggregate_outputs(built: dict) -> dict:
@@ -97,9 +99,9 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
 
         first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
-    from clsuite.analysis.load import grid_jobs, read_runs
+    from clsuite.analysis.load import grid_jobs, read_grid, read_runs
 
-    grid = grid_jobs(exp_dir)
+    grid = grid_jobs(read_grid(exp_dir))
     rows, rejected = read_runs(exp_dir, grid)
     logged = 0
     for job in sorted(exp_dir / r["job"] for r in rows):
@@ -183,13 +185,13 @@ def offline_runs(root) -> list[Path]:
 
 def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
     """What the offline runs of an experiment hold: runs vs grid, groups, the aggregate run's keys."""
-    from clsuite.analysis.load import files, grid_jobs
+    from clsuite.analysis.load import files, grid_jobs, read_grid
 
     exp_dir = Path(multirun_dir) / experiment
     runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
     ids = {r["id"] for r in runs}
     groups, sources = Counter(r["group"] for r in runs), Counter(r["config"].get("source") for r in runs)
-    dirs = list(grid_jobs(exp_dir) or {})
+    dirs = list(grid_jobs(read_grid(exp_dir)) or {})
     covered = sum(bool(offline_runs(exp_dir / d)) for d in dirs)
     lines = [
         f"{experiment}: {len(runs)} offline W&B runs ({len(ids)} distinct ids); grid {len(dirs)} jobs, "
@@ -222,15 +224,18 @@ def main(argv=None) -> int:
     if args.mode:
         os.environ["WANDB_MODE"] = args.mode
     for exp in args.experiments:
-        if args.check:
-            print(check(exp, args.multirun_dir, args.out))
-            continue
         try:
             safe_name(exp, "experiment")
+            if args.check:
+                print(check(exp, args.multirun_dir, args.out))
+                continue
             s = sync_experiment(exp, args.multirun_dir, args.out, logger_cfg=lc)
-        except (FileNotFoundError, ConfigError) as e:
+        except (FileNotFoundError, ConfigError, Unreadable) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except OSError as e:  # an output folder cannot be written (read-only, a full disk)
+            print(f"error: {os_error_line(e)}; the sync of {exp} stopped", file=sys.stderr)
+            return 1
         for line in s["left_out"]:
             print(f"  left out (never synced): {line}", file=sys.stderr)
         print(

@@ -1,8 +1,12 @@
 """Hydra instantiates launchers only from classes defined in the ``hydra_plugins`` namespace:
-this module declares clsuite's joblib launcher there (``conf/launcher/joblib.yaml``); the code
-is ``clsuite.launcher``."""
+this module declares clsuite's basic and joblib launchers there (``conf/launcher/basic.yaml``,
+``joblib.yaml``); the code is ``clsuite.launcher``."""
 
 from clsuite import launcher
+
+
+class BasicLauncher(launcher.BasicLauncher):
+    """``clsuite.launcher.BasicLauncher`` (a job folder that cannot be written ends only its job)."""
 
 
 class JoblibLauncher(launcher.JoblibLauncher):

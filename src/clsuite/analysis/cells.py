@@ -31,9 +31,8 @@ import pandas as pd
 from clsuite.analysis import choices as ch
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, varying_keys
+from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
 from clsuite.analysis.stats import Paired, paired
-from clsuite.io import GRID_FILE, read_object
 
 ENV = ("code", "torch_threads", "device", "torch", "numerics")
 NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
@@ -117,7 +116,7 @@ def find(multirun) -> dict[str, Experiment]:
     root, out = Path(multirun), {}
     sweeps = {s for c in CELLS for s in c.sweeps}
     for name in experiment_names(root):
-        if name in sweeps or _sweep_of(read_object(root / name / GRID_FILE)) in sweeps:
+        if name in sweeps or _sweep_of(read_grid(root / name)) in sweeps:
             out[name] = load_experiment(root / name)
     return out
 

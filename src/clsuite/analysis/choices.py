@@ -38,6 +38,7 @@ from clsuite.analysis import tables as tb
 from clsuite.analysis.load import Experiment, load_experiment, order_readings
 from clsuite.analysis.stats import paired
 from clsuite.home import CONF_DIR, hint
+from clsuite.io import Unreadable, os_error_line, write_bytes_atomic
 
 PREFIX = "choices_"
 QUANTITIES = ("acc", "forget")
@@ -215,15 +216,21 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/choices", help="writes <out>/choices.md")
     a = ap.parse_args(argv)
     root = Path(a.multirun_dir)
-    experiments = {
-        c.experiment: load_experiment(root / c.experiment) for c in CHOICES if (root / c.experiment).is_dir()
-    }
+    try:
+        experiments = {
+            c.experiment: load_experiment(root / c.experiment) for c in CHOICES if (root / c.experiment).is_dir()
+        }
+    except Unreadable as e:  # a grid.json (clsuite.analysis.load.read_grid)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if not experiments:
         print(f"error: no runs under {root}/{PREFIX}*/: run `{command()}` first", file=sys.stderr)
         return 2
     text = "\n".join(["# The paper's open choices", "", *markdown(experiments)])
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "choices.md").write_text(text)
+    try:
+        write_bytes_atomic(Path(a.out) / "choices.md", text.encode())
+    except OSError as e:  # its folder cannot be written (read-only, a full disk): docs/INTEGRITY.md, section 7
+        print(f"error: {os_error_line(e)}; nothing written", file=sys.stderr)
+        return 1
     print(text)
     return 0

@@ -15,7 +15,8 @@ Steps (``load_experiment``; what is trusted and kept: docs/INTEGRITY.md, section
    group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
 5. One run per seed of a cell (the rule: docs/INTEGRITY.md, section 2), the others listed
    (``seed_duplicates``).
-6. Status against the sweep's ``grid.json``: finished (the grid's folders that hold their own run),
+6. Status against the sweep's ``grid.json`` (:func:`read_grid`: one that exists and cannot be read
+   as a grid is an error, never "no grid"): finished (the grid's folders that hold their own run),
    failed (``failed.json`` and no results), missing, outside the grid (an earlier sweep's), stale
    files, and whether the runs mix code versions or environments (PROTOCOL: compare runs only when
    everything that moves numbers is equal).
@@ -27,6 +28,7 @@ from before readings existed are ``unlabelled``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +38,10 @@ import pandas as pd
 
 from clsuite.analysis.stats import CONDITIONS, COSTS, KEYS
 from clsuite.identity import code_identity, config_hash, normalize
-from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object
+from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, Unreadable, load_json, read_failure
 from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.numerics import label as numerics_label
+from clsuite.paths import dirname_text
 from clsuite.results import read_run
 from clsuite.schema import dotted_get
 
@@ -192,7 +195,7 @@ def job_overrides(job: str) -> str:
     ``override_dirname``, ``key=value`` joined by commas; values may hold commas) less those keys.
     ``benchmark=split_mnist,memory_per_class=False,method=gem,seed=3`` -> ``memory_per_class=False``."""
     grouping = {"benchmark", "method", "reading", *CONDITIONS, "seed"}
-    return ",".join(i for i in split_items(Path(job).name) if i.split("=", 1)[0] not in grouping)
+    return ",".join(i for i in split_items(dirname_text(Path(job).name)) if i.split("=", 1)[0] not in grouping)
 
 
 def varying_keys(flats) -> set[str]:
@@ -202,12 +205,48 @@ def varying_keys(flats) -> set[str]:
     return {k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1}
 
 
-def grid_jobs(exp_dir, grid: dict | None = None) -> dict[str, dict] | None:
-    """``{folder: job}`` of the experiment's ``grid.json`` (``grid``: that file, already read; each job: its
-    overrides and, from grids written since issue 30, ``config_hash``), or None without a usable grid."""
-    grid = read_object(Path(exp_dir) / GRID_FILE) if grid is None else grid
-    jobs = grid.get("jobs") if grid is not None else None
-    if not isinstance(jobs, list) or not all(isinstance(j, dict) and isinstance(j.get("dir"), str) for j in jobs):
+def read_grid(exp_dir) -> dict | None:
+    """The experiment's ``grid.json``, None when there is none. One that exists but is not a grid the
+    sweep wrote (not a regular file, too large, not valid JSON, not an object whose ``jobs`` each name
+    one folder of the experiment, a link to nothing) is :class:`~clsuite.io.Unreadable` naming it:
+    without it, a results file in a grid folder could not be checked against the grid's run there."""
+    path = Path(exp_dir) / GRID_FILE
+    try:
+        grid = load_json(path)
+    except FileNotFoundError:
+        if not path.is_symlink():
+            return None
+        why = "a link to nothing"
+    except Unreadable as e:
+        why = str(e)
+    else:
+        why = _not_a_grid(grid)
+        if why is None:
+            return grid
+    raise Unreadable(
+        f"{path}: {why}; its runs cannot be checked against their sweep's grid: restore it (rerunning the sweep "
+        "writes it again), or remove it to read the runs without a grid"
+    )
+
+
+def _not_a_grid(grid) -> str | None:
+    """Why parsed JSON is not a sweep's grid (None when it is): each job's ``dir`` is one folder name
+    (None: a sweep whose ``hydra.sweep.subdir`` is not the override dirname)."""
+    if not isinstance(grid, dict):
+        return f"not a JSON object (a {type(grid).__name__})"
+    jobs = grid.get("jobs")
+    dirs = [j.get("dir") if isinstance(j, dict) else "/" for j in jobs] if isinstance(jobs, list) else ["/"]
+    if not all(d is None or (isinstance(d, str) and Path(d).name == d and d not in (".", "..")) for d in dirs):
+        return "its jobs are not a list of jobs, each with its folder's name"
+    return None
+
+
+def grid_jobs(grid: dict | None) -> dict[str, dict] | None:
+    """``{folder: job}`` of a grid (:func:`read_grid`; each job: its overrides and, in grids of the
+    current format, ``config_hash``), or None without a grid or when its jobs name no folders (a
+    sweep whose ``hydra.sweep.subdir`` is not the override dirname)."""
+    jobs = (grid or {}).get("jobs")
+    if not isinstance(jobs, list) or not all(isinstance(j.get("dir"), str) for j in jobs):
         return None
     return {j["dir"]: j for j in jobs}
 
@@ -219,7 +258,7 @@ def not_the_grids(res: dict, job: dict) -> str | None:
     if not isinstance(want, str) or config_hash(res["config"]) == want:
         return None
     differ = []
-    for item in split_items(job["dir"]):  # the folder's own key=value pairs, where they disagree
+    for item in split_items(dirname_text(job["dir"])):  # the folder's own key=value pairs, where they disagree
         key, _, value = item.partition("=")
         got = dotted_get(res["config"], f"{key}.name" if key in ("benchmark", "method") else key, "<absent>")
         if str(got) != value:
@@ -272,8 +311,8 @@ def current_code() -> str | None:
 def load_runs(exp_dir, with_left_out: bool = False, grid: dict | None = None):
     """Steps 1-5: the distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS`) and the copies of
     an identity, ``[(job, kept job)]``; with ``with_left_out`` also ``{"rejected": [...],
-    "seed_duplicates": [...]}``. ``grid``: its ``grid.json``, already read."""
-    rows, rejected = read_runs(exp_dir, grid_jobs(exp_dir, grid))
+    "seed_duplicates": [...]}``. ``grid``: its ``grid.json``, already read (``{}``: none; None: read it now)."""
+    rows, rejected = read_runs(exp_dir, grid_jobs(read_grid(exp_dir) if grid is None else grid))
     df = pd.DataFrame(rows, columns=[*COLUMNS, "mtime", "in_grid"])
     df, copies = _keep_first(df, ["key"], grid_last=~df["in_grid"].astype(bool), copy=df["reused_from"].notna())
     cells = df.groupby([k for k in KEYS if k != "variant"], dropna=False, sort=False)["flat"]
@@ -300,7 +339,7 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
     failures = []
     for path in files(exp_dir, FAILED_FILE):
         if not (path.parent / RESULTS_FILE).is_file():
-            rec = read_object(path) or {"error": "unreadable failed.json"}
+            rec = read_failure(path) or {}
             fields = {k: rec.get(k, d) for k, d in (("error", ""), ("attempt", 1), ("time", ""), ("host", ""))}
             failures.append({"job": str(path.parent.relative_to(exp_dir)), **fields})
     done = set(runs["job"]) | {d for d, _ in dropped} | {d["job"] for d in left_out["seed_duplicates"]}
@@ -322,7 +361,7 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
         },
         "environments": {" / ".join(k): v for k, v in envs.to_dict().items()},
     }
-    jobs = grid_jobs(exp_dir, grid)
+    jobs = grid_jobs(grid)
     if jobs is not None:
         out["grid"] = {
             "expected": len(jobs),
@@ -338,7 +377,7 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
 
 def load_experiment(exp_dir) -> Experiment:
     exp_dir = Path(exp_dir)
-    grid = read_object(exp_dir / GRID_FILE) or {}  # read once: the runs' check against it, and the status
+    grid = read_grid(exp_dir) or {}  # read once: the runs' check against it, and the status
     runs, dropped, left_out = load_runs(exp_dir, with_left_out=True, grid=grid)
     return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, grid, runs, dropped, left_out))
 
@@ -359,7 +398,7 @@ def experiment_names(multirun) -> list[str]:
         for d in root.iterdir()
         if d.is_dir()
         and not d.name.startswith(".")
-        and ((d / GRID_FILE).is_file() or files(d, RESULTS_FILE) or files(d, FAILED_FILE))
+        and (os.path.lexists(d / GRID_FILE) or files(d, RESULTS_FILE) or files(d, FAILED_FILE))
     )
 
 

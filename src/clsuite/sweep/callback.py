@@ -10,7 +10,6 @@ raises is one ``error:`` line and a failure (Hydra itself would only warn).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import os
@@ -24,7 +23,7 @@ from omegaconf import DictConfig
 
 from clsuite import identity as ident
 from clsuite.config import ConfigError, check_names
-from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, write_bytes_atomic, write_json_atomic
+from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, validate_grid
 from clsuite.sweep.index import reindex
@@ -46,33 +45,14 @@ def _refuse(check, *args) -> None:
 
 
 def _check_run_dir(run_dir: Path) -> None:
-    """A single run's folder (:meth:`SweepCallback.on_run_start`); an OS error names it."""
-    made = False
-    try:
-        if (run_dir / RESULTS_FILE).exists():
-            raise ConfigError(
-                f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
-                "choose a new folder (the default makes one per run)"
-            )
-        made = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(run_dir / PROBE_FILE, bytes(PROBE_BYTES))  # (before Hydra writes .hydra/ there)
-        (run_dir / PROBE_FILE).unlink()
-    except OSError as e:  # a name too long, a parent that is a file, a full disk
-        if made:
-            with contextlib.suppress(OSError):
-                run_dir.rmdir()
-        raise OSError(e.errno, e.strerror, str(run_dir)) from e
-
-
-PROBE_FILE, PROBE_BYTES = ".clsuite-write-probe", 1 << 16  # more than Hydra's .hydra/*.yaml of a run
-
-
-def _make_folder(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, str(path)) from e
+    """A single run's folder (:meth:`SweepCallback.on_run_start`), made and written to before Hydra
+    writes ``.hydra/`` there; an OS error names it."""
+    if (run_dir / RESULTS_FILE).exists():
+        raise ConfigError(
+            f"hydra.run.dir {str(run_dir)!r} already holds another run's results ({RESULTS_FILE}); "
+            "choose a new folder (the default makes one per run)"
+        )
+    probe_folder(run_dir)
 
 
 _LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
@@ -145,7 +125,7 @@ class SweepCallback(Callback):
                   file=sys.stderr)  # fmt: skip
             sys.exit(0)
         self.grid = grid  # every job composed and validated: only now is the grid the sweep's
-        _refuse(_make_folder, sweep_dir)
+        _refuse(probe_folder, sweep_dir)
         _refuse(
             write_json_atomic,
             sweep_dir / GRID_FILE,

@@ -11,6 +11,9 @@ validated here (:func:`was_validated`; docs/PERFORMANCE.md).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path, PurePath
+
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.config import ConfigError
@@ -128,8 +131,9 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
 
 def check_folders(config: DictConfig, jobs: list[dict]) -> None:
     """``ConfigError`` when the sweep spans experiments (its folder, grid and summary are one
-    experiment's) or two jobs would share a folder (a fixed ``hydra.sweep.subdir``, or jobs that
-    differ only in keys left out of folder names: each would resume from or overwrite the other's)."""
+    experiment's), a job folder would leave the sweep's (``hydra.sweep.subdir`` absolute or with
+    ``..``, or a job folder that is a link), or two jobs would share a folder (a fixed ``hydra.sweep.subdir``, or jobs that differ
+    only in keys left out of folder names: each would resume from or overwrite the other's)."""
     experiments = sorted(
         {o.partition("=")[2] for j in jobs for o in j["overrides"] if o.partition("=")[0].lstrip("+~") == "experiment"}
     )
@@ -138,9 +142,21 @@ def check_folders(config: DictConfig, jobs: list[dict]) -> None:
             f"experiment is swept ({','.join(experiments)}): a sweep writes one experiment's folder, grid and "
             f"summary; run one sweep per experiment (e.g. -m experiment={experiments[0]} ...)"
         )
+    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
+    if PurePath(subdir).is_absolute() or ".." in PurePath(subdir).parts:
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir!r} leaves the sweep's folder: its jobs would write where neither its grid "
+            "nor `clsuite aggregate` looks; use a folder inside hydra.sweep.dir (the default: the override dirname)"
+        )
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    for link in (sweep_dir / j["dir"] for j in jobs if j.get("dir")):
+        if link.is_symlink():
+            raise ConfigError(
+                f"the job folder {link} is a link (to {os.readlink(link)}): a sweep writes only inside its folder, "
+                "where its grid and `clsuite aggregate` count the jobs; move that folder back or remove the link"
+            )
     if len(jobs) < 2:
         return
-    subdir = str(OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir"))
     if not any(p in subdir for p in PER_JOB):
         raise ConfigError(
             f"hydra.sweep.subdir={subdir!r} is the same for all {len(jobs)} jobs: they would write into one "

@@ -75,6 +75,7 @@ class Job:
         self.lock = JobLock(self.out_dir)
         self.results_path, self.failed_path = self.out_dir / RESULTS_FILE, self.out_dir / FAILED_FILE
         self.checkpoint_dir = self.out_dir / CHECKPOINT_DIR  # task-end checkpoints: a rerun resumes from them
+        self.record = ""  # where failed() recorded the failure ("details: <failed.json>"), or why it could not
 
     def expected(self) -> dict:
         if self.identity is None:
@@ -156,8 +157,25 @@ class Job:
         self.register()
         self.log("ran", wall_s=wall_s, reasons=self.rerun_reasons)
 
+    def unwritable(self, exc: OSError) -> None:
+        """Its folder cannot be written (``exc``: its lock, Hydra's ``run.log`` or ``.hydra/``): its own
+        finished run of this identity stands (skipped, nothing written), else the job failed (recorded
+        where possible); one line either way, and the sweep goes on."""
+        run = read_run(self.results_path)
+        try:
+            stands = self.mode != "off" and run.ok and not self.mismatch(run.data)
+        except Exception:  # (its identity cannot be computed: no run stands for it)
+            stands = False
+        if stands:
+            self.log("skipped")
+            print(f"skipped {self.name}: results exist (Acc={run.data['metrics']['acc']:.2f}); its folder cannot "
+                  f"be written ({os_error_line(exc)})")  # fmt: skip
+        else:
+            print(f"error: {self.name}: {self.failed(exc)} ({self.record})", file=sys.stderr)
+
     def failed(self, exc: BaseException, wall_s: float = 0.0, status: str = "failed") -> str:
-        """Record a failure (``failed.json`` + a log line); never raises (a full disk: a warning)."""
+        """Record a failure (``failed.json`` + a log line); never raises. Returns the error line; where its
+        record is, or why there is none (a read-only folder, a full disk): :attr:`record`."""
         line = error_line(exc)
         try:
             prev = read_object(self.failed_path) or {}
@@ -176,8 +194,9 @@ class Job:
                 "config": self.cfg,
             }
             write_json_atomic(self.failed_path, record)
-        except Exception as e:  # (the record is lost; the sweep goes on)
-            print(f"warning: {self.name}: could not write {FAILED_FILE}: {error_line(e)}", file=sys.stderr)
+            self.record = f"details: {self.failed_path}"
+        except Exception as e:  # (no record: the sweep log and the summary count the job failed all the same)
+            self.record = f"no {FAILED_FILE}: {error_line(e)}"
         self.log(status, wall_s=wall_s, error=line, reasons=self.rerun_reasons)
         return line
 
@@ -210,6 +229,15 @@ class Job:
 def env_flag(name: str, default: bool = True) -> bool:
     v = os.environ.get(name)
     return default if v is None or v == "" else v.lower() not in _OFF
+
+
+def os_cause(exc: BaseException) -> OSError | None:
+    """The OS error ``exc`` is, or was raised from (Hydra's logging set-up wraps one in a ValueError)."""
+    seen = set()
+    while exc is not None and not isinstance(exc, OSError) and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc if isinstance(exc, OSError) else None
 
 
 def error_line(exc: BaseException) -> str:

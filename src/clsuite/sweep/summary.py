@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from clsuite.identity import config_hash
-from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_log, read_object
+from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_failure, read_log
 from clsuite.locks import live_holder
 from clsuite.results import read_run
 
@@ -27,7 +27,7 @@ def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
         return "finished", ""
     if run.ok:
         return "failed", f"its {RESULTS_FILE} is another job's run, not the grid's (a rerun sets it aside)"
-    rec = read_object(folder / FAILED_FILE)
+    rec = read_failure(folder / FAILED_FILE)
     if rec is not None:
         return ("interrupted" if rec.get("status") == "interrupted" else "failed"), str(rec.get("error", ""))
     if live_holder(folder / LOCK_FILE) is not None:  # (a torn lock being written too: the job's own rule)
