@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from clsuite import api, commands
+from clsuite import api, commands, schema
 
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "trainer.threads=1"]
 TINY = ["benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20"]
@@ -51,8 +51,8 @@ def test_eval_prints_every_tasks_class_il_and_task_il_accuracy_the_runs_own(runs
         assert lines[5] == "the run's last rows (results.json): the same, bit for bit"
 
 
-def test_eval_says_when_the_accuracies_are_not_the_runs_bit_for_bit(runs, capsys, monkeypatch):
-    """On another machine the last bits may move: said, not hidden (exit 0)."""
+def move_the_last_bits(monkeypatch) -> None:
+    """The class-IL accuracies, each off by 1e-12 (what another machine may give)."""
     from clsuite import callbacks
 
     real = callbacks.evaluate
@@ -62,6 +62,11 @@ def test_eval_says_when_the_accuracies_are_not_the_runs_bit_for_bit(runs, capsys
         return [a + 1e-12 for a in accs], per_class, task_il
 
     monkeypatch.setattr(callbacks, "evaluate", last_bit_off)
+
+
+def test_eval_says_when_the_accuracies_are_not_the_runs_bit_for_bit(runs, capsys, monkeypatch):
+    """On another machine the last bits may move: said, not hidden (exit 0)."""
+    move_the_last_bits(monkeypatch)
     code, out, _ = clsuite("eval", runs[0][0], capsys=capsys)
     assert code == 0 and out.splitlines()[-1] == (
         "the run's last rows (results.json): not the same bit for bit (kernels, threads or device other than the "
@@ -94,8 +99,31 @@ def test_eval_refuses_with_one_line_what_it_cannot_evaluate(runs, tmp_path, caps
         f"error: the data files under {runs[0][1]['config']['data']['root']} are not the run's (MNIST/raw/x.gz differ "
         "or are missing); --data-root names the folder that holds them\n"
     )
-    monkeypatch.setattr("clsuite.identity.code_part", lambda config: {"hash": "0" * 16})
-    assert clsuite("eval", folder, capsys=capsys)[1:] == (
+    monkeypatch.setattr("clsuite.identity.code_part", lambda config: {"hash": "0" * 16})  # a later commit
+    monkeypatch.setitem(schema.KEYS, "memory", schema.Whole(101, None, "M"))  # that refuses the run's M=100
+    assert clsuite("eval", folder, capsys=capsys) == (
+        2,
         "",
-        "error: the code at hand is not the run's (identity.code differs): its network or method may differ\n",
+        "error: the code at hand cannot build the run's config: memory must be a whole number >= 101, got 100 "
+        f"(code {'0' * 16} here, code {runs[0][1]['identity']['code']['hash']} in the run)\n",
+    )
+
+
+def test_eval_under_other_code_warns_naming_both_and_says_whether_the_rows_held(runs, capsys, monkeypatch):
+    """A later commit (identity.code differs) was refused: evaluating a saved model after a change that
+    moved no number is a normal need. One warning line naming both code parts; the rows, compared."""
+    folder, res = runs[0]
+    monkeypatch.setattr("clsuite.identity.code_part", lambda config: {"hash": "0" * 16, "outside": {"mine": "ab"}})
+    code, out, err = clsuite("eval", folder, capsys=capsys)
+    assert code == 0 and err == (
+        f"warning: the code at hand is not the run's (code {'0' * 16} + mine ab here, code "
+        f"{res['identity']['code']['hash']} in the run); evaluated anyway\n"
+    )
+    assert out.splitlines()[-1] == (
+        "the run's last rows (results.json): the same, bit for bit (under code other than the run's)"
+    )
+    move_the_last_bits(monkeypatch)
+    assert clsuite("eval", folder, capsys=capsys)[1].splitlines()[-1] == (
+        "the run's last rows (results.json): not the same bit for bit (code, kernels, threads or device other than "
+        "the run's: docs/NUMERICS.md)"
     )

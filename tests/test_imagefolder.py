@@ -536,6 +536,21 @@ def test_the_config_check_refuses_an_archive_before_any_run(tmp_path, case):
         api.compose(ov)
 
 
+@pytest.mark.parametrize("download", ["true", "false"])
+@pytest.mark.parametrize("root", ["empty", "nowhere"])
+def test_a_missing_archive_is_refused_by_the_config_check_download_or_not(tmp_path, download, root):
+    """This source cannot download: data.download=true with no archive passed the config check and was
+    refused in the run, after Hydra had made its folder; without it, the line advised data.download=true."""
+    (tmp_path / "empty").mkdir()
+    missing = tmp_path / root / "CIFAR10-jpeg" / "cifar10-jpeg.tar.gz"
+    with pytest.raises(ConfigError) as e:
+        api.compose(["benchmark=split_cifar10_jpeg", f"data.download={download}", f"data.root={tmp_path / root}"])
+    assert str(e.value) == (
+        f"missing data file {missing}; benchmark.source image_folder cannot download it, data.download=true or not: "
+        "put it there, or set DATA_DIR or data.root to the folder that holds CIFAR10-jpeg/cifar10-jpeg.tar.gz"
+    )
+
+
 def test_a_fifo_in_place_of_the_archive_is_one_line_and_no_folder(tmp_path):
     """It hung the run for good, after Hydra had made its folder."""
     os.mkfifo(tmp_path / "tiny.tar.gz")

@@ -54,10 +54,11 @@ def test_the_time_left_is_the_rest_of_the_run_at_the_current_tasks_rate():
 
 
 def test_a_long_task_has_a_line_every_tenth_of_the_run_at_most_once_a_minute(capsys):
-    """Besides every task's end, a line when the run enters another tenth of its batches and the last line
-    is a minute old; a resumed run counts the tasks done before it."""
+    """A line when training starts (a long run's first progress line came at its first tenth); besides
+    every task's end, a line when the run enters another tenth of its batches and the last line is a
+    minute old; a resumed run counts the tasks done before it."""
     t = Clock()
-    c = RunClock([100, 100, 100, 100, 100], [f"task {k}/5" for k in range(1, 6)], clock=t)
+    c = RunClock([100, 100, 100, 100, 100], [f"task {k}/5" for k in range(1, 6)], "cifar, mir, seed 0", clock=t)
     cb = run_progress(c, lines=True)
     trainer = SimpleNamespace(datamodule=SimpleNamespace(task=3))  # resumed after 3 tasks
     cb.on_train_start(trainer, None)
@@ -66,9 +67,12 @@ def test_a_long_task_has_a_line_every_tenth_of_the_run_at_most_once_a_minute(cap
         cb.on_train_batch_end(trainer, None)
     cb.on_train_end(trainer, None)
     assert capsys.readouterr().err.splitlines() == [
+        "training: 5 tasks, 500 incoming batches (cifar, mir, seed 0); a line per task and per tenth of the run follows",
         "task 4/5: 72% of the run, 60s elapsed, about 2m left",  # 70% at 50 s: the line waits for the minute
         "task 4/5 done: 80% of the run, 2m elapsed, about 2m left",  # (80% at its last batch: the end's line)
     ]
+    cb.on_train_start(SimpleNamespace(datamodule=SimpleNamespace(task=4)), None)  # the next task: no first line
+    assert capsys.readouterr().err == ""
     quiet = run_progress(c, lines=False)
     quiet.on_train_start(SimpleNamespace(datamodule=SimpleNamespace(task=4)), None)
     quiet.on_train_end(None, None)
@@ -76,7 +80,8 @@ def test_a_long_task_has_a_line_every_tenth_of_the_run_at_most_once_a_minute(cap
 
 
 def test_a_run_redirected_to_a_file_prints_a_line_per_task_with_the_time_left(tmp_path):
-    """`python src/run.py ... > log 2>&1` printed nothing until the summary; the bar is for terminals."""
+    """`python src/run.py ... > log 2>&1` printed nothing until the summary, then nothing until the first
+    tenth of the run; the bar is for terminals."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLSUITE_")}
     args = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.threads=1", "method=er"]
     with open(tmp_path / "log", "w") as log:
@@ -85,12 +90,14 @@ def test_a_run_redirected_to_a_file_prints_a_line_per_task_with_the_time_left(tm
     lines = (tmp_path / "log").read_text().splitlines()
     assert p.returncode == 0, lines[-20:]
     d = r"\d+(s|m|h\d\dm)"
-    assert [re.sub(d, "T", line) for line in lines[:3]] == [
+    assert [re.sub(d, "T", line) for line in lines[:4]] == [
+        "training: 3 tasks, 60 incoming batches (synthetic, er, seed 0); a line per task and per tenth of the run "
+        "follows",
         "task 1/3 done: 33% of the run, T elapsed, at least T left (at task 1's rate; later tasks are slower)",
         "task 2/3 done: 67% of the run, T elapsed, about T left",
         "task 3/3 done: 100% of the run, T elapsed",
     ]
-    assert lines[3] == "er on synthetic (M=100, seed=0, reading=mir_code)"
+    assert lines[4].startswith("er on synthetic: M=100 per class")  # the summary follows
 
 
 def test_the_bar_shows_the_runs_share_and_time_left_in_place_of_the_tasks(tmp_path, monkeypatch):

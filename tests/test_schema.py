@@ -18,6 +18,8 @@ from clsuite import cli, confighelp, schema
 from clsuite.config import ConfigError, group_options, validate
 from clsuite.replay.base import ReplayPolicy
 from tests.conftest import make_cfg
+from tests.test_imagefolder import TINY as IMAGES
+from tests.test_imagefolder import members, write_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 SYN = ["benchmark=synthetic", "logger=none", "trainer=cpu", "reading=paper_text"]  # M in total
@@ -31,8 +33,7 @@ def context(key: str) -> list[str]:
     if key.startswith("benchmark.synthetic."):
         return ["benchmark=synthetic"]
     if key.startswith("benchmark.image_folder."):
-        # any existing folder; data.download=true: validate does not ask for the files (they are fetched)
-        return ["benchmark=split_cifar10_jpeg", "data.root=.", "data.download=true"]
+        return IMAGES  # a tiny archive, made by context_cfgs under its data.root (this source cannot download)
     if key.startswith("logger.") and key != "logger.name":
         return ["logger=wandb"]
     return {
@@ -131,13 +132,16 @@ def test_the_schema_covers_every_key():
 
 
 @pytest.fixture(scope="module")
-def context_cfgs():
+def context_cfgs(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data")
+    write_archive(data / "tiny", "tar.gz", members())  # IMAGES' archive
+    where = [f"data.root={data}", f"data.cache_dir={data / 'cache'}"]
     cache: dict[tuple, object] = {}
 
     def get(ctx):
         ov = tuple(ctx)
         if ov not in cache:
-            cache[ov] = make_cfg(*ov)
+            cache[ov] = make_cfg(*ov, *(where if ctx == IMAGES else ()))
         return copy.deepcopy(cache[ov])
 
     return get

@@ -154,7 +154,8 @@ def validate(cfg: DictConfig) -> None:
 
     d = cfg.data
     root = Path(str(d.root))
-    if not d.download and not root.is_dir():
+    fetched = bool(d.download) and source.downloads  # files not there: the reader downloads them
+    if source.downloads and not fetched and not root.is_dir():  # (one that cannot download: absent names the file)
         raise ConfigError(
             f"data directory {d.root!r} does not exist; set DATA_DIR or data.root to the folder holding "
             f"{cfg.benchmark.source}'s files (e.g. DATA_DIR=../shared/datasets), or pass data.download=true on a "
@@ -163,7 +164,7 @@ def validate(cfg: DictConfig) -> None:
     rels = source.file_list()
     if problem := unreadable(root, rels, folders=source.folders):
         raise ConfigError(problem)
-    if not d.download and (problem := absent(root, rels)):  # (data.download=true: fetched by the run)
+    if not fetched and (problem := absent(root, rels, cfg.benchmark.source, source.downloads)):
         raise ConfigError(problem)
     try:  # md5 (an image-folder archive: its read), memoised for the run
         source.check_files(root, bool(d.download), bool(d.get("verify_md5", True)), d.get("cache_dir"))

@@ -1,7 +1,7 @@
 """Feedback while a run or a sweep goes (what the user sees: docs/RUNS.md, "Progress"): the run's
 clock over all its tasks (:class:`RunClock`), read by the task's progress bar on a terminal and by
-the progress lines elsewhere (:func:`run_progress`), the sweep's progress line, and a job's printed
-report kept in its ``run.log``.
+the progress lines elsewhere (:func:`run_progress`: a line when training starts, then per task and
+per tenth of the run), the sweep's progress line, and a job's printed report kept in its ``run.log``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class RunClock:
     first task of the stream replays nothing, and every later task does the first one's work and more
     (replay, a regulariser's penalty): during it, the time left is a lower bound."""
 
-    def __init__(self, batches: list[int], names: list[str], clock=time.monotonic):
-        self.batches, self.names, self.clock = list(batches), list(names), clock
+    def __init__(self, batches: list[int], names: list[str], what: str = "", clock=time.monotonic):
+        self.batches, self.names, self.what, self.clock = list(batches), list(names), what, clock
         self.total = max(1, sum(self.batches))
         self.task, self.n = 0, 0  # the task training now (or last trained) and its batches so far
         self.t0 = self.task_t0 = None  # this process's first task's start; the current task's (None: ended)
@@ -78,6 +78,13 @@ class RunClock:
         left = self.left()
         return None if left is None else f"{'at least' if self.lower_bound else 'about'} {_duration(left)}"
 
+    def start_line(self) -> str:
+        """The line when training starts: ``training: 5 tasks, 5,000 incoming batches (split_cifar10_jpeg,
+        mir, seed 0); a line per task and per tenth of the run follows`` (``what``: in the brackets)."""
+        tasks = self.names[0] if len(self.names) == 1 else f"{len(self.names)} tasks"  # (Joint: its one name)
+        what = f" ({self.what})" if self.what else ""
+        return f"training: {tasks}, {self.total:,} incoming batches{what}; a line per task and per tenth of the run follows"
+
     def line(self) -> str:
         """The progress line: ``task 2/5 done: 40% of the run, 4m elapsed, about 6m left``."""
         head = f"{self.names[self.task]}{' done' if self.ended else ''}: {self.done() / self.total:.0%} of the run"
@@ -88,33 +95,35 @@ class RunClock:
 
 
 def run_progress(clock: RunClock, lines: bool, out=None):
-    """The callback that moves ``clock``; with ``lines``, it prints :meth:`RunClock.line` (to stderr)
-    at every task's end and at every part of the run (:data:`LINES_PER_RUN`) when the last line is
-    :data:`LINE_QUIET_S` old (a long task)."""
+    """The callback that moves ``clock``; with ``lines``, it prints (to stderr) :meth:`RunClock.start_line`
+    when this process starts training, then :meth:`RunClock.line` at every task's end and at every part
+    of the run (:data:`LINES_PER_RUN`) when the last line is :data:`LINE_QUIET_S` old (a long task)."""
     from lightning.pytorch.callbacks import Callback
 
     class RunProgress(Callback):
         mark, printed = 0, None  # the part of the run of the last line, and its time
 
-        def say(self) -> None:
-            print(clock.line(), file=out or sys.stderr, flush=True)
+        def say(self, line: str) -> None:
+            print(line, file=out or sys.stderr, flush=True)
             self.mark, self.printed = clock.part(), clock.clock()
 
         def on_train_start(self, trainer, learner):
             task = trainer.datamodule.task
             clock.begin(0 if task == "joint" else int(task))
+            if lines and self.printed is None:  # this process's first task
+                self.say(clock.start_line())
             self.mark, self.printed = clock.part(), self.printed or clock.clock()
 
         def on_train_batch_end(self, trainer, learner, *_):
             clock.step()
             inside = clock.n < clock.batches[clock.task]  # (a task's last batch: its end's line follows)
             if lines and inside and clock.part() > self.mark and clock.clock() - self.printed >= LINE_QUIET_S:
-                self.say()
+                self.say(clock.line())
 
         def on_train_end(self, trainer, learner):
             clock.end()
             if lines:
-                self.say()
+                self.say(clock.line())
 
     return RunProgress()
 

@@ -320,15 +320,21 @@ def load_cifar(root: str | Path, name: str, download: bool = False, verify: bool
     return _decoded([folder / f for f in (*spec["train"], *spec["test"])], decode)
 
 
-def absent(root: str | Path, rels) -> str | None:
-    """The first file of ``rels`` (a source's files, relative to ``root``) that is not there, as one
-    line naming it and how to get it; None when all are. A CIFAR folder's files count as there when
-    the archive beside it is (the loader reads either). Checked before any run
-    (``clsuite.config.validate``), so a run without its data leaves no folder."""
+def absent(root: str | Path, rels, source: str, downloads: bool) -> str | None:
+    """The first file of ``rels`` (the files of benchmark.source ``source``, relative to ``root``) that
+    is not there, as one line naming it and how to get it (``data.download=true`` where the source
+    ``downloads``); None when all are. A CIFAR folder's files count as there when the archive beside
+    it is (the loader reads either). Checked before any run (``clsuite.config.validate``), so a run
+    without its data leaves no folder."""
     root = Path(root)
     for rel in rels:
         if (root / rel).exists():
             continue
+        if not downloads:
+            return (
+                f"missing data file {root / rel}; benchmark.source {source} cannot download it, data.download=true "
+                f"or not: put it there, or set DATA_DIR or data.root to the folder that holds {rel}"
+            )
         cifar = next((c for c in CIFAR.values() if str(rel).startswith(c["folder"] + "/")), None)
         if cifar is not None and (root / cifar["archive"][0]).is_file():
             continue

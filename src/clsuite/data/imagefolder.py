@@ -394,10 +394,9 @@ def decoded_sha256(root, benchmark: dict, *, verify: bool, download: bool = Fals
 
 def check(root, benchmark: dict, *, download: bool, verify: bool, cache_dir: str | None = None) -> None:
     """The config check: the read itself, so that every refusal of the archive, its members and its
-    images comes before any folder is made (memoised: the run reads nothing again). With
-    ``data.download=true`` an archive not there is left to the run, as every source's files are."""
-    if not (download and not (Path(root) / str(options(benchmark)["path"])).exists()):
-        _read(root, benchmark, download, verify, cache_dir)
+    images comes before any folder is made (memoised: the run reads nothing again). This source
+    cannot download: a missing archive is refused whatever ``data.download`` says."""
+    _read(root, benchmark, download, verify, cache_dir)
 
 
 def _read(root, benchmark: dict, download: bool, verify: bool, cache_dir: str | None) -> tuple:

@@ -4,7 +4,8 @@ A benchmark is one file, ``conf/benchmark/<name>.yaml`` (its source, tasks, clas
 training samples per class, backbone); a new data *format* adds one reader, registered by name
 with :func:`register`, with the sizes the config check needs before any file is read
 (docs/EXTENDING.md, "Adding a benchmark": ``classes``, ``train_per_class``, ``files``, ``folders``,
-``cached``, ``decoder``, ``check``, ``decoded``, and ``module:name`` for a reader outside this package).
+``downloads``, ``cached``, ``decoder``, ``check``, ``decoded``, and ``module:name`` for a reader outside
+this package).
 
 :func:`bind` is the one lookup of a benchmark's source: the registered :class:`Source` with the
 benchmark config bound to it. Each entry binds once and hands it down: the config check
@@ -36,6 +37,7 @@ class Source:
     train_per_class: int | str  # training samples of its smallest class (or the key)
     files: Callable[[dict], list[str]] | None  # data files under data.root; None: generated data
     folders: bool = False  # an entry of files may be a folder
+    downloads: bool = False  # with data.download=true the reader fetches the files not there
     cached: bool = False  # the reader takes cache_dir= (data.cache_dir)
     decoder: Callable[[], str] | None = None  # what decodes the files (the data identity records it)
     check: Callable[..., object] | None = None  # (root, benchmark, *, download, verify[, cache_dir]): DataError
@@ -78,6 +80,7 @@ def register(
     train_per_class: int | str,
     files=None,
     folders=False,
+    downloads=False,
     cached=False,
     decoder=None,
     check=None,
@@ -87,7 +90,9 @@ def register(
 
     def deco(reader: Reader) -> Reader:
         spec = files if files is None or callable(files) else (lambda b, fs=tuple(files): list(fs))
-        SOURCES[name] = Source(name, reader, classes, train_per_class, spec, folders, cached, decoder, check, decoded)
+        SOURCES[name] = Source(
+            name, reader, classes, train_per_class, spec, folders, downloads, cached, decoder, check, decoded
+        )
         return reader
 
     return deco
@@ -124,6 +129,7 @@ for _names, _load, _check in (
             classes=_classes,
             train_per_class=_smallest,
             files=F.source_files(_name),
+            downloads=True,
             check=lambda root, b, *, download, verify, _n=_name, _c=_check: _c(
                 root, _n, verify=verify, download=download
             ),
