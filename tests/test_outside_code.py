@@ -227,7 +227,9 @@ class EditingReplay(RandomReplay):
 def test_outside_code_edited_while_the_run_runs_costs_the_run_not_a_wrong_number(modules, tmp_path):
     (modules / "editing.py").write_text(EDITING)
     cfg = make_cfg("method=er", "method.replay._target_=editing.EditingReplay")
-    with pytest.raises(identity.CodeChanged, match=r"^outside code changed on disk while the run ran \(lazy_mod \w+ -> \w+\)"):
+    with pytest.raises(
+        identity.CodeChanged, match=r"^outside code changed on disk while the run ran \(lazy_mod \w+ -> \w+\)"
+    ):
         run_experiment(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / io.RESULTS_FILE).exists()
 
