@@ -78,3 +78,11 @@ def test_make_variables_become_the_verbs_options_and_the_verbs_defaults_are_the_
 def test_make_parity_runs_the_harness_on_the_given_checkout():
     out = dry_run("parity", "MAMMOTH=/somewhere/mammoth", "PARITY_ARGS=--seeds 0")
     assert "scripts/parity/harness.py --mammoth /somewhere/mammoth --seeds 0" in out
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_the_records_targets_run_their_verbs():
+    assert verb_args("records", "JOBS=2", "DRY_RUN=1", "ARGS=logger=none") == ["records", "--jobs", "2", "--dry-run",
+                                                                              "logger=none"]  # fmt: skip
+    assert "src/run.py report --records docs/records --docs" in dry_run("report-docs")
+    assert "src/run.py replay --sample 3 --seed 1" in dry_run("replay", "REPLAY_ARGS=--sample 3 --seed 1")
