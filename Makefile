@@ -193,6 +193,23 @@ DOCS ?=
 report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1: also docs/, if every section has runs)
 	$(PY) src/run.py report $(if $(DOCS),--docs)
 
+# The records (docs/records/: each experiment's sealed results files in one archive, and their manifest;
+# docs/INTEGRITY.md, section 8). report-docs rebuilds docs/REPRODUCTION.md and docs/figures/ from them
+# alone, without training; `make test` checks that the committed report is that build. records runs every
+# split-MNIST/FMNIST sweep behind the report under portable kernels (`clsuite paper records`: finished
+# runs skipped, shared ones reused; DRY_RUN=1: the commands and the number of runs to train), then packs
+# them. replay reruns a random sample of the records' portable runs here and compares R and b bit for
+# bit: REPLAY_ARGS="--sample 20 --seed 3 --methods online,er".
+DRY_RUN ?=
+REPLAY_ARGS ?=
+.PHONY: report-docs records replay
+report-docs: setup     ## docs/REPRODUCTION.md + docs/figures/ from docs/records/ alone (no training)
+	$(PY) src/run.py report --records docs/records --docs
+records: setup         ## every split-MNIST/FMNIST run of the report, portable, then packed into docs/records/ (JOBS=n)
+	$(PY) src/run.py paper records $(if $(JOBS),--jobs $(JOBS)) $(if $(DRY_RUN),--dry-run) $(ARGS)
+replay: setup          ## rerun a sample of the records' portable runs here, R and b compared bit for bit
+	$(PY) src/run.py replay $(REPLAY_ARGS)
+
 # ---------------------------------------------------------------------------------------------
 # W&B from the results files on disk, no training: a W&B run for every grid point that has none
 # (skipped, reused, or run with logger=csv) and one aggregate run with the experiment's charts and

@@ -70,6 +70,7 @@ def write_run(
     identity=True,
     device="cpu",
     code_hash=CODE_HASH,
+    commit="abc1234" + "0" * 33,
 ) -> Path:
     """One finished run's ``results.json`` under ``root/<job>/``; returns its folder."""
     R = fake_R(5, 80.0) if R is None else np.asarray(R, dtype=float)
@@ -110,7 +111,7 @@ def write_run(
             "code": {"hash": code_hash},
             "data": {"files": {"MNIST/raw/train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873"}},
             "env": {"torch_threads": 1, "blas_threads": 1, "device_type": device.split(":")[0], "torch": "2.13.0"},
-            "provenance": {"commit": "abc1234" + "0" * 33, "dirty": False, "version": None},
+            "provenance": {"commit": commit, "dirty": False, "version": None},
         }
     name = job or ",".join(
         [f"benchmark={benchmark}", f"lambda={lam}", f"memory={memory}", f"method={method}"]

@@ -150,3 +150,10 @@ def test_make_help_lists_every_target_with_its_note():
     listed = {line.split()[0]: line.split(None, 1)[1:] for line in out.splitlines() if line.strip()}
     assert {"setup", "lint", "format", "run", "table2", "help"} <= targets
     assert targets == set(listed) and all(listed.values())  # each with its note
+
+
+def test_the_records_targets_run_their_verbs():
+    assert verb_args("records", "JOBS=2", "DRY_RUN=1", "ARGS=logger=none") == ["records", "--jobs", "2", "--dry-run",
+                                                                              "logger=none"]  # fmt: skip
+    assert "src/run.py report --records docs/records --docs" in dry_run("report-docs")
+    assert "src/run.py replay --sample 3 --seed 1" in dry_run("replay", "REPLAY_ARGS=--sample 3 --seed 1")

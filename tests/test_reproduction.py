@@ -79,7 +79,8 @@ def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
     assert "not updated" in err and "section 'Memory size M (Figs. 5, 6)' has no runs" in err
     assert _untouched(docs)
     report = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
-    assert "Not run: `" + hint("paper", "memory") in report and "| ER | 70.5 ± 0.7 | 86.4 |" in report
+    assert "Not run: `clsuite paper memory --seeds 5" in report  # --docs: commands in the installed form
+    assert "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
 def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, capsys):
@@ -130,7 +131,7 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
     n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
-    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `" + hint("paper", "choices") in md
+    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `clsuite paper choices --launcher joblib`" in md
     assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
     assert f"## {n + 5}. Other experiments (ad-hoc sweeps)" in md
 
@@ -225,17 +226,3 @@ def test_the_reports_link_to_the_measured_history_resolves_where_each_copy_lies(
     text = (out / "REPRODUCTION.md").read_text()
     target = re.search(r"Measured history \(earlier reports, kept as they were\): \[docs/history/\]\(([^)]+)\)", text)
     assert target and target.group(1) == "../../docs/history/" and (out / target.group(1)).resolve() == history
-
-
-def test_the_committed_cifar10_jpeg_row_reads_whole():
-    """docs/runs/i32_cifar10_jpeg/ holds the row's sealed results files (docs/PERFORMANCE.md, issue 32),
-    so that `clsuite report --multirun-dir docs/runs` renders its section from a clone: every file
-    passes the report's seal, schema and identity checks; ER, MIR and AdaER have seeds 0-2, C-CMR and E-BRS seed 0."""
-    from clsuite.analysis.load import load_experiment
-
-    exp = load_experiment(ROOT / "docs" / "runs" / "i32_cifar10_jpeg")
-    assert exp.status["rejected"] == [] and exp.status["duplicates"] == [] and exp.status["failed"] == []
-    assert set(exp.runs["benchmark"]) == {"split_cifar10_jpeg"} and set(exp.runs["reading"]) == {"mir_code"}
-    seeds = exp.runs.groupby("method")["seed"].apply(sorted).to_dict()
-    assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")) and seeds["ccmr"] == seeds["ebrs"] == [0], seeds
-    assert exp.runs["real_data"].all()

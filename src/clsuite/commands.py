@@ -52,6 +52,8 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "eval": _call("clsuite.evaluation:main"),
     "aggregate": _call("clsuite.analysis.report:main_aggregate"),
     "report": _call("clsuite.analysis.report:main_report"),  # from the working directory's multirun/
+    "records": _call("clsuite.analysis.records:main"),  # pack runs into docs/records/, check the report against them
+    "replay": _call("clsuite.replay_records:main"),  # rerun a sample of the records' portable runs here
     "claims": _call("clsuite.analysis.report:main_claims"),
     "choices": _call("clsuite.analysis.choices:main"),
     "wandb": _call("clsuite.wandb_sync:main"),

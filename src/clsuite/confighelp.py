@@ -23,11 +23,13 @@ usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment
        clsuite sweep KEY=A,B ... [KEY=VALUE ...]  a sweep, every combination (= clsuite -m ...) -> multirun/<experiment>/
        clsuite paper TARGET [--seeds N] [...]     a paper table or figure: its sweep, then its tables (= make TARGET);
                                                   TARGET: table2, memory, first_task, cifar100, imbalance, tau,
-                                                  ablation, ablation_cifar100, all, choices (clsuite help paper)
+                                                  ablation, ablation_cifar100, all, choices, records (help paper)
        clsuite eval RUN [--split test|val]        a finished run's saved model (keep_weights=true) on every task,
                                                   class-IL and task-IL (RUN: its folder; or ckpt_path=<its model.ckpt>)
        clsuite aggregate EXP [...]                tables and figures of multirun/EXP/ -> results/EXP/
-       clsuite report [--docs]                    the reproduction report from multirun/ -> results/report/
+       clsuite report [--docs] [--records]        the report from multirun/ or docs/records/ -> results/report/
+       clsuite records pack EXP [...] | check     runs -> docs/records/; the committed report against its records
+       clsuite replay [--sample N] [--seed S]     rerun some of the records' portable runs here; R compared bit for bit
        clsuite claims [--rule holm|interval|both] the paper's claims judged from multirun/, printed (writes nothing)
        clsuite choices                            the paper's open choices, paired by seed -> results/choices/
        clsuite wandb EXP [...]                    W&B runs and charts of an experiment, from its results files

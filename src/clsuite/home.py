@@ -8,6 +8,7 @@ packaged copies ``clsuite/conf`` and ``clsuite/sweeps`` in an installed wheel, t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -50,9 +51,25 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+_FOR_READERS: list[bool] = []  # inside for_readers(): hint() gives the installed form
+
+
+@contextlib.contextmanager
+def for_readers():
+    """Inside, :func:`hint` gives ``clsuite <verb> ...``, whatever runs now: the form of a page read on
+    other machines (docs/REPRODUCTION.md), which must not depend on where it was built."""
+    _FOR_READERS.append(True)
+    try:
+        yield
+    finally:
+        _FOR_READERS.pop()
+
+
 def hint(verb: str, *args: str) -> str:
     """The command line of ``verb`` that works here, with the interpreter running now (a bare ``python``
     may lack the suite's dependencies); its three forms: README.md, "The main commands"."""
+    if _FOR_READERS:
+        return shlex.join(["clsuite", verb, *args])
     python = _shown(Path(sys.executable))
     if in_checkout():
         script = CHECKOUT / "scripts" / SCRIPTS[verb] if verb in SCRIPTS else CHECKOUT / "src" / "run.py"

@@ -23,7 +23,10 @@ with the target's layout. The Makefile's paper targets call this verb: one home 
 ``all`` runs the targets in :data:`TARGETS` order and stops at the first that fails, as ``make paper``.
 ``choices`` runs the six open-choice sweeps (10 seeds unless ``--seeds``; each writes its own folder,
 so ``--experiment`` is refused), goes on past a sweep whose jobs failed, then aggregates them and
-writes the paired ledger (``clsuite.analysis.choices``).
+writes the paired ledger (``clsuite.analysis.choices``). ``records`` runs :func:`records_plan` (every
+part a command of this verb; finished runs skipped, shared ones reused), goes on past a part whose
+jobs failed, then packs the experiments into docs/records/ (``clsuite records pack``) when none did;
+``--dry-run`` also counts the runs it would train (:func:`count`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from clsuite.analysis.paper_values import BENCHMARK_LABELS, OFFICIAL_OF, TARGETS
 from clsuite.config import SWEEPS_DIR
@@ -40,6 +44,8 @@ from clsuite.home import child_env, hint
 GROUPS = {
     "all": "every target above, in order (= make paper)",
     "choices": "the paper's open choices (= make fig-choices)",
+    "records": "every split-MNIST/FMNIST run of the report under portable kernels, packed into docs/records/ "
+    "(= make records)",
 }
 DEFAULTS = {"seeds": 5, "choice_seeds": 10, "reading": "mir_code", "launcher": "basic"}
 LISTS = {"benchmarks": "benchmark", "methods": "method", "memories": "memory", "taus": "tau", "lambdas": "lambda"}
@@ -182,8 +188,109 @@ def _sweep(cmd: list[str]) -> int:
         return child.wait()
 
 
+def records_plan() -> list[list[str]]:
+    """The report's records (docs/INTEGRITY.md, section 8), one ``clsuite paper`` argv per part: Table II
+    under both readings at 10 seeds and the claims' six methods at 40 seeds under mir_code, this machine's
+    Table II for the report's Numerics section (copies of Table II's runs), the sweeps of Figs. 5-7 and 9-11,
+    the open choices and the cell checks at 10 seeds; split-MNIST and split-FMNIST (Fig. 9: split-FMNIST, the
+    paper's other benchmark there being CIFAR-10), portable kernels."""
+    from clsuite.analysis.cells import CELLS
+    from clsuite.analysis.choices import CHOICES
+
+    both = ("--benchmarks", "split_mnist,split_fmnist")
+    choices = {c.experiment for c in CHOICES}
+    parts = [
+        ["table2", "--seeds", "40", "--methods", "er,mir,ccmr,ebrs,adaer,gem", *both],  # first: the grid is the next's
+        ["table2", "--seeds", "10", "--reading", "paper_text,mir_code", *both],
+        ["table2", "--seeds", "10", *both, "--experiment", "machines_portable"],  # (= make machines NUMERICS=portable)
+        *([t, "--seeds", "10", *both] for t in ("memory", "first_task", "tau", "ablation")),
+        ["imbalance", "--seeds", "10", "--benchmarks", "split_fmnist"],
+        ["choices", "--seeds", "10"],
+        *([s, "--seeds", "10"] for c in CELLS for s in c.sweeps if s not in choices),
+    ]
+    return [[*p, "trainer.numerics=portable"] for p in parts]
+
+
+def experiments(parts: list[list[str]]) -> list[str]:
+    """The experiment folders the parts write, in order, each once."""
+    # an aggregation step's args: [folder, --layout, target] or [folder, ...]
+    steps = [args for p in parts for kind, args in plan(p) if kind == "aggregate"]
+    return list(dict.fromkeys(n for args in steps for n in (args[:1] if "--layout" in args else args)))
+
+
+def count(parts: list[list[str]], multirun: Path) -> tuple[int, int, int]:
+    """(jobs, distinct runs, runs finished in ``multirun`` by this code) of the parts' sweeps: each sweep
+    expanded and validated as it will be (``clsuite.sweep.grid``), runs told apart by config hash (a run
+    several sweeps share is trained once), a run finished when a sealed results file of its config hash
+    and this code's hash is there (its data and threads not compared: an estimate)."""
+    from hydra import initialize_config_dir
+
+    from clsuite import sweep
+    from clsuite.compose import parse_args, precompose
+    from clsuite.config import CONF_DIR
+    from clsuite.identity import code_identity, config_hash
+    from clsuite.results import read_run
+
+    jobs, hashes = 0, set()
+    for part in parts:
+        for _, cmd in [s for s in plan(part) if s[0] == "sweep"]:
+            cfg, _ = precompose(parse_args([*cmd[3:], f"hydra.searchpath=[file://{CONF_DIR}]"]))
+            grid = sweep.expand_grid(cfg)
+            with initialize_config_dir(config_dir=str(SWEEPS_DIR), version_base="1.3"):
+                sweep.validate_grid(cfg, grid)
+            jobs += len(grid)
+            hashes |= {j["config_hash"] for j in grid}
+    code, done = code_identity()["hash"], set()
+    for path in Path(multirun).glob("*/*/results.json"):
+        run = read_run(path)
+        if run.ok and (run.data["identity"].get("code") or {}).get("hash") == code:
+            done.add(config_hash(run.data["config"]))
+    return jobs, len(hashes), len(hashes & done)
+
+
+def records(argv: list[str]) -> int:
+    """``clsuite paper records [--launcher L] [--jobs N] [--dry-run] [overrides]`` (the module's opening)."""
+    a = parser().parse_intermixed_args(argv)
+    fixed = [f"--{o}" for o in ("seeds", *LISTS, "experiment") if getattr(a, o) is not None]
+    if a.reading != DEFAULTS["reading"]:
+        fixed.append("--reading")
+    if fixed:
+        print(
+            f"error: records fixes its seeds, readings, benchmarks and methods: no {', '.join(fixed)}", file=sys.stderr
+        )
+        return 2
+    launcher = "joblib" if a.jobs is not None and a.launcher == DEFAULTS["launcher"] else a.launcher  # --jobs: workers
+    extra = ["--launcher", launcher, *(["--jobs", str(a.jobs)] if a.jobs is not None else []), *a.overrides]
+    parts = [[*p, *extra] for p in records_plan()]
+    names = experiments(parts)
+    pack = ["pack", *names, "--multirun-dir", "multirun"]
+    if a.dry_run:
+        for p in parts:
+            print(hint("paper", *p))
+        print(hint("records", *pack))
+        jobs, runs, done = count(parts, Path("multirun"))
+        print(f"{jobs} jobs in its sweeps, {runs} distinct runs (a run several sweeps share is trained once), "
+              f"{done} of them finished in multirun/ by this code: {runs - done} to train")  # fmt: skip
+        return 0
+    failed = []
+    for p in parts:
+        status = main(p)
+        if status not in (0, 1):
+            return status  # bad input or a stop
+        failed += [p[0]] if status else []
+    if failed:
+        print(f"error: jobs failed in {', '.join(failed)}: not packed; rerun to retry them (finished runs are "
+              "skipped)", file=sys.stderr)  # fmt: skip
+        return 1
+    from clsuite.analysis.records import main as records_main
+
+    return records_main(pack)
+
+
 def main(argv: list[str]) -> int:
     """``clsuite paper <target> [options] [overrides]``: the exit status of the first step that failed."""
+    if parser().parse_intermixed_args(argv).target == "records":
+        return records(argv)
     try:
         steps = plan(argv)
     except ValueError as e:

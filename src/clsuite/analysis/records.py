@@ -1,0 +1,194 @@
+"""``clsuite records``: pack experiments into records (``clsuite.records``), and check that the
+committed report is the one its records rebuild (docs/INTEGRITY.md, section 8).
+
+    clsuite records pack table2 memory ... [--multirun-dir multirun] [--out docs/records]
+    clsuite records check [--records docs/records] [--docs docs]
+
+:func:`pack` refuses, before writing anything, an experiment with a results file the report leaves
+out (``clsuite.analysis.load``: seal, schema, identity, the grid's run), two runs of one seed of a
+cell, a run not on the real data, or a run whose code hash is not the code of the clean commit it
+recorded (``docs_gate.code_at``); then it writes each archive and the manifest's entry for it
+(entries of other experiments are kept). :func:`check` rebuilds docs/REPRODUCTION.md and its
+figures from the records into a temporary folder (``report.build_report``) and compares them byte
+for byte with the committed ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from clsuite import records as rec
+from clsuite.analysis.docs_gate import code_at
+from clsuite.analysis.load import files, load_experiment
+from clsuite.analysis.report import build_report
+from clsuite.config import ConfigError
+from clsuite.home import CHECKOUT
+from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object, read_regular, sha256, write_bytes_atomic
+from clsuite.paths import safe_name
+
+REPORT = "REPRODUCTION.md"
+FIGURE = re.compile(r"\]\(figures/([^)\s]+)\)")  # a figure the report shows: ![...](figures/<name>)
+
+
+def _counts(col) -> dict:
+    return {str(k): int(v) for k, v in sorted(col.value_counts().items())}
+
+
+def gather(exp_dir: Path, commits: dict[str, str | None]) -> tuple[dict[str, bytes], dict, list[str]]:
+    """``({member: bytes}, manifest entry less the archive's own fields, refusals)`` of one experiment
+    folder; ``commits``: ``{commit: its code hash}``, filled as commits are met (git is asked once each)."""
+    name = exp_dir.name
+    e = load_experiment(exp_dir)
+    refused = [f"{name}/{r['job']}: left out by the report ({r['reason']})" for r in e.status["rejected"]]
+    refused += [" and ".join(f"{name}/{j}" for j in sorted((d["job"], d["kept"]))) + ": two runs of one seed of a "
+                "cell: a record holds one (move the other away)" for d in e.status["seed_duplicates"]]  # fmt: skip
+    for _, run in e.runs.iterrows():
+        where = f"{name}/{run['job']}"
+        if not run["real_data"]:
+            refused.append(f"{where}: not on the real data set (synthetic, or a data file without md5)")
+        commit = str(run["commit"])
+        unclean = commit.endswith("+dirty") or commit == "unknown"
+        if commit not in commits:
+            commits[commit] = None if unclean else code_at(commit)
+        if commits[commit] != run["code"]:
+            why = ("uncommitted changes, or no git commit" if unclean else "a commit this git checkout lacks"
+                   if commits[commit] is None else f"that commit's code is {commits[commit]}")  # fmt: skip
+            refused.append(f"{where}: made by code {run['code']}, not the code of its commit {commit} ({why})")
+    members = {}
+    grid = exp_dir / GRID_FILE
+    if grid.is_file():
+        if read_object(grid) is None:
+            refused.append(f"{name}/{GRID_FILE}: not a JSON object")
+        members[GRID_FILE] = read_regular(grid)
+    results = files(exp_dir, RESULTS_FILE)
+    failed = [p for p in files(exp_dir, FAILED_FILE) if not (p.parent / RESULTS_FILE).is_file()]
+    for path in results + failed:
+        member = path.relative_to(exp_dir).as_posix()
+        if problem := rec.member_problem(member):
+            refused.append(f"{name}/{member}: cannot be a member of a record ({problem})")
+        else:
+            members[member] = read_regular(path)
+    runs = e.runs
+    entry = {
+        "results_files": len(results),
+        "runs": len(runs),
+        "codes": {str(c): str(m) for c, m in sorted(set(zip(runs["code"], runs["commit"])))} if len(runs) else {},
+        "numerics": _counts(runs["numerics"]) if len(runs) else {},
+        "cpus": _counts(runs["cpu"]) if len(runs) else {},
+    }
+    return members, entry, refused
+
+
+def pack(names: list[str], multirun: Path, out: Path) -> list[str]:
+    """Pack the experiments ``names`` of ``multirun`` into ``out`` (archives, manifest); the refusals
+    (nothing written when there are any). ``ConfigError``: a name that is no experiment folder;
+    ``RecordsError``: a manifest in ``out`` that cannot be read."""
+    for n in names:
+        safe_name(n, "experiment")
+        if not (Path(multirun) / n).is_dir():
+            raise ConfigError(f"experiment {n!r}: no folder {Path(multirun) / n}/")
+    manifest = rec.read_manifest(out)[0] if (Path(out) / rec.MANIFEST_FILE).exists() else {"archives": {}}
+    commits: dict[str, str | None] = {}
+    packed, refused = {}, []
+    for n in dict.fromkeys(names):
+        members, entry, why = gather(Path(multirun) / n, commits)
+        refused += why
+        packed[n] = (rec.archive_bytes(members), entry)
+    if refused:
+        return refused
+    for n, (data, entry) in packed.items():
+        write_bytes_atomic(Path(out) / f"{n}{rec.SUFFIX}", data)
+        manifest["archives"][n] = {"file": f"{n}{rec.SUFFIX}", "sha256": sha256(data), "bytes": len(data), **entry}
+    manifest["about"] = ABOUT
+    write_bytes_atomic(Path(out) / rec.MANIFEST_FILE, rec.manifest_text(manifest).encode())
+    return []
+
+
+ABOUT = (
+    "Records of the reproduction report: <experiment>.tar.gz holds that experiment's sealed results files as its "
+    "sweep wrote them (clsuite records pack); make report-docs rebuilds docs/REPRODUCTION.md from them, make replay "
+    "reruns a sample of their portable runs (docs/INTEGRITY.md, section 8)."
+)
+
+
+def rebuild(records: Path, into: Path, crossmachine: Path) -> dict:
+    """docs/REPRODUCTION.md and its figures built from ``records`` into ``into/docs`` (``build_report``)."""
+    return build_report(into / "multirun", into / "results", into / "docs", crossmachine, None, records)
+
+
+def compare(built: Path, docs: Path) -> list[str]:
+    """Each difference between the report and figures in ``built`` and those in ``docs``, one line each."""
+    new, old = built / REPORT, docs / REPORT
+    if not old.is_file():
+        return [f"{old}: missing"]
+    a, b = new.read_text().splitlines(), old.read_text().splitlines()
+    if a != b:
+        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        rebuilt, committed = (a[i] if i < len(a) else "<end>"), (b[i] if i < len(b) else "<end>")
+        return [f"{old}: line {i + 1} differs from the rebuilt report: {committed[:120]!r}, rebuilt {rebuilt[:120]!r}"]
+    out = []
+    for name in sorted(set(FIGURE.findall(new.read_text()))):
+        mine, theirs = built / "figures" / name, docs / "figures" / name
+        if not theirs.is_file():
+            out.append(f"{theirs}: missing")
+        elif read_regular(theirs) != read_regular(mine):
+            out.append(f"{theirs}: differs from the rebuilt figure")
+    return out
+
+
+def check(records: Path, docs: Path, crossmachine: Path) -> list[str]:
+    """:func:`compare` of the report rebuilt from ``records`` with ``docs``; a record that fails its
+    checks, or a report the gate keeps out of docs/, is the one difference."""
+    with tempfile.TemporaryDirectory(prefix="clsuite-rebuild-") as tmp:
+        try:
+            res = rebuild(records, Path(tmp), crossmachine)
+        except rec.RecordsError as e:
+            return [str(e)]
+        if not res["docs"]:
+            why = res["ungated"][:1] or [
+                f"section '{s.title}' has no records" for s in res["missing"] if not s.optional
+            ]
+            return [f"the records do not rebuild a report for docs/: {why[0]}"]
+        return compare(Path(tmp) / "docs", docs)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="clsuite records", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("pack", help="experiments of --multirun-dir -> <out>/<experiment>.tar.gz + MANIFEST.json")
+    p.add_argument("experiments", nargs="+", help="folders of --multirun-dir, e.g. table2 memory")
+    p.add_argument("--multirun-dir", default="multirun")
+    p.add_argument(
+        "--out", default=str(CHECKOUT / "docs" / "records"), help="the records folder (default docs/records)"
+    )
+    c = sub.add_parser("check", help="rebuild docs/REPRODUCTION.md and its figures from the records; compare")
+    c.add_argument("--records", default=str(CHECKOUT / "docs" / "records"))
+    c.add_argument("--docs", default=str(CHECKOUT / "docs"))
+    a = ap.parse_args(argv)
+    if a.what == "pack":
+        try:
+            refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out))
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except rec.RecordsError as e:
+            print(f"error: {e}; nothing packed", file=sys.stderr)
+            return 1
+        for line in refused:
+            print(f"refused: {line}", file=sys.stderr)
+        if refused:
+            print(f"error: {len(refused)} runs refused (listed above); nothing packed", file=sys.stderr)
+            return 1
+        print(Path(a.out) / rec.MANIFEST_FILE)
+        return 0
+    docs = Path(a.docs)
+    problems = check(Path(a.records), docs, docs / "crossmachine")
+    for line in problems:
+        print(f"differs: {line}", file=sys.stderr)
+    if not problems:
+        print(f"same: {docs / REPORT} and its figures are the report its records rebuild")
+    return 1 if problems else 0

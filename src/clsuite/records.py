@@ -1,0 +1,168 @@
+"""Records: an experiment's sealed results files in one archive, and the manifest naming each
+archive's bytes (docs/INTEGRITY.md, section 8: the format, what is checked, by whom).
+
+An archive ``<experiment>.tar.gz`` holds ``grid.json``, ``<job>/results.json`` and
+``<job>/failed.json`` exactly as the sweep wrote them; its bytes are a function of those files alone
+(:func:`archive_bytes`: members sorted, every tar header field fixed, gzip mtime 0). ``MANIFEST.json``
+beside the archives gives each one's sha256 and what it holds. :func:`extract` reads records back:
+every archive the manifest names must be there with its sha256, no other archive may be, and each
+member is a regular file under a bounded size whose name is one of the three forms above
+(extracted with tarfile's ``data`` filter); the results files then go through the reader every
+layer uses (``clsuite.results.read_run``), which is the caller's step.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from clsuite.errors import ConfigError
+from clsuite.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadable, parse_json, read_regular, sha256
+from clsuite.paths import safe_name
+
+MANIFEST_FILE = "MANIFEST.json"
+SUFFIX = ".tar.gz"
+JOB_FILES = (RESULTS_FILE, FAILED_FILE)  # a job folder's files that a record keeps
+MAX_ARCHIVE = 1 << 30  # bytes of one archive, compressed and unpacked alike
+MAX_MEMBERS = 200_000
+
+
+class RecordsError(Exception):
+    """Records that are not read: a missing, extra, forged or malformed archive, or a bad manifest (one line)."""
+
+
+def member_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a member of a record (None when it can): ``grid.json`` or
+    ``<job>/<results.json | failed.json>`` with ``<job>`` a folder name (``clsuite.paths.safe_name``)."""
+    if name == GRID_FILE:
+        return None
+    job, _, leaf = name.partition("/")
+    if leaf not in JOB_FILES:
+        return f"not {GRID_FILE} nor <job>/{' or <job>/'.join(JOB_FILES)}"
+    try:
+        safe_name(job, "job folder")
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def archive_bytes(files: dict[str, bytes]) -> bytes:
+    """A tar.gz of ``files`` (``{member name: bytes}``), the same bytes for the same files: members in
+    name order, mode 0644, owner 0, mtime 0, no user names, gzip without a file name or time."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tf.addfile(info, io.BytesIO(files[name]))
+    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
+
+
+def read_manifest(records_dir: Path) -> tuple[dict, str]:
+    """``MANIFEST.json`` of ``records_dir`` (``{"archives": {experiment: {"file", "sha256", ...}}}``)
+    and the sha256 of its bytes."""
+    path = Path(records_dir) / MANIFEST_FILE
+    try:
+        text = read_regular(path)
+        manifest = parse_json(text)
+    except FileNotFoundError:
+        raise RecordsError(f"{path}: missing (no records there)") from None
+    except Unreadable as e:
+        raise RecordsError(f"{path}: {e}") from None
+    archives = manifest.get("archives") if isinstance(manifest, dict) else None
+    if not isinstance(archives, dict) or not all(
+        isinstance(v, dict) and v.get("file") == f"{k}{SUFFIX}" and isinstance(v.get("sha256"), str)
+        for k, v in archives.items()
+    ):
+        raise RecordsError(f"{path}: not a manifest (each archive: file <experiment>{SUFFIX} and its sha256)")
+    for k in archives:
+        try:
+            safe_name(k, "experiment")
+        except ConfigError as e:
+            raise RecordsError(f"{path}: {e}") from None
+    return manifest, sha256(text)
+
+
+def manifest_text(manifest: dict) -> str:
+    """The manifest as written: one text per content (sorted keys)."""
+    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+
+
+def verified(records_dir: Path, manifest: dict) -> dict[str, bytes]:
+    """``{experiment: archive bytes}``, each archive the manifest names, whose sha256 it gives;
+    ``RecordsError`` for a missing or changed archive, or one the manifest does not name."""
+    records_dir = Path(records_dir)
+    named = manifest["archives"]
+    extra = sorted(p.name for p in records_dir.glob(f"*{SUFFIX}") if p.name[: -len(SUFFIX)] not in named)
+    if extra:
+        raise RecordsError(f"{records_dir / extra[0]}: an archive that {MANIFEST_FILE} does not name")
+    out = {}
+    for exp, entry in sorted(named.items()):
+        path = records_dir / entry["file"]
+        try:
+            data = read_regular(path, MAX_ARCHIVE)
+        except FileNotFoundError:
+            raise RecordsError(f"{path}: missing (named by {MANIFEST_FILE})") from None
+        except Unreadable as e:
+            raise RecordsError(f"{path}: {e}") from None
+        if sha256(data) != entry["sha256"]:
+            raise RecordsError(f"{path}: its sha256 {sha256(data)[:16]}... is not the one {MANIFEST_FILE} gives "
+                               f"({entry['sha256'][:16]}...): changed after it was packed")  # fmt: skip
+        out[exp] = data
+    return out
+
+
+def safe_members(tf: tarfile.TarFile, where: str) -> list[tarfile.TarInfo]:
+    """The members of an archive, each checked (:func:`member_problem`, a regular file, bounded in
+    size and number, named once); ``RecordsError`` at the first that is not."""
+    out, seen, total = [], set(), 0
+    for m in tf:
+        problem = member_problem(m.name) or (None if m.isreg() else "not a regular file")
+        if not problem and m.size > MAX_BYTES:
+            problem = f"larger than {MAX_BYTES} bytes"
+        if not problem and m.name in seen:
+            problem = "named twice"
+        total += max(m.size, 0)
+        if not problem and (total > MAX_ARCHIVE or len(out) >= MAX_MEMBERS):
+            problem = f"the archive unpacks to more than {MAX_ARCHIVE} bytes or {MAX_MEMBERS} files"
+        if problem:
+            raise RecordsError(f"{where}: member {m.name!r}: {problem}")
+        seen.add(m.name)
+        out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class Records:
+    """Records read back: their manifest, the sha256 of its file, the archives' bytes in all."""
+
+    manifest: dict
+    sha256: str
+    size: int
+
+    @property
+    def codes(self) -> dict[str, str]:
+        """``{code hash: commit}`` of every archive."""
+        return {c: m for a in self.manifest["archives"].values() for c, m in (a.get("codes") or {}).items()}
+
+
+def extract(records_dir: Path, dest: Path) -> Records:
+    """Every archive of ``records_dir`` unpacked into ``dest/<experiment>/`` after the checks of the
+    module's opening. ``RecordsError`` (nothing trusted) at the first check that fails."""
+    manifest, digest = read_manifest(records_dir)
+    archives = verified(records_dir, manifest)
+    for exp, data in archives.items():
+        where = str(Path(records_dir) / manifest["archives"][exp]["file"])
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+                members = safe_members(tf, where)
+                tf.extractall(Path(dest) / exp, members=members, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise RecordsError(f"{where}: not a readable tar.gz ({type(e).__name__}: {str(e)[:200]})") from None
+    return Records(manifest, digest, sum(len(d) for d in archives.values()))

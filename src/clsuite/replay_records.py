@@ -1,0 +1,163 @@
+"""``clsuite replay``: rerun a random sample of the records' portable runs on this machine and compare
+R and b bit for bit with the records (README, "Checking the report"; docs/INTEGRITY.md, section 8).
+
+    clsuite replay [--records docs/records] [--sample 5] [--seed 0] [--methods online,er] [--benchmarks split_mnist]
+
+Steps:
+
+1. the records are read back with every check (``clsuite.records.extract``, then
+   ``clsuite.results.read_run`` for each results file); the pool is their runs made under
+   ``trainer.numerics=portable`` (the only runs whose R holds on any x86-64 CPU), of the methods and
+   benchmarks asked, grouped by identity (a copy of a run, ``reused_from``, is compared too);
+2. ``--sample`` identities drawn with ``random.Random(--seed)``;
+3. this process pins the portable kernels (``clsuite.numerics``) and trains each drawn run once from
+   the config its record holds, on this machine's CPU with the record's threads, the data of
+   ``--data-dir``, no logger, no checkpoint, nothing downloaded, in a temporary folder;
+4. one line per record: ``same`` or ``differs`` with the first cell that differs (tasks 1..T), then
+   the count; exit 1 when any record differs or a run failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clsuite import records as rec
+from clsuite.home import CHECKOUT
+from clsuite.io import RESULTS_FILE
+
+PORTABLE = "portable"
+
+
+def pool(root: Path, methods: set[str] | None, benchmarks: set[str] | None) -> tuple[dict[str, list], list[str]]:
+    """Step 1 on records unpacked under ``root``: ``({identity key: [(record name, results)]}, refusals)``."""
+    from clsuite.results import read_run
+
+    groups: dict[str, list] = {}
+    refused = []
+    for path in sorted(root.glob(f"*/*/{RESULTS_FILE}")):
+        name = path.parent.relative_to(root).as_posix()
+        run = read_run(path)
+        if not run.ok:
+            refused.append(f"{name}: {run.reason}")
+            continue
+        res = run.data
+        mode = ((res["identity"].get("env") or {}).get("numerics") or {}).get("mode")
+        if mode != PORTABLE or (methods and res["method"] not in methods):
+            continue
+        if benchmarks and res["benchmark"] not in benchmarks:
+            continue
+        groups.setdefault(res["identity"]["key"], []).append((name, res))
+    return groups, refused
+
+
+def first_difference(got: dict, want: dict) -> str | None:
+    """The first cell of R (row by row), then of b, whose value differs, as ``R[i,j] = x here, y in the
+    record`` (1-based); None when R and b are equal bit for bit."""
+    for what in ("R", "b"):
+        a, b = got[what], want[what]
+        rows = (a, b) if what == "R" else ([a], [b])
+        if len(rows[0]) != len(rows[1]):
+            return f"{what} has {len(rows[0])} rows here, {len(rows[1])} in the record"
+        for i, (ra, rb) in enumerate(zip(*rows), 1):
+            if len(ra) != len(rb):
+                return f"{what} row {i} has {len(ra)} cells here, {len(rb)} in the record"
+            for j, (x, y) in enumerate(zip(ra, rb), 1):
+                if x != y:  # (floats read back from JSON: equal values are equal bits)
+                    cell = f"R[{i},{j}]" if what == "R" else f"b[{j}]"
+                    return f"{cell} = {x!r} here, {y!r} in the record"
+    return None
+
+
+def replay(res: dict, out: Path, data_dir: str) -> dict:
+    """Step 3 for one record: its config as recorded, with only keys that cannot change R changed."""
+    from omegaconf import OmegaConf
+
+    from clsuite.experiment import run_experiment
+
+    cfg = OmegaConf.create(res["config"])
+    cfg.data.root, cfg.data.download = data_dir, False
+    cfg.trainer.accelerator, cfg.trainer.progress_bar = "cpu", False
+    cfg.logger, cfg.checkpoint, cfg.keep_weights = {"name": "none"}, "off", False
+    return run_experiment(cfg, out / "run", checkpoint_dir=out / "checkpoints")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="clsuite replay", description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--records", default=str(CHECKOUT / "docs" / "records"), help="a records folder (default docs/records)"
+    )
+    ap.add_argument("--sample", type=int, default=5, help="how many runs to rerun (default 5; more than the pool: all)")
+    ap.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    ap.add_argument("--methods", metavar="A,B", help="only these methods (e.g. online,er: the cheapest)")
+    ap.add_argument("--benchmarks", metavar="A,B", help="only these benchmarks")
+    ap.add_argument(
+        "--data-dir", default=os.environ.get("DATA_DIR", "data"), help="the data sets (default $DATA_DIR, else data)"
+    )
+    a = ap.parse_args(argv)
+    if a.sample < 1:
+        print(f"error: --sample must be a whole number >= 1, got {a.sample}", file=sys.stderr)
+        return 2
+    if not Path(a.records).is_dir():
+        print(f"error: --records {a.records}: not a folder (records: clsuite records pack)", file=sys.stderr)
+        return 2
+    methods, benchmarks = (set(x.split(",")) if x else None for x in (a.methods, a.benchmarks))
+    with tempfile.TemporaryDirectory(prefix="clsuite-replay-") as tmp:
+        try:
+            rec.extract(Path(a.records), Path(tmp) / "records")
+        except rec.RecordsError as e:
+            print(f"error: {e}; nothing replayed", file=sys.stderr)
+            return 1
+        groups, refused = pool(Path(tmp) / "records", methods, benchmarks)
+        for line in refused:
+            print(f"error: {line}; nothing replayed", file=sys.stderr)
+        if refused:
+            return 1
+        if not groups:
+            print(f"error: no {PORTABLE} run in {a.records} of the methods and benchmarks asked; nothing replayed",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        keys = sorted(random.Random(a.seed).sample(sorted(groups), min(a.sample, len(groups))),
+                      key=lambda k: groups[k][0][0])  # fmt: skip
+        return _replay_all([groups[k] for k in keys], len(groups), Path(tmp), a)
+
+
+def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) -> int:
+    """Steps 3-4."""
+    from clsuite.errors import ConfigError
+    from clsuite.numerics import apply, check
+
+    try:
+        apply(PORTABLE)  # before this process's first torch computation
+        check(PORTABLE)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from clsuite.experiment import cpu_model
+
+    print(f"replaying {len(drawn)} of the {of} {PORTABLE} runs of {a.records} (--seed {a.seed}) on {cpu_model()}, "
+          "R and b compared bit for bit (R[i,j]: after task i, on task j)")  # fmt: skip
+    bad = 0
+    for i, group in enumerate(drawn):
+        t0 = time.perf_counter()
+        try:
+            got = replay(group[0][1], tmp / f"replay{i}", a.data_dir)
+        except Exception as e:  # a run that cannot be replayed here (its data missing, an error)
+            bad += len(group)
+            for name, _ in group:
+                print(f"failed   {name}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+            continue
+        took = f"({time.perf_counter() - t0:.0f} s)"
+        for name, want in group:
+            diff = first_difference(got, want)
+            bad += diff is not None
+            code = got["identity"]["code"]["hash"], want["identity"]["code"]["hash"]
+            made = f"; recorded by code {code[1]} on {want['versions'].get('cpu')}, here code {code[0]}"
+            print(f"same     {name} {took}" if diff is None else f"differs  {name}: {diff}{made}")
+    print(f"{len(drawn)} runs replayed: {sum(map(len, drawn)) - bad} records the same, {bad} not")
+    return 1 if bad else 0
