@@ -143,6 +143,13 @@ def test_the_table_of_a_parity_record():
         "(no git commit); CPU kernels portable; Test CPU @ 1.00GHz. Paired by seed; *paper*: Table II. Incomplete: "
         "the harness was stopped before its last seed."
     )
+    changed = _record()
+    changed["rows"][0]["suite_overrides"] += ["replay_loss=concat"]
+    changed["provenance"]["mammoth_flipped_means"] = False
+    assert parity.table(changed).note.endswith(
+        "Changed from the harness's setting: the suite's side with `replay_loss=concat`; Mammoth's iCaRL without its "
+        "flipped class means."
+    )
     assert parity.markdown(None, "results/parity/parity.json") == [
         "Not run: `make parity MAMMOTH=<a Mammoth checkout at e75a491>` (writes `results/parity/parity.json`; "
         "`clsuite records pack --parity results/parity/parity.json` puts it in docs/records/).", ""]  # fmt: skip

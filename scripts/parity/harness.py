@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import platform
 import sys
 from pathlib import Path
@@ -66,7 +65,7 @@ def provenance(mammoth_commit: str) -> dict:
         "suite_code": code_identity()["hash"],
         "numerics": in_effect(),
         "mammoth_commit": mammoth_commit,
-        "mammoth_flipped_means": os.environ.get("PARITY_NOFLIP") != "1",
+        "mammoth_flipped_means": mammoth_side.flipped_means(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu": cpu_model(),

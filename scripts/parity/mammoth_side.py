@@ -102,8 +102,13 @@ class ContinualModel(nn.Module):
         self._current_task += 1
 
 
+def flipped_means() -> bool:
+    """Whether iCaRL's class means take the flipped copies too, as Mammoth's do (``PARITY_NOFLIP=1``: not)."""
+    return os.environ.get("PARITY_NOFLIP") != "1"
+
+
 def _install_stubs(root: Path) -> None:
-    hflip = (lambda x: x) if os.environ.get("PARITY_NOFLIP") == "1" else (lambda x: x.flip(-1))
+    hflip = (lambda x: x.flip(-1)) if flipped_means() else (lambda x: x)
     functional = _module("torchvision.transforms.functional", hflip=hflip)
     transforms = _module("torchvision.transforms", functional=functional, Compose=object)
     _module("torchvision", transforms=transforms)

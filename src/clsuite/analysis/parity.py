@@ -32,30 +32,44 @@ def _seeds(seeds: list[int]) -> str:
     return f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
 
 
+def _mean_sd(values) -> str:
+    v = list(values)
+    return fmt(np.mean(v), np.std(v, ddof=1) if len(v) > 1 else float("nan"))
+
+
+def _note(record: dict) -> str:
+    """Both codes, the kernels, the CPU; what was changed from the harness's setting; a stopped run."""
+    p = record["provenance"]
+    commit = f"commit {p['suite_commit'][:10]}" if p.get("suite_commit") else "no git commit"
+    changed = sorted({o for r in record["rows"] for o in r.get("suite_overrides", ())
+                      if not o.startswith("trainer.numerics=")})  # fmt: skip
+    changes = [f"the suite's side with `{'`, `'.join(changed)}`"] if changed else []
+    changes += [] if p.get("mammoth_flipped_means", True) else ["Mammoth's iCaRL without its flipped class means"]
+    return (
+        f"Mammoth at {p['mammoth_commit']}; the suite's code {p['suite_code']} ({commit}"
+        f"{'+dirty' if p.get('suite_dirty') else ''}); CPU kernels {label(p['numerics'])}; {p['cpu']}. Paired by "
+        "seed; *paper*: Table II."
+        + (f" Changed from the harness's setting: {'; '.join(changes)}." if changes else "")
+        + ("" if record["complete"] else " Incomplete: the harness was stopped before its last seed.")
+    )
+
+
 def table(record: dict) -> Table:
     """One line per (method, benchmark, reading): each side's Acc (mean ± sd over seeds), the paired
     difference suite − Mammoth with its 95% t interval, per seed, and the paper's Table II value."""
-    p = record["provenance"]
-    commit = f"commit {p['suite_commit'][:10]}" if p.get("suite_commit") else "no git commit"
     t = Table(
-        f"Acc (%) of the suite's classes and Mammoth's ({p['mammoth_commit']}) on the same split, initial weights "
-        "and batches",
+        f"Acc (%) of the suite's classes and Mammoth's ({record['provenance']['mammoth_commit']}) on the same split, "
+        "initial weights and batches",
         ["method", "benchmark", "reading", "seeds", "suite Acc", "Mammoth Acc", "suite − Mammoth, mean [95% CI]",
          "per seed", "paper"],
-        note=f"Mammoth at {p['mammoth_commit']}; the suite's code {p['suite_code']} ({commit}"
-        f"{'+dirty' if p.get('suite_dirty') else ''}); CPU kernels {label(p['numerics'])}; {p['cpu']}. Paired by "
-        "seed; *paper*: Table II."
-        + ("" if record["complete"] else " Incomplete: the harness was stopped before its last seed."),
+        note=_note(record),
     )  # fmt: skip
     for row in record["rows"]:
         suite = {s["seed"]: s["suite"]["acc"] for s in row["seeds"]}
         ref = {s["seed"]: s["mammoth"]["acc"] for s in row["seeds"]}
-        d = paired(suite, ref)
-        sd = lambda v: np.std(v, ddof=1) if len(v) > 1 else float("nan")  # noqa: E731
         paper = pv.table2_value(row["benchmark"], row["method"], "acc")
         t.add([pv.method_label(row["method"]), pv.bench_label(row["benchmark"]), row["reading"], _seeds(list(suite)),
-               fmt(np.mean(list(suite.values())), sd(list(suite.values()))),
-               fmt(np.mean(list(ref.values())), sd(list(ref.values()))), d.interval(),
+               _mean_sd(suite.values()), _mean_sd(ref.values()), paired(suite, ref).interval(),
                ", ".join(f"{suite[k] - ref[k]:+.1f}" for k in sorted(suite)), paper_number(paper)])  # fmt: skip
     return t
 
