@@ -2,8 +2,9 @@
 
 Packing (``clsuite records pack``): the same runs give the same bytes; a run the report would leave out,
 one off the real data, one whose code is not its commit's, or two runs of one seed are refused and
-nothing is written. Reading back (``clsuite.records.extract``): a missing, extra or changed archive and
-a hostile member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
+nothing is written; the parity record is carried byte for byte, or refused. Reading back
+(``clsuite.records.extract``): a missing, extra or changed archive or parity record and a hostile
+member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
 check``): the report built from records is the same bytes wherever and in whichever process it is
 built, and a hand edit, a stale report, a missing or forged record or a changed figure fails the check;
 on made-up runs (tests/results_fixtures.py), then on the committed records once they hold a whole
@@ -417,8 +418,9 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
 
 
 def test_the_committed_records_read_whole(tmp_path):
-    """docs/records/ reads back through every check, its manifest names the code of each archive, and
-    the CIFAR-10 (JPEG copy) row holds ER, MIR and AdaER at seeds 0-2, C-CMR and E-BRS at seed 0."""
+    """docs/records/ reads back through every check, its manifest names the code of each archive, the
+    parity record holds GSS, iCaRL and HAL on both benchmarks beside Mammoth e75a491 under portable
+    kernels, and the CIFAR-10 (JPEG copy) row holds ER, MIR and AdaER at seeds 0-2, C-CMR and E-BRS at seed 0."""
     from clsuite.analysis.load import load_experiment
 
     manifest = rec.read_manifest(RECORDS)[0]
@@ -430,6 +432,15 @@ def test_the_committed_records_read_whole(tmp_path):
         assert set(e.runs["code"]) == set(entry["codes"]) and len(e.runs) == entry["runs"], n
         assert e.runs["real_data"].all(), n
     assert got.codes == {c: m for a in manifest["archives"].values() for c, m in a["codes"].items()}
+    parity = got.parity  # the check of GSS, iCaRL and HAL beside Mammoth: every row docs/PARITY.md names
+    assert parity["complete"] and parity["provenance"]["mammoth_commit"] == "e75a491"
+    assert parity["provenance"]["numerics"]["mode"] == "portable" and not parity["provenance"]["suite_dirty"]
+    assert [(r["method"], r["benchmark"]) for r in parity["rows"]] == [
+        (m, b) for m in ("gss", "icarl", "hal") for b in ("split_mnist", "split_fmnist")
+    ]
+    assert manifest["parity"]["codes"] == {
+        parity["provenance"]["suite_code"]: parity["provenance"]["suite_commit"][:10]
+    }
     jpeg = exps["i32_cifar10_jpeg"].runs
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
