@@ -145,7 +145,9 @@ $(CELL_TARGETS): setup
 # Parity of GSS, iCaRL and HAL with Mammoth's own classes on the suite's split, initial weights and
 # batches (docs/PARITY.md): MAMMOTH=<a Mammoth checkout>, pinned at e75a491 (git clone
 # https://github.com/aimagelab/mammoth; git -C mammoth checkout e75a491). Trains (slow: one suite run
-# and one Mammoth run per seed); prints the table; every number in results/parity/parity.json.
+# and one Mammoth run per seed); writes the parity record results/parity/parity.json (every R and Acc)
+# and prints its table, the report's; `clsuite records pack --parity results/parity/parity.json` puts
+# it in docs/records/ (docs/INTEGRITY.md, section 8).
 #   make parity MAMMOTH=../mammoth PARITY_ARGS="--methods hal --seeds 0 1"
 MAMMOTH ?=
 PARITY_ARGS ?=

@@ -191,5 +191,25 @@ def paper_suite(multirun: Path, seeds=range(5), readings=("paper_text", "mir_cod
     return multirun
 
 
+def parity_record(
+    acc: dict[tuple[str, str], dict[int, tuple[float, float]]],
+    commit: str | None = None,
+    code: str = CODE_HASH,
+    complete: bool = True,
+) -> dict:
+    """A made-up parity record (scripts/parity/harness.py's form): ``acc`` ``{(method, benchmark): {seed:
+    (the suite's Acc, Mammoth's)}}``, each side's R the made-up matrix whose last row averages its Acc."""
+    side = lambda a: {"R": fake_R(5, a).tolist(), "acc": float(fake_R(5, a)[-1].mean())}  # noqa: E731
+    rows = [{"method": m, "benchmark": b, "reading": "mir_code", "suite_overrides": ["trainer.numerics=portable"],
+             "settings": {"memory_slots": 1000, "batch_size": 10, "replay_size": 10, "lr": 0.1, "mammoth_args": {}},
+             "seeds": [{"seed": s, "suite": side(a), "mammoth": side(r)} for s, (a, r) in seeds.items()]}
+            for (m, b), seeds in acc.items()]  # fmt: skip
+    prov = {"date": "2026-11-28", "suite_commit": commit, "suite_dirty": False, "suite_code": code,
+            "numerics": {"mode": "portable", "aten": "DEFAULT", "mkl": "COMPATIBLE", "mkldnn": False, "nnpack": False},
+            "mammoth_commit": "e75a491", "mammoth_flipped_means": True, "torch": "2.13.0", "torch_threads": 1,
+            "cpu": "Test CPU @ 1.00GHz", "platform": "Linux-test-x86_64"}  # fmt: skip
+    return {"provenance": prov, "complete": complete, "rows": rows}
+
+
 if __name__ == "__main__":
     print(paper_suite(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/fake_multirun")))

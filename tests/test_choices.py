@@ -149,7 +149,7 @@ def test_report_section_and_script(tmp_path, monkeypatch, capsys):
     assert "| victim | mir_code | random (lowest_score) | split-MNIST | AdaER | 4 | 83.0 | +2.1 [" in section
     assert "- **victim** (`method.update.victim`)" in section and "Alg. 2 line 8" in section
     assert "- **unscored**" in section and f"(not run: `{hint('paper', 'choices', '--launcher', 'joblib')}`)" in section
-    assert "choices_victim" not in md[md.index(f"## {n + 5}. Other experiments") : md.index(f"## {n + 6}. Runs")]
+    assert "choices_victim" not in md[md.index(f"## {n + 6}. Other experiments") : md.index(f"## {n + 7}. Runs")]
     assert ch.main(["--multirun-dir", str(multirun), "--out", str(tmp_path / "out")]) == 0
     assert "random (lowest_score)" in (tmp_path / "out" / "choices.md").read_text()
     assert ch.main(["--multirun-dir", str(tmp_path / "none")]) == 2

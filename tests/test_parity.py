@@ -1,21 +1,31 @@
 """The parity harness (scripts/parity/) without Mammoth: its suite side on synthetic data gives the
 reference exactly what the suite's run trains on (split, initial weights, batches in order) and
-the run's own Acc; the weights map onto Mammoth's MLP layout; the table is docs/PARITY.md's."""
+the run's own Acc; the weights map onto Mammoth's MLP layout; Mammoth's side measures a row of R
+after each task; the harness writes the parity record and prints its table, the report's
+(``clsuite.analysis.parity``); the record's checks."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from clsuite import records as rec
+from clsuite.analysis import figures as fg
+from clsuite.analysis import parity
+from clsuite.analysis.report import SECTIONS, main_report
 from clsuite.callbacks import evaluate
 from clsuite.experiment import build
+from clsuite.io import Unreadable
 from clsuite.learner import ContinualLearner
+from tests.results_fixtures import fake_R, parity_record, write_run
 
 PARITY = Path(__file__).resolve().parents[1] / "scripts" / "parity"
 sys.path.insert(0, str(PARITY))
@@ -61,19 +71,22 @@ def test_the_materials_are_what_the_suites_run_trains_on(cfg, tmp_path, monkeypa
     assert (mat.memory_capacity, mat.batch_size, mat.replay_size, mat.lr) == (30, 10, 10, 0.1)  # mir_code
 
 
+class MammothLikeMLP(nn.Module):
+    """Mammoth's BaseMNISTMLP: fc1, fc2 inside _features, classifier."""
+
+    def __init__(self, input_size=784, output_size=6, hidden_size=400):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(input_size, hidden_size), nn.Linear(hidden_size, hidden_size)
+        self.classifier = nn.Linear(hidden_size, output_size)
+        self._features = nn.Sequential(self.fc1, nn.ReLU(), self.fc2, nn.ReLU())
+        self.net = nn.Sequential(self._features, self.classifier)
+
+    def forward(self, x):
+        return self.net(x.flatten(1))
+
+
 def test_the_suites_weights_fill_mammoths_mlp_layout(cfg):
-    """Mammoth's BaseMNISTMLP: fc1, fc2 inside _features, classifier; the same function as the suite's MLP."""
-
-    class MammothLikeMLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2, self.classifier = nn.Linear(784, 400), nn.Linear(400, 400), nn.Linear(400, 6)
-            self._features = nn.Sequential(self.fc1, nn.ReLU(), self.fc2, nn.ReLU())
-            self.net = nn.Sequential(self._features, self.classifier)
-
-        def forward(self, x):
-            return self.net(x.flatten(1))
-
+    """The same function as the suite's MLP."""
     mat = suite_side.materials(cfg)
     ref = MammothLikeMLP()
     mammoth_side.suite_weights_into(ref, mat.init)
@@ -85,20 +98,102 @@ def test_the_suites_weights_fill_mammoths_mlp_layout(cfg):
         mammoth_side.suite_weights_into(ref, {**mat.init, "features.9.weight": torch.zeros(1)})
 
 
-def test_the_table_is_parity_mds():
-    rows = [{"method": "hal", "benchmark": "split_fmnist", "suite": {0: 70.0, 1: 72.0, 2: 71.0},
-             "mammoth": {0: 71.0, 1: 70.0, 2: 70.0}}]  # fmt: skip
-    lines = harness.table(rows).splitlines()
-    assert lines[0].startswith("| method | benchmark | suite Acc | Mammoth Acc | suite - Mammoth, mean [95% CI] |")
-    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
-    assert cells[:4] == ["hal", "split_fmnist", "71.0 +- 1.0 (n=3)", "70.3 +- 0.6 (n=3)"]
-    assert cells[4].startswith("+0.7 [") and cells[4].endswith("(n=3)")
-    assert cells[5:] == ["-1.0, +2.0, +1.0", "68.7"]  # per seed; the paper's Table II
+def test_mammoths_side_measures_a_row_of_R_after_each_task(cfg, monkeypatch):
+    """Mammoth's loop on a stand-in class (one SGD step per batch): the row after task k is the
+    accuracy of the model as it is then; Acc is the mean of the last row."""
+    rows = []
+
+    class OneStep(mammoth_side.ContinualModel):
+        def observe(self, inputs, labels, not_aug_inputs):
+            self.opt.zero_grad()
+            self.loss(self.net(inputs), labels).backward()
+            self.opt.step()
+
+        def end_task(self, dataset):
+            rows.append(mammoth_side.accuracy_row(self.net, mat.tasks))
+
+    mat = suite_side.materials(cfg)
+    out = mammoth_side.run({"mlp": MammothLikeMLP, "gss": OneStep}, "gss", mat, 3)
+    assert out["R"] == rows and len(rows) == len(mat.tasks) and rows[0] != rows[-1]
+    assert out["acc"] == pytest.approx(np.mean(rows[-1]))
 
 
-def test_the_harness_refuses_a_folder_that_is_not_mammoth(tmp_path, capsys):
+def _record(**kw) -> dict:
+    return parity_record({("hal", "split_fmnist"): {0: (70.0, 71.0), 1: (72.0, 70.0), 2: (71.0, 70.0)}}, **kw)
+
+
+def test_the_table_of_a_parity_record():
+    """``make parity``'s table and the report's: per (method, benchmark, reading), both sides' Acc, the paired
+    difference with its 95% t interval, per seed, the paper's value; the note names both codes, kernels, CPU."""
+    t = parity.table(_record(commit="abcdef1234567890"))
+    lines = t.markdown().splitlines()
+    assert (
+        lines[0]
+        == "### Acc (%) of the suite's classes and Mammoth's (e75a491) on the same split, initial weights and batches"
+    )
+    assert lines[2] == ("| method | benchmark | reading | seeds | suite Acc | Mammoth Acc | suite − Mammoth, mean [95% CI] "
+                        "| per seed | paper |")  # fmt: skip
+    assert (
+        lines[4]
+        == "| HAL | split-FMNIST | mir_code | 0-2 | 71.0 ± 1.0 | 70.3 ± 0.6 | +0.7 [-3.1, +4.5] | -1.0, +2.0, +1.0 | 68.7 |"
+    )
+    assert lines[-1] == ("Mammoth at e75a491; the suite's code 0123456789abcdef (commit abcdef1234); CPU kernels portable; "
+                         "Test CPU @ 1.00GHz. Paired by seed; *paper*: Table II.")  # fmt: skip
+    assert parity.table(_record(complete=False)).note.endswith(
+        "(no git commit); CPU kernels portable; Test CPU @ 1.00GHz. Paired by seed; *paper*: Table II. Incomplete: "
+        "the harness was stopped before its last seed."
+    )
+    changed = _record()
+    changed["rows"][0]["suite_overrides"] += ["replay_loss=concat"]
+    changed["provenance"]["mammoth_flipped_means"] = False
+    assert parity.table(changed).note.endswith(
+        "Changed from the harness's setting: the suite's side with `replay_loss=concat`; Mammoth's iCaRL without its "
+        "flipped class means."
+    )
+    assert parity.markdown(None, "results/parity/parity.json") == [
+        "Not run: `make parity MAMMOTH=<a Mammoth checkout at e75a491>` (writes `results/parity/parity.json`; "
+        "`clsuite records pack --parity results/parity/parity.json` puts it in docs/records/).", ""]  # fmt: skip
+
+
+def test_a_parity_record_is_checked_when_read(tmp_path):
+    path = tmp_path / "parity.json"
+    assert parity.read(path) is None  # none made yet: the report says how to make it
+    record = _record()
+    path.write_text(json.dumps(record))
+    assert parity.read(path) == record
+    record["rows"][0]["seeds"][1]["mammoth"]["acc"] = 75.0  # Acc forged, R left
+    path.write_text(json.dumps(record))
+    with pytest.raises(Unreadable, match=r"parity.json: row 1 \(hal split_fmnist mir_code\), seed 1, mammoth: acc 75.0 "
+                       r"is not the mean of R's last row \(70.0\)"):  # fmt: skip
+        parity.read(path)
+    for edit, why in [
+        (lambda r: r["rows"][0]["seeds"][0]["suite"].update(R=[[1.0, 2.0]]), "seed 0, suite: R is not a square matrix"),
+        (
+            lambda r: r["rows"][0]["seeds"].append(r["rows"][0]["seeds"][0]),
+            r"its seeds \[0, 1, 2, 0\] are not distinct",
+        ),
+        (lambda r: r["rows"].append(r["rows"][0]), "row 2: hal split_fmnist mir_code is in another row too"),
+        (lambda r: r["provenance"].pop("mammoth_commit"), "its provenance lacks mammoth_commit"),
+        (lambda r: r.pop("rows"), r"not a parity record \(provenance, complete, rows\)"),
+    ]:
+        record = _record()
+        edit(record)
+        assert re.search(why, rec.parity_problem(record))
+
+
+def test_the_harness_refuses_a_folder_that_is_not_mammoth_and_a_bad_config(tmp_path, capsys, monkeypatch):
     assert harness.main(["--mammoth", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(f"error: --mammoth {tmp_path} is not a Mammoth checkout")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "gss.py").write_text("")
+    assert (
+        harness.main(["--mammoth", str(tmp_path), "--out", str(tmp_path / "p.json")]) == 2
+    )  # its commit names the record
+    assert capsys.readouterr().err == f"error: --mammoth {tmp_path}: not a git checkout (its commit names the record)\n"
+    monkeypatch.setattr(mammoth_side, "checkout_commit", lambda root: parity.PINNED)
+    assert harness.main(["--mammoth", str(tmp_path), "--reading", "nope", "--out", str(tmp_path / "p.json")]) == 2
+    assert capsys.readouterr().err == "error: unknown reading 'nope'; valid choices: mir_code, paper_text\n"
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_mammoths_arguments_are_the_suites_setting(cfg):
@@ -112,23 +207,24 @@ def test_mammoths_arguments_are_the_suites_setting(cfg):
     assert a["icarl"]["opt_wd"] == 1e-5 and a["icarl"]["optim_wd"] == 0.0
 
 
-def test_a_stopped_harness_keeps_every_finished_pair(tmp_path, monkeypatch):
+def test_a_stopped_harness_keeps_every_finished_pair_and_prints_the_records_table(tmp_path, monkeypatch, capsys):
     (tmp_path / "mammoth" / "models").mkdir(parents=True)
     (tmp_path / "mammoth" / "models" / "gss.py").write_text("")
-    monkeypatch.setattr(mammoth_side, "checkout_commit", lambda root: mammoth_side.PINNED)
+    monkeypatch.setattr(mammoth_side, "checkout_commit", lambda root: parity.PINNED)
     monkeypatch.setattr(mammoth_side, "load", lambda root: {})
-    monkeypatch.setattr(harness, "provenance", lambda root: {"mammoth_commit": mammoth_side.PINNED})
+    monkeypatch.setattr(harness, "provenance", lambda commit: {**_record()["provenance"], "mammoth_commit": commit})
     monkeypatch.setattr("clsuite.numerics.apply", lambda mode: None)
     monkeypatch.setattr(
         suite_side, "compose", lambda *a, **k: SimpleNamespace(trainer=SimpleNamespace(numerics="native"))
     )
-    done = []
+    done, stop = [], [2]
+    side = lambda acc: {"R": fake_R(5, acc).tolist(), "acc": acc}  # noqa: E731
 
     def measure(method, bench, seed, *rest):
-        if len(done) == 2:
+        if len(done) == stop[0]:
             raise KeyboardInterrupt  # the user stops it during the third pair
         done.append(seed)
-        return 80.0 + seed, 79.0
+        return {"seed": seed, "suite": side(80.0 + seed), "mammoth": side(79.0)}, {"lr": 0.1}
 
     monkeypatch.setattr(harness, "measure", measure)
     out = tmp_path / "parity.json"
@@ -136,7 +232,38 @@ def test_a_stopped_harness_keeps_every_finished_pair(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         harness.main(args)
     saved = json.loads(out.read_text())
-    assert saved["complete"] is False and saved["rows"][0]["suite"] == {"0": 80.0, "1": 81.0}
-    done.clear()
-    monkeypatch.setattr(harness, "measure", lambda *a: (80.0, 79.0))
-    assert harness.main(args) == 0 and json.loads(out.read_text())["complete"] is True
+    assert saved["complete"] is False and [s["seed"] for s in saved["rows"][0]["seeds"]] == [0, 1]
+    assert saved["rows"][0]["seeds"][1]["suite"] == side(81.0) and rec.parity_problem(saved) is None
+    stop[0] = None
+    capsys.readouterr()
+    assert harness.main(args) == 0
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is True and rec.parity_problem(saved) is None
+    assert [(r["method"], r["benchmark"], r["settings"]) for r in saved["rows"]] == [
+        ("hal", "split_mnist", {"lr": 0.1}), ("hal", "split_fmnist", {"lr": 0.1})]  # fmt: skip
+    assert capsys.readouterr().out == parity.table(saved).markdown() + "\n"  # the report's table
+
+
+def test_the_report_shows_the_record_make_parity_wrote_and_refuses_a_forged_one(tmp_path, capsys, monkeypatch):
+    """Built from multirun/ (``make report``), the report reads results/parity/parity.json; built from records,
+    docs/records/parity.json (tests/test_records.py)."""
+    monkeypatch.setattr(fg, "FORMATS", ("png",))
+    monkeypatch.chdir(tmp_path)
+    write_run(tmp_path / "multirun" / "table2", method="er", seed=0)
+    record = tmp_path / "results" / "parity" / "parity.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps(_record()))
+    assert main_report([]) == 0
+    md = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
+    section = md[md.index(f"## {len(SECTIONS) + 5}. Parity with Mammoth (GSS, iCaRL, HAL)") :]
+    assert "Every R and Acc, the settings and both commits: `results/parity/parity.json`." in section
+    assert "| HAL | split-FMNIST | mir_code | 0-2 | 71.0 ± 1.0 | 70.3 ± 0.6 | +0.7 [-3.1, +4.5] |" in section
+    capsys.readouterr()
+    forged = _record()
+    forged["rows"][0]["seeds"][2]["suite"]["acc"] = 72.0
+    record.write_text(json.dumps(forged))
+    assert main_report([]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {record}: row 1 (hal split_fmnist mir_code), seed 2, suite: acc 72.0 is not the mean of R's last "
+        "row (71.0); the report is not built\n"
+    )

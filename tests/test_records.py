@@ -2,8 +2,9 @@
 
 Packing (``clsuite records pack``): the same runs give the same bytes; a run the report would leave out,
 one off the real data, one whose code is not its commit's, or two runs of one seed are refused and
-nothing is written. Reading back (``clsuite.records.extract``): a missing, extra or changed archive and
-a hostile member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
+nothing is written; the parity record is carried byte for byte, or refused. Reading back
+(``clsuite.records.extract``): a missing, extra or changed archive or parity record and a hostile
+member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
 check``): the report built from records is the same bytes wherever and in whichever process it is
 built, and a hand edit, a stale report, a missing or forged record or a changed figure fails the check;
 on made-up runs (tests/results_fixtures.py), then on the committed records once they hold a whole
@@ -37,11 +38,12 @@ from clsuite.io import sha256
 from clsuite.metrics import all_metrics
 from clsuite.replay_records import first_difference
 from clsuite.replay_records import main as replay_main
-from tests.results_fixtures import _R, edit_run, write_run
+from tests.results_fixtures import _R, edit_run, fake_R, parity_record, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "records"
 TABLE2_JOB = "benchmark=split_mnist,lambda=0.0,memory=100,method=er,reading=mir_code,seed=0,tau=0.5"
+PARITY_ACC = {("gss", "split_mnist"): {0: (83.0, 80.0), 1: (81.0, 79.5)}, ("hal", "split_fmnist"): {0: (70.0, 71.0)}}
 
 
 def _head() -> tuple[str, str] | None:
@@ -151,11 +153,55 @@ def test_pack_refuses_what_the_report_would_not_count_and_writes_nothing(tmp_pat
         f"(that commit's code is {HEAD[1]})",
         f"refused: t/{job.format('gem', 0)}: made by code {HEAD[1]}, not the code of its commit {HEAD[0][:10]}+dirty "
         "(uncommitted changes, or no git commit)",
-        "error: 5 runs refused (listed above); nothing packed",
+        "error: 5 runs or records refused (listed above); nothing packed",
     ])  # fmt: skip
     assert not out.exists()
     assert main(["pack", "nope", "--multirun-dir", str(mr), "--out", str(out)]) == 2
     assert capsys.readouterr().err == f"error: experiment 'nope': no folder {mr / 'nope'}/\n" and not out.exists()
+
+
+def _parity_file(path: Path, record: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+@needs_git
+def test_pack_carries_the_parity_record_byte_for_byte_and_refuses_one_that_fails(tmp_path, capsys):
+    good = _parity_file(tmp_path / "good.json", parity_record(PARITY_ACC, HEAD[0], HEAD[1]))
+    out = tmp_path / "records"
+    assert main(["pack", "--parity", str(good), "--out", str(out)]) == 0
+    assert (out / "parity.json").read_bytes() == good.read_bytes()
+    assert json.loads((out / "MANIFEST.json").read_text())["parity"] == {
+        "file": "parity.json", "sha256": sha256(good.read_bytes()), "bytes": len(good.read_bytes()),
+        "mammoth_commit": "e75a491", "codes": {HEAD[1]: HEAD[0][:10]}, "cpus": {"Test CPU @ 1.00GHz": 3},
+        "numerics": {"portable": 3}, "rows": 2, "pairs": 3,
+    }  # fmt: skip
+    assert rec.extract(out, tmp_path / "x").parity == json.loads(good.read_text())
+    before = (out / "MANIFEST.json").read_bytes()
+    incomplete, other_code, dirty, forged = (parity_record(PARITY_ACC, HEAD[0], HEAD[1]) for _ in range(4))
+    incomplete["complete"] = False
+    other_code["provenance"]["suite_code"] = "0123456789abcdef"
+    dirty["provenance"]["suite_dirty"] = True
+    forged["rows"][1]["seeds"][0]["suite"]["acc"] = 75.0
+    for record, why in [
+        (incomplete, "incomplete (the harness was stopped): run it again"),
+        (other_code, f"made by code 0123456789abcdef, not the code of its commit {HEAD[0][:10]} (that commit's code "
+                     f"is {HEAD[1]})"),
+        (dirty, f"made by code {HEAD[1]}, not the code of its commit {HEAD[0][:10]}+dirty (uncommitted changes, or no "
+                "git commit)"),
+        (forged, "row 2 (hal split_fmnist mir_code), seed 0, suite: acc 75.0 is not the mean of R's last row (70.0)"),
+    ]:  # fmt: skip
+        bad = _parity_file(tmp_path / "bad.json", record)
+        assert main(["pack", "--parity", str(bad), "--out", str(out)]) == 1
+        assert capsys.readouterr().err == (f"refused: parity record {bad}: {why}\n"
+                                           "error: 1 runs or records refused (listed above); nothing packed\n")  # fmt: skip
+        assert (out / "MANIFEST.json").read_bytes() == before
+        assert (out / "parity.json").read_bytes() == good.read_bytes()
+    assert main(["pack", "--out", str(out)]) == 2
+    assert (
+        capsys.readouterr().err == "error: nothing to pack: name experiments (folders of --multirun-dir) or --parity\n"
+    )
 
 
 # ----------------------------------------------------------------------------- reading back
@@ -224,6 +270,49 @@ def test_reading_back_refuses_missing_extra_changed_and_hostile_records(tmp_path
         rec.extract(folder, tmp_path / "x")
 
 
+def test_reading_back_refuses_a_missing_extra_changed_or_malformed_parity_record(tmp_path):
+    folder = _records(tmp_path / "r", {"e": _archive([("grid.json", b"{}")])})
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    assert rec.extract(folder, tmp_path / "x").parity is None  # none: the report's section says how to make one
+
+    def name(record: dict | None, entry: dict | None = None) -> None:
+        if record is not None:
+            _parity_file(folder / "parity.json", record)
+        data = (folder / "parity.json").read_bytes()
+        parity = entry or {"file": "parity.json", "sha256": sha256(data)}
+        (folder / "MANIFEST.json").write_text(rec.manifest_text({**manifest, "parity": parity}))
+
+    record = parity_record(PARITY_ACC)
+    _parity_file(folder / "parity.json", record)
+    with pytest.raises(rec.RecordsError, match=r"parity.json: a parity record that MANIFEST.json does not name"):
+        rec.extract(folder, tmp_path / "x")
+    name(record)
+    assert rec.extract(folder, tmp_path / "x").parity == record
+    record["rows"][0]["seeds"][0]["mammoth"] = {"R": fake_R(5, 90.0).tolist(), "acc": 90.0}  # changed, manifest not
+    _parity_file(folder / "parity.json", record)
+    with pytest.raises(rec.RecordsError, match=r"parity.json: its sha256 \w+\.\.\. is not the one MANIFEST.json gives"):
+        rec.extract(folder, tmp_path / "x")
+    record["rows"][0]["seeds"][0]["mammoth"]["acc"] = 80.0  # forged, manifest made to match: its own check
+    name(record)
+    with pytest.raises(rec.RecordsError, match=r"parity.json: row 1 \(gss split_mnist mir_code\), seed 0, mammoth: acc "
+                       r"80.0 is not the mean of R's last row \(90.0\)"):  # fmt: skip
+        rec.extract(folder, tmp_path / "x")
+    (folder / "parity.json").write_text("{")
+    name(None)
+    with pytest.raises(rec.RecordsError, match=r"parity.json: not valid JSON"):
+        rec.extract(folder, tmp_path / "x")
+    (folder / "parity.json").unlink()
+    with pytest.raises(rec.RecordsError, match=r"parity.json: missing \(named by MANIFEST.json\)"):
+        rec.extract(folder, tmp_path / "x")
+    (folder / "MANIFEST.json").write_text(
+        rec.manifest_text({**manifest, "parity": {"file": "../p.json", "sha256": "0"}})
+    )
+    with pytest.raises(
+        rec.RecordsError, match=r"not a manifest \(its parity record: file parity.json and its sha256\)"
+    ):
+        rec.extract(folder, tmp_path / "x")
+
+
 # ----------------------------------------------------------------------------- rebuilding
 
 
@@ -234,7 +323,8 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
     mr = tmp_path / "multirun"
     names = _suite(mr)
     records, docs, none = tmp_path / "records", tmp_path / "docs", tmp_path / "no-other-machines"
-    assert pack(names, mr, records) == []
+    parity = _parity_file(tmp_path / "parity.json", parity_record(PARITY_ACC, HEAD[0], HEAD[1]))
+    assert pack(names, mr, records, parity) == []
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     p = subprocess.run(
         [sys.executable, "-m", "clsuite", "report", "--records", str(records), "--docs", str(docs), "--results-dir",
@@ -246,6 +336,9 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
     assert f"<!-- GENERATED by {ORIGIN[True][0]} (clsuite.analysis.report): do not edit -->" in text
     assert f"`docs/records/MANIFEST.json` sha256 `{sha256((records / 'MANIFEST.json').read_bytes())}`" in text
     assert "To extend or rerun them: `clsuite paper table2 --seeds 5" in text  # commands in the installed form
+    section = text[text.index(f"## {len(SECTIONS) + 5}. Parity with Mammoth (GSS, iCaRL, HAL)") :]
+    assert "### Acc (%) of the suite's classes and Mammoth's (e75a491) on the same split" in section
+    assert "| GSS | split-MNIST | mir_code | 0, 1 | 82.0 ± 1.4 | 79.8 ± 0.4 |" in section
     built = rebuild(records, tmp_path / "again", none)  # another process (hash seed), folder and working directory
     again = tmp_path / "again" / "docs"
     assert built["docs"] and compare(again, docs) == []
@@ -280,7 +373,21 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
     assert pack(["table2"], mr, stale) == []
     (diff,) = check(stale, docs, none)
     assert diff.startswith(f"{docs / 'REPRODUCTION.md'}: line ") and "differs from the rebuilt report" in diff
-    # the same change, the manifest left as it was: refused before anything is built
+    # the parity record changed and packed again: the same
+    changed = parity_record({**PARITY_ACC, ("hal", "split_fmnist"): {0: (70.0, 72.0)}}, HEAD[0], HEAD[1])
+    repacked = tmp_path / "repacked"
+    shutil.copytree(records, repacked)
+    assert pack([], mr, repacked, _parity_file(tmp_path / "changed.json", changed)) == []
+    (diff,) = check(repacked, docs, none)  # (the first line that differs: the manifest's sha256)
+    assert diff.startswith(f"{docs / 'REPRODUCTION.md'}: line ") and "differs from the rebuilt report" in diff
+    rebuild(repacked, tmp_path / "rebuilt", none)
+    assert "| HAL | split-FMNIST | mir_code | 0 | 70.0 | 72.0 | -2.0 (n=1: no interval) | -2.0 | 68.7 |" in (
+        tmp_path / "rebuilt" / "docs" / "REPRODUCTION.md").read_text()  # fmt: skip
+    # ... the manifest left as it was: refused
+    shutil.copy(records / "MANIFEST.json", repacked / "MANIFEST.json")
+    (diff,) = check(repacked, docs, none)
+    assert diff.startswith(f"{repacked / 'parity.json'}: its sha256 ") and diff.endswith("changed after it was packed")
+    # the same change to a run, the manifest left as it was: refused before anything is built
     shutil.copy(stale / "table2.tar.gz", tmp_path / "t2")
     forged = tmp_path / "forged"
     shutil.copytree(records, forged)
@@ -311,8 +418,9 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
 
 
 def test_the_committed_records_read_whole(tmp_path):
-    """docs/records/ reads back through every check, its manifest names the code of each archive, and
-    the CIFAR-10 (JPEG copy) row holds ER, MIR and AdaER at seeds 0-2, C-CMR and E-BRS at seed 0."""
+    """docs/records/ reads back through every check, its manifest names the code of each archive, the
+    parity record holds GSS, iCaRL and HAL on both benchmarks beside Mammoth e75a491 under portable
+    kernels, and the CIFAR-10 (JPEG copy) row holds ER, MIR and AdaER at seeds 0-2, C-CMR and E-BRS at seed 0."""
     from clsuite.analysis.load import load_experiment
 
     manifest = rec.read_manifest(RECORDS)[0]
@@ -324,6 +432,15 @@ def test_the_committed_records_read_whole(tmp_path):
         assert set(e.runs["code"]) == set(entry["codes"]) and len(e.runs) == entry["runs"], n
         assert e.runs["real_data"].all(), n
     assert got.codes == {c: m for a in manifest["archives"].values() for c, m in a["codes"].items()}
+    parity = got.parity  # the check of GSS, iCaRL and HAL beside Mammoth: every row docs/PARITY.md names
+    assert parity["complete"] and parity["provenance"]["mammoth_commit"] == "e75a491"
+    assert parity["provenance"]["numerics"]["mode"] == "portable" and not parity["provenance"]["suite_dirty"]
+    assert [(r["method"], r["benchmark"]) for r in parity["rows"]] == [
+        (m, b) for m in ("gss", "icarl", "hal") for b in ("split_mnist", "split_fmnist")
+    ]
+    assert manifest["parity"]["codes"] == {
+        parity["provenance"]["suite_code"]: parity["provenance"]["suite_commit"][:10]
+    }
     jpeg = exps["i32_cifar10_jpeg"].runs
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()

@@ -130,10 +130,11 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "AdaER τ=0.5 vs τ=0.1, Acc" in md and "p (sign-flip, exact)" in md
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
-    n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, other experiments
+    n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, numerics, parity, other experiments
     assert f"## {n + 3}. The paper's open choices" in md and "Not run: `clsuite paper choices --launcher joblib`" in md
     assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
-    assert f"## {n + 5}. Other experiments (ad-hoc sweeps)" in md
+    assert f"## {n + 5}. Parity with Mammoth (GSS, iCaRL, HAL)\n\nNot run: `make parity MAMMOTH=" in md
+    assert f"## {n + 6}. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes: the table of docs/PARITY.md.
+"""Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes: the parity record and its table.
 
     make parity MAMMOTH=/path/to/mammoth                  # = the command below with the defaults
     python scripts/parity/harness.py --mammoth /path/to/mammoth \\
@@ -11,18 +11,19 @@ e75a491``); another commit runs with a warning. Steps, per (method, benchmark, s
 
 1. the suite's config (``suite_side.compose``: the reading, one torch thread) and its materials:
    the seed's split, the network's initial weights, each task's batches in the suite's order;
-2. the suite's own run of that config: its Acc (``suite_side.suite_acc``);
-3. Mammoth's unmodified class on the same materials (``mammoth_side.run``): its Acc;
-4. per (method, benchmark): suite - Mammoth per seed, the mean with a 95% Student-t interval
-   (``clsuite.analysis.stats.paired``), both sides' mean +- sd, the paper's Table II value.
+2. the suite's own run of that config: its R and Acc (``suite_side.suite_acc``);
+3. Mammoth's unmodified class on the same materials (``mammoth_side.run``): its R and Acc;
+4. per (method, benchmark): ``clsuite.analysis.parity.table``, the report's table.
 
 Both sides run in one process, one torch thread, under ``trainer.numerics=portable`` (docs/PARITY.md;
-``--suite trainer.numerics=native``: this machine's own kernels). Prints the Markdown table and writes
-every number (what docs/PARITY.md lists, and the suite's code hash) to ``--out`` after every pair: a
-stopped harness keeps what it finished (``complete``: false). ``--suite KEY=VALUE``: the one-change
-diagnostics of docs/PARITY.md (``replay_loss=concat``, ...); ``PARITY_NOFLIP=1``: Mammoth's iCaRL
-without the flipped class means. Exit 2 with one ``error:`` line when the checkout is missing or not
-Mammoth's. Slow: one suite run and one Mammoth run per seed (GSS about a minute each on one core).
+``--suite trainer.numerics=native``: this machine's own kernels). Writes the parity record to ``--out``
+after every pair (its form: ``clsuite.records.parity_problem``; a stopped harness keeps what it
+finished, ``complete``: false) and prints its table at the end; ``clsuite records pack --parity
+<record>`` carries it into docs/records/ (docs/INTEGRITY.md, section 8). ``--suite KEY=VALUE``: the
+one-change diagnostics of docs/PARITY.md (``replay_loss=concat``, ...); ``PARITY_NOFLIP=1``: Mammoth's
+iCaRL without the flipped class means. Exit 2 with one ``error:`` line when the checkout is missing,
+not Mammoth's or not a git checkout, or the suite's config is not valid. Slow: one suite run and one
+Mammoth run per seed (GSS about a minute each on one core).
 """
 
 from __future__ import annotations
@@ -41,120 +42,113 @@ sys.path[:0] = [str(HERE), str(ROOT / "src")]
 import mammoth_side  # noqa: E402
 import suite_side  # noqa: E402
 
+from clsuite.analysis.parity import PINNED, RESULTS, table  # noqa: E402
+
 METHODS = ("gss", "icarl", "hal")
 BENCHMARKS = ("split_mnist", "split_fmnist")
 
 
-def table(rows: list[dict]) -> str:
-    """docs/PARITY.md's table: one line per (method, benchmark)."""
-    import numpy as np
-
-    from clsuite.analysis import paper_values as pv
-    from clsuite.analysis.stats import paired
-
-    def ms(v):
-        return f"{np.mean(v):.1f} +- {np.std(v, ddof=1) if len(v) > 1 else 0.0:.1f} (n={len(v)})"
-
-    out = ["| method | benchmark | suite Acc | Mammoth Acc | suite - Mammoth, mean [95% CI] | per seed | paper |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        s = {int(k): v for k, v in r["suite"].items()}
-        m = {int(k): v for k, v in r["mammoth"].items()}
-        d = paired(s, m)
-        per = ", ".join(f"{s[k] - m[k]:+.1f}" for k in sorted(set(s) & set(m)))
-        paper = pv.table2_value(r["benchmark"], r["method"], "acc")
-        out.append(f"| {r['method']} | {r['benchmark']} | {ms(list(s.values()))} | {ms(list(m.values()))} | "
-                   f"{d.interval()} (n={d.n}) | {per} | {'' if paper is None else paper} |")  # fmt: skip
-    return "\n".join(out)
-
-
-def provenance(mammoth: Path) -> dict:
-    import subprocess
-
+def provenance(mammoth_commit: str) -> dict:
+    """Where both sides' numbers come from: the suite's commit and code hash, Mammoth's commit, the
+    kernels in effect, the CPU (no local path: the record is carried in the repository)."""
     import torch
 
     from clsuite.experiment import cpu_model
     from clsuite.identity import code_identity
+    from clsuite.identity import provenance as origin
     from clsuite.numerics import in_effect
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     return {
-        "date": dt.datetime.now().isoformat(timespec="seconds"),
-        "suite_commit": commit.strip() or None,
-        "suite_code": code_identity(),
+        "date": dt.date.today().isoformat(),
+        "suite_commit": origin()["commit"],
+        "suite_dirty": origin()["dirty"],
+        "suite_code": code_identity()["hash"],
         "numerics": in_effect(),
-        "mammoth": str(mammoth),
-        "mammoth_commit": mammoth_side.checkout_commit(mammoth),
+        "mammoth_commit": mammoth_commit,
+        "mammoth_flipped_means": mammoth_side.flipped_means(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu": cpu_model(),
         "platform": platform.platform(),
-        "argv": sys.argv,
     }
 
 
-def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> None:
-    """Every number so far, atomically (``complete``: false until the last pair is done)."""
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"provenance": prov, "complete": complete, "rows": rows}, indent=1))
-    tmp.replace(out)
+def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> dict:
+    """The record so far, written atomically (``complete``: false until the last pair is done)."""
+    from clsuite.io import write_bytes_atomic
+
+    record = {"provenance": prov, "complete": complete, "rows": rows}
+    write_bytes_atomic(out, (json.dumps(record, indent=1) + "\n").encode())
+    return record
 
 
-def measure(method: str, benchmark: str, seed: int, reading: str, suite_extra, classes) -> tuple[float, float]:
+def measure(method: str, benchmark: str, seed: int, reading: str, suite_extra, classes) -> tuple[dict, dict]:
+    """One seed of a row (``{"seed", "suite": {"R", "acc"}, "mammoth": {"R", "acc"}}``) and its settings."""
     cfg = suite_side.compose(method, benchmark, seed, reading, suite_extra)
     mat = suite_side.materials(cfg)
-    suite = suite_side.suite_acc(cfg)["acc"]
-    ref = mammoth_side.run(classes, method, mat, seed)["acc"] if classes else float("nan")
-    return suite, ref
+    suite = suite_side.suite_acc(cfg)
+    ref = mammoth_side.run(classes, method, mat, seed)
+    settings = {"memory_slots": mat.memory_capacity, "batch_size": mat.batch_size, "replay_size": mat.replay_size,
+                "lr": mat.lr, "mammoth_args": vars(mammoth_side.mammoth_args(method, mat))}  # fmt: skip
+    pair = {
+        "seed": seed,
+        "suite": {"R": suite["R"], "acc": suite["acc"]},
+        "mammoth": {"R": ref["R"], "acc": ref["acc"]},
+    }
+    return pair, settings
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mammoth", required=True, help=f"a Mammoth checkout (pinned: {mammoth_side.PINNED})")
+    ap.add_argument("--mammoth", required=True, help=f"a Mammoth checkout (pinned: {PINNED})")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=BENCHMARKS)
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--reading", default="mir_code")
     ap.add_argument("--suite", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the suite side only")
-    ap.add_argument("--out", default="results/parity/parity.json")
+    ap.add_argument("--out", default=f"results/{RESULTS}", help="the parity record (default: %(default)s)")
     a = ap.parse_args(argv)
+    a.methods, a.benchmarks, a.seeds = (list(dict.fromkeys(v)) for v in (a.methods, a.benchmarks, a.seeds))
     if not any(s.startswith("trainer.numerics=") for s in a.suite):
         a.suite = ["trainer.numerics=portable", *a.suite]
     root = Path(a.mammoth).expanduser()
     if not (root / "models" / "gss.py").is_file():
         print(f"error: --mammoth {root} is not a Mammoth checkout (no models/gss.py); clone "
-              f"https://github.com/aimagelab/mammoth and check out {mammoth_side.PINNED}", file=sys.stderr)  # fmt: skip
+              f"https://github.com/aimagelab/mammoth and check out {PINNED}", file=sys.stderr)  # fmt: skip
         return 2
     commit = mammoth_side.checkout_commit(root)
-    if commit != mammoth_side.PINNED:
-        print(
-            f"warning: Mammoth at {commit or 'an unknown commit'}, not the pinned {mammoth_side.PINNED}",
-            file=sys.stderr,
-        )
+    if commit is None:
+        print(f"error: --mammoth {root}: not a git checkout (its commit names the record)", file=sys.stderr)
+        return 2
+    if commit != PINNED:
+        print(f"warning: Mammoth at {commit}, not the pinned {PINNED}", file=sys.stderr)
 
     import torch
 
+    from clsuite.errors import ConfigError
     from clsuite.numerics import apply
 
-    first = suite_side.compose(a.methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
+    try:
+        first = suite_side.compose(a.methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     apply(first.trainer.numerics)  # before this process's first torch computation, as a run does
     torch.set_num_threads(1)
     classes = mammoth_side.load(root)
-    rows, out, prov = [], Path(a.out), provenance(root)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    rows, out, prov = [], Path(a.out), provenance(commit)
     for method in a.methods:
         for bench in a.benchmarks:
-            row = {"method": method, "benchmark": bench, "reading": a.reading, "suite_overrides": a.suite,
-                   "suite": {}, "mammoth": {}}  # fmt: skip
+            row = {"method": method, "benchmark": bench, "reading": a.reading, "suite_overrides": a.suite, "seeds": []}
             for seed in a.seeds:
-                s, m = measure(method, bench, seed, a.reading, a.suite, classes)
-                row["suite"][seed], row["mammoth"][seed] = s, m
-                print(f"{method} {bench} seed {seed}: suite {s:.2f}, Mammoth {m:.2f}", file=sys.stderr, flush=True)
+                pair, row["settings"] = measure(method, bench, seed, a.reading, a.suite, classes)
+                row["seeds"].append(pair)
+                print(f"{method} {bench} seed {seed}: suite {pair['suite']['acc']:.2f}, Mammoth "
+                      f"{pair['mammoth']['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
                 write(out, prov, [*rows, row], complete=False)  # a stopped harness keeps every finished pair
             rows.append(row)
-    write(out, prov, rows, complete=True)
-    print(table(rows))
-    print(f"\n(every number: {out})", file=sys.stderr)
+    print(table(write(out, prov, rows, complete=True)).markdown())
+    print(f"(every R and Acc: {out})", file=sys.stderr)
     return 0
 
 

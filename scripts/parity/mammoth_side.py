@@ -1,6 +1,6 @@
 """The reference's side of a parity run: Mammoth's own GSS, iCaRL and HAL classes, driven in-process.
 
-Given a Mammoth checkout (``--mammoth PATH``, pinned commit :data:`PINNED`), :func:`load` imports
+Given a Mammoth checkout (``--mammoth PATH``, pinned commit ``clsuite.analysis.parity.PINNED``), :func:`load` imports
 its unmodified ``models/{gss,icarl,hal}.py``, ``utils/{buffer,gss_buffer,ring_buffer}.py`` and
 ``backbone/MNISTMLP.py``; the parts of Mammoth that need torchvision, kornia or its dataset
 registry are replaced by the small stand-ins below (:func:`_install_stubs`), each doing what the
@@ -17,8 +17,10 @@ real one does on flat MNIST-sized tensors without augmentation:
   seen classes, the task counter), the optimiser as Mammoth builds it (SGD, lr, no momentum).
 
 The driver (:func:`run`) follows Mammoth's training loop (``utils/training.py``): per task
-``begin_task``, then ``observe(inputs, labels, not_aug_inputs)`` per batch, then ``end_task``; the
-final row of R is measured with the model's own ``forward`` (iCaRL: nearest mean of exemplars).
+``begin_task``, then ``observe(inputs, labels, not_aug_inputs)`` per batch, then ``end_task``, then
+a row of R measured with the model's own ``forward`` (iCaRL: nearest mean of exemplars), as Mammoth
+evaluates after each task (a pure forward: what it computes, iCaRL's class means, is recomputed
+after the next task's training).
 Its batches, network and weights, and Mammoth's arguments (:func:`mammoth_args`): docs/PARITY.md,
 "Setting and commands". ``PARITY_NOFLIP=1``: iCaRL's class means without the flipped copies.
 """
@@ -38,7 +40,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-PINNED = "e75a491"  # github.com/aimagelab/mammoth, the commit docs/PARITY.md was measured at
 METHODS = {"gss": ("models.gss", "Gss"), "icarl": ("models.icarl", "ICarl"), "hal": ("models.hal", "HAL")}
 _CURRENT: dict = {}  # the Stream that get_dataset() returns
 
@@ -101,8 +102,13 @@ class ContinualModel(nn.Module):
         self._current_task += 1
 
 
+def flipped_means() -> bool:
+    """Whether iCaRL's class means take the flipped copies too, as Mammoth's do (``PARITY_NOFLIP=1``: not)."""
+    return os.environ.get("PARITY_NOFLIP") != "1"
+
+
 def _install_stubs(root: Path) -> None:
-    hflip = (lambda x: x) if os.environ.get("PARITY_NOFLIP") == "1" else (lambda x: x.flip(-1))
+    hflip = (lambda x: x.flip(-1)) if flipped_means() else (lambda x: x)
     functional = _module("torchvision.transforms.functional", hflip=hflip)
     transforms = _module("torchvision.transforms", functional=functional, Compose=object)
     _module("torchvision", transforms=transforms)
@@ -218,7 +224,7 @@ def accuracy_row(predict, tasks) -> list[float]:
 
 
 def run(classes: dict, method: str, mat, seed: int) -> dict:
-    """Mammoth's ``method`` on the suite's materials: {"acc": final Acc, "R_last": the last row of R}."""
+    """Mammoth's ``method`` on the suite's materials: {"R": a row per task, "acc": the mean of its last row}."""
     torch.manual_seed(seed)
     np.random.seed(seed)
     args = mammoth_args(method, mat)
@@ -227,6 +233,7 @@ def run(classes: dict, method: str, mat, seed: int) -> dict:
     net = classes["mlp"](int(np.prod(mat.tasks[0].train[0].shape[1:])), mat.num_classes, hidden_size=400)
     suite_weights_into(net, mat.init)
     model = classes[method](net, F.cross_entropy, args, transform=None, dataset=stream)
+    R = []
     for k, task in enumerate(mat.tasks):
         stream.set_task(k)
         model.meta_begin_task(stream)
@@ -238,6 +245,6 @@ def run(classes: dict, method: str, mat, seed: int) -> dict:
         for x, y in batches:
             model.observe(x, y, x)
         model.meta_end_task(stream)
-    model.eval()
-    row = accuracy_row(model, mat.tasks)
-    return {"acc": float(np.mean(row)), "R_last": row}
+        model.eval()
+        R.append(accuracy_row(model, mat.tasks))
+    return {"R": R, "acc": float(np.mean(R[-1]))}

@@ -8,7 +8,9 @@ beside the archives gives each one's sha256 and what it holds. :func:`extract` r
 every archive the manifest names must be there with its sha256, no other archive may be, and each
 member is a regular file under a bounded size whose name is one of the three forms above
 (extracted with tarfile's ``data`` filter); the results files then go through the reader every
-layer uses (``clsuite.results.read_run``), which is the caller's step.
+layer uses (``clsuite.results.read_run``), which is the caller's step. Beside the archives, one JSON
+record, ``parity.json`` (``make parity``: the suite's GSS, iCaRL and HAL beside Mammoth's), named by the
+manifest with its sha256 like an archive and checked on read by :func:`parity_problem`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,7 @@ from clsuite.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadab
 from clsuite.paths import safe_name
 
 MANIFEST_FILE = "MANIFEST.json"
+PARITY_FILE = "parity.json"  # the parity record (scripts/parity/harness.py writes it; clsuite.analysis.parity)
 SUFFIX = ".tar.gz"
 JOB_FILES = (RESULTS_FILE, FAILED_FILE)  # a job folder's files that a record keeps
 MAX_ARCHIVE = 1 << 30  # bytes of one archive, compressed and unpacked alike
@@ -86,12 +90,31 @@ def read_manifest(records_dir: Path) -> tuple[dict, str]:
             safe_name(k, "experiment")
         except ConfigError as e:
             raise RecordsError(f"{path}: {e}") from None
+    parity = manifest.get("parity")
+    if parity is not None and not (
+        isinstance(parity, dict) and parity.get("file") == PARITY_FILE and isinstance(parity.get("sha256"), str)
+    ):
+        raise RecordsError(f"{path}: not a manifest (its parity record: file {PARITY_FILE} and its sha256)")
     return manifest, sha256(text)
 
 
 def manifest_text(manifest: dict) -> str:
     """The manifest as written: one text per content (sorted keys)."""
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+
+
+def _named_bytes(path: Path, digest: str, limit: int) -> bytes:
+    """The bytes of ``path``, a file the manifest names with the sha256 ``digest``; ``RecordsError`` otherwise."""
+    try:
+        data = read_regular(path, limit)
+    except FileNotFoundError:
+        raise RecordsError(f"{path}: missing (named by {MANIFEST_FILE})") from None
+    except Unreadable as e:
+        raise RecordsError(f"{path}: {e}") from None
+    if sha256(data) != digest:
+        raise RecordsError(f"{path}: its sha256 {sha256(data)[:16]}... is not the one {MANIFEST_FILE} gives "
+                           f"({digest[:16]}...): changed after it was packed")  # fmt: skip
+    return data
 
 
 def verified(records_dir: Path, manifest: dict) -> dict[str, bytes]:
@@ -102,20 +125,55 @@ def verified(records_dir: Path, manifest: dict) -> dict[str, bytes]:
     extra = sorted(p.name for p in records_dir.glob(f"*{SUFFIX}") if p.name[: -len(SUFFIX)] not in named)
     if extra:
         raise RecordsError(f"{records_dir / extra[0]}: an archive that {MANIFEST_FILE} does not name")
-    out = {}
-    for exp, entry in sorted(named.items()):
-        path = records_dir / entry["file"]
-        try:
-            data = read_regular(path, MAX_ARCHIVE)
-        except FileNotFoundError:
-            raise RecordsError(f"{path}: missing (named by {MANIFEST_FILE})") from None
-        except Unreadable as e:
-            raise RecordsError(f"{path}: {e}") from None
-        if sha256(data) != entry["sha256"]:
-            raise RecordsError(f"{path}: its sha256 {sha256(data)[:16]}... is not the one {MANIFEST_FILE} gives "
-                               f"({entry['sha256'][:16]}...): changed after it was packed")  # fmt: skip
-        out[exp] = data
-    return out
+    return {exp: _named_bytes(records_dir / e["file"], e["sha256"], MAX_ARCHIVE) for exp, e in sorted(named.items())}
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _side_problem(side) -> str | None:
+    """Why one side of a seed (``{"R": T x T accuracies, "acc": the mean of R's last row}``) is not one."""
+    R = side.get("R") if isinstance(side, dict) else None
+    if not (isinstance(R, list) and R and all(isinstance(r, list) and len(r) == len(R) for r in R)
+            and all(_number(v) for r in R for v in r)):  # fmt: skip
+        return "R is not a square matrix of numbers"
+    if not _number(side.get("acc")) or abs(side["acc"] - sum(R[-1]) / len(R)) > 1e-9:
+        return f"acc {side.get('acc')!r} is not the mean of R's last row ({sum(R[-1]) / len(R)!r})"
+    return None
+
+
+def parity_problem(record) -> str | None:
+    """Why ``record`` is not a parity record (None when it is): ``{"provenance": {"suite_code",
+    "mammoth_commit", "cpu", "numerics", ...}, "complete", "rows": [{"method", "benchmark", "reading",
+    "seeds": [{"seed", "suite": side, "mammoth": side}, ...], ...}]}`` with each side's Acc the mean of
+    the last row of its R, one entry per seed of a row and one row per (method, benchmark, reading)."""
+    prov = record.get("provenance") if isinstance(record, dict) else None
+    if (
+        not isinstance(prov, dict)
+        or not isinstance(record.get("rows"), list)
+        or not isinstance(record.get("complete"), bool)
+    ):
+        return "not a parity record (provenance, complete, rows)"
+    missing = [k for k in ("suite_code", "mammoth_commit", "cpu") if not isinstance(prov.get(k), str)]
+    if missing or not isinstance(prov.get("numerics"), dict):
+        return f"its provenance lacks {', '.join(missing) or 'numerics'}"
+    cells = set()
+    for i, row in enumerate(record["rows"], 1):
+        keys = tuple(row.get(k) for k in ("method", "benchmark", "reading")) if isinstance(row, dict) else (None,)
+        if not all(isinstance(k, str) for k in keys) or not isinstance(row.get("seeds"), list) or not row["seeds"]:
+            return f"row {i}: not a row (method, benchmark, reading, seeds)"
+        if keys in cells:
+            return f"row {i}: {' '.join(keys)} is in another row too"
+        cells.add(keys)
+        seeds = [s.get("seed") if isinstance(s, dict) else None for s in row["seeds"]]
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
+            return f"row {i}: its seeds {seeds} are not distinct whole numbers"
+        for s in row["seeds"]:
+            for side in ("suite", "mammoth"):
+                if why := _side_problem(s.get(side)):
+                    return f"row {i} ({' '.join(keys)}), seed {s['seed']}, {side}: {why}"
+    return None
 
 
 def safe_members(tf: tarfile.TarFile, where: str) -> list[tarfile.TarInfo]:
@@ -145,6 +203,7 @@ class Records:
     manifest: dict
     sha256: str
     size: int
+    parity: dict | None = None  # the parity record, when the manifest names one
 
     @property
     def codes(self) -> dict[str, str]:
@@ -157,6 +216,7 @@ def extract(records_dir: Path, dest: Path) -> Records:
     module's opening. ``RecordsError`` (nothing trusted) at the first check that fails."""
     manifest, digest = read_manifest(records_dir)
     archives = verified(records_dir, manifest)
+    parity = read_parity(records_dir, manifest)
     for exp, data in archives.items():
         where = str(Path(records_dir) / manifest["archives"][exp]["file"])
         try:
@@ -165,4 +225,21 @@ def extract(records_dir: Path, dest: Path) -> Records:
                 tf.extractall(Path(dest) / exp, members=members, filter="data")
         except (tarfile.TarError, OSError, EOFError) as e:
             raise RecordsError(f"{where}: not a readable tar.gz ({type(e).__name__}: {str(e)[:200]})") from None
-    return Records(manifest, digest, sum(len(d) for d in archives.values()))
+    return Records(manifest, digest, sum(len(d) for d in archives.values()), parity)
+
+
+def read_parity(records_dir: Path, manifest: dict) -> dict | None:
+    """The parity record of ``records_dir`` when ``manifest`` names it (its sha256, :func:`parity_problem`);
+    None when neither names nor holds one. ``RecordsError`` for one it holds but does not name, or one that fails."""
+    path = Path(records_dir) / PARITY_FILE
+    if "parity" not in manifest:
+        if path.exists() or path.is_symlink():
+            raise RecordsError(f"{path}: a parity record that {MANIFEST_FILE} does not name")
+        return None
+    try:
+        record = parse_json(_named_bytes(path, manifest["parity"]["sha256"], MAX_BYTES))
+    except Unreadable as e:
+        raise RecordsError(f"{path}: {e}") from None
+    if why := parity_problem(record):
+        raise RecordsError(f"{path}: {why}")
+    return record

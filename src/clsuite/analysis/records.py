@@ -1,14 +1,16 @@
 """``clsuite records``: pack experiments into records (``clsuite.records``), and check that the
 committed report is the one its records rebuild (docs/INTEGRITY.md, section 8).
 
-    clsuite records pack table2 memory ... [--multirun-dir multirun] [--out docs/records]
+    clsuite records pack table2 memory ... [--parity results/parity/parity.json] [--multirun-dir multirun] [--out docs/records]
     clsuite records check [--records docs/records] [--docs docs]
 
 :func:`pack` refuses, before writing anything, an experiment with a results file the report leaves
 out (``clsuite.analysis.load``: seal, schema, identity, the grid's run), two runs of one seed of a
 cell, a run not on the real data, or a run whose code hash is not the code of the clean commit it
-recorded (``docs_gate.code_at``); then it writes each archive and the manifest's entry for it
-(entries of other experiments are kept). :func:`check` rebuilds docs/REPRODUCTION.md and its
+recorded (``docs_gate.code_at``), and a parity record that fails its checks
+(``clsuite.records.parity_problem``), is incomplete or is not its commit's code; then it writes each
+archive (and ``parity.json``, byte for byte) and the manifest's entry for it (entries of other
+experiments are kept). :func:`check` rebuilds docs/REPRODUCTION.md and its
 figures from the records into a temporary folder (``report.build_report``) and compares them byte
 for byte with the committed ones.
 """
@@ -27,7 +29,18 @@ from clsuite.analysis.load import files, load_experiment
 from clsuite.analysis.report import build_report
 from clsuite.config import ConfigError
 from clsuite.home import CHECKOUT
-from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, read_object, read_regular, sha256, write_bytes_atomic
+from clsuite.io import (
+    FAILED_FILE,
+    GRID_FILE,
+    RESULTS_FILE,
+    Unreadable,
+    parse_json,
+    read_object,
+    read_regular,
+    sha256,
+    write_bytes_atomic,
+)
+from clsuite.numerics import label as numerics_label
 from clsuite.paths import safe_name
 
 REPORT = "REPRODUCTION.md"
@@ -36,6 +49,42 @@ FIGURE = re.compile(r"\]\(figures/([^)\s]+)\)")  # a figure the report shows: ![
 
 def _counts(col) -> dict:
     return {str(k): int(v) for k, v in sorted(col.value_counts().items())}
+
+
+def not_its_commit(code: str, commit: str, commits: dict[str, str | None]) -> str | None:
+    """Why ``code`` is not the code of ``commit`` (``abc1234567``, ``...+dirty``, ``unknown``), or None when
+    it is; ``commits``: ``{commit: its code hash}``, filled as commits are met (git is asked once each)."""
+    unclean = commit.endswith("+dirty") or commit == "unknown"
+    if commit not in commits:
+        commits[commit] = None if unclean else code_at(commit)
+    if commits[commit] == code:
+        return None
+    why = ("uncommitted changes, or no git commit" if unclean else "a commit this git checkout lacks"
+           if commits[commit] is None else f"that commit's code is {commits[commit]}")  # fmt: skip
+    return f"made by code {code}, not the code of its commit {commit} ({why})"
+
+
+def parity_entry(path: Path, commits: dict[str, str | None]) -> tuple[bytes, dict, list[str]]:
+    """``(bytes, manifest entry less the file's own fields, refusals)`` of the parity record at ``path``
+    (``make parity``): one that fails its checks, is incomplete, or whose code is not its commit's is refused."""
+    where = f"parity record {path}"
+    try:
+        data = read_regular(path)
+        record = parse_json(data)
+    except (FileNotFoundError, Unreadable) as e:
+        return b"", {}, [f"{where}: {'missing' if isinstance(e, FileNotFoundError) else e}"]
+    if why := rec.parity_problem(record):
+        return data, {}, [f"{where}: {why}"]
+    p = record["provenance"]
+    commit = (
+        f"{p['suite_commit'][:10]}{'+dirty' if p.get('suite_dirty') else ''}" if p.get("suite_commit") else "unknown"
+    )
+    refused = [] if record["complete"] else [f"{where}: incomplete (the harness was stopped): run it again"]
+    refused += [f"{where}: {why}"] if (why := not_its_commit(p["suite_code"], commit, commits)) else []
+    pairs = sum(len(r["seeds"]) for r in record["rows"])
+    entry = {"mammoth_commit": p["mammoth_commit"], "codes": {p["suite_code"]: commit}, "cpus": {p["cpu"]: pairs},
+             "numerics": {numerics_label(p["numerics"]): pairs}, "rows": len(record["rows"]), "pairs": pairs}  # fmt: skip
+    return data, entry, refused
 
 
 def gather(exp_dir: Path, commits: dict[str, str | None]) -> tuple[dict[str, bytes], dict, list[str]]:
@@ -50,14 +99,8 @@ def gather(exp_dir: Path, commits: dict[str, str | None]) -> tuple[dict[str, byt
         where = f"{name}/{run['job']}"
         if not run["real_data"]:
             refused.append(f"{where}: not on the real data set (synthetic, or a data file without md5)")
-        commit = str(run["commit"])
-        unclean = commit.endswith("+dirty") or commit == "unknown"
-        if commit not in commits:
-            commits[commit] = None if unclean else code_at(commit)
-        if commits[commit] != run["code"]:
-            why = ("uncommitted changes, or no git commit" if unclean else "a commit this git checkout lacks"
-                   if commits[commit] is None else f"that commit's code is {commits[commit]}")  # fmt: skip
-            refused.append(f"{where}: made by code {run['code']}, not the code of its commit {commit} ({why})")
+        if why := not_its_commit(str(run["code"]), str(run["commit"]), commits):
+            refused.append(f"{where}: {why}")
     members = {}
     grid = exp_dir / GRID_FILE
     if grid.is_file():
@@ -83,10 +126,11 @@ def gather(exp_dir: Path, commits: dict[str, str | None]) -> tuple[dict[str, byt
     return members, entry, refused
 
 
-def pack(names: list[str], multirun: Path, out: Path) -> list[str]:
-    """Pack the experiments ``names`` of ``multirun`` into ``out`` (archives, manifest); the refusals
-    (nothing written when there are any). ``ConfigError``: a name that is no experiment folder;
-    ``RecordsError``: a manifest in ``out`` that cannot be read."""
+def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None) -> list[str]:
+    """Pack the experiments ``names`` of ``multirun`` and the parity record ``parity`` into ``out``
+    (archives, ``parity.json``, manifest); the refusals (nothing written when there are any).
+    ``ConfigError``: a name that is no experiment folder; ``RecordsError``: a manifest in ``out`` that
+    cannot be read."""
     for n in names:
         safe_name(n, "experiment")
         if not (Path(multirun) / n).is_dir():
@@ -98,11 +142,18 @@ def pack(names: list[str], multirun: Path, out: Path) -> list[str]:
         members, entry, why = gather(Path(multirun) / n, commits)
         refused += why
         packed[n] = (rec.archive_bytes(members), entry)
+    if parity is not None:
+        parity_bytes, parity_meta, why = parity_entry(Path(parity), commits)
+        refused += why
     if refused:
         return refused
     for n, (data, entry) in packed.items():
         write_bytes_atomic(Path(out) / f"{n}{rec.SUFFIX}", data)
         manifest["archives"][n] = {"file": f"{n}{rec.SUFFIX}", "sha256": sha256(data), "bytes": len(data), **entry}
+    if parity is not None:
+        write_bytes_atomic(Path(out) / rec.PARITY_FILE, parity_bytes)
+        manifest["parity"] = {"file": rec.PARITY_FILE, "sha256": sha256(parity_bytes), "bytes": len(parity_bytes),
+                              **parity_meta}  # fmt: skip
     manifest["about"] = ABOUT
     write_bytes_atomic(Path(out) / rec.MANIFEST_FILE, rec.manifest_text(manifest).encode())
     return []
@@ -110,8 +161,9 @@ def pack(names: list[str], multirun: Path, out: Path) -> list[str]:
 
 ABOUT = (
     "Records of the reproduction report: <experiment>.tar.gz holds that experiment's sealed results files as its "
-    "sweep wrote them (clsuite records pack); make report-docs rebuilds docs/REPRODUCTION.md from them, make replay "
-    "reruns a sample of their portable runs (docs/INTEGRITY.md, section 8)."
+    "sweep wrote them (clsuite records pack); parity.json: the suite's GSS, iCaRL and HAL beside Mammoth's (make parity; "
+    "clsuite records pack --parity); make report-docs rebuilds docs/REPRODUCTION.md from them, make replay reruns a "
+    "sample of their portable runs (docs/INTEGRITY.md, section 8)."
 )
 
 
@@ -160,8 +212,9 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="clsuite records", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
     p = sub.add_parser("pack", help="experiments of --multirun-dir -> <out>/<experiment>.tar.gz + MANIFEST.json")
-    p.add_argument("experiments", nargs="+", help="folders of --multirun-dir, e.g. table2 memory")
+    p.add_argument("experiments", nargs="*", help="folders of --multirun-dir, e.g. table2 memory")
     p.add_argument("--multirun-dir", default="multirun")
+    p.add_argument("--parity", help="also the parity record make parity wrote (results/parity/parity.json)")
     p.add_argument(
         "--out", default=str(CHECKOUT / "docs" / "records"), help="the records folder (default docs/records)"
     )
@@ -170,8 +223,11 @@ def main(argv: list[str]) -> int:
     c.add_argument("--docs", default=str(CHECKOUT / "docs"))
     a = ap.parse_args(argv)
     if a.what == "pack":
+        if not a.experiments and not a.parity:
+            print("error: nothing to pack: name experiments (folders of --multirun-dir) or --parity", file=sys.stderr)
+            return 2
         try:
-            refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out))
+            refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out), a.parity and Path(a.parity))
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -181,7 +237,7 @@ def main(argv: list[str]) -> int:
         for line in refused:
             print(f"refused: {line}", file=sys.stderr)
         if refused:
-            print(f"error: {len(refused)} runs refused (listed above); nothing packed", file=sys.stderr)
+            print(f"error: {len(refused)} runs or records refused (listed above); nothing packed", file=sys.stderr)
             return 1
         print(Path(a.out) / rec.MANIFEST_FILE)
         return 0

@@ -32,6 +32,7 @@ from clsuite.analysis import figures as fg
 from clsuite.analysis import machines as mc
 from clsuite.analysis import noise as nz
 from clsuite.analysis import paper_values as pv
+from clsuite.analysis import parity as par
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
 from clsuite.analysis.defaults import caption, fixed_settings
@@ -446,6 +447,8 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
     out = results / "report"
     figdir = out / "figures"
     probe_folder(figdir)
+    parity, parity_at = ((records.parity, f"docs/records/{rec.PARITY_FILE}") if records is not None
+                         else (par.read(results / par.RESULTS), f"results/{par.RESULTS}"))  # fmt: skip
     built = {n: aggregate(n, multirun, results) for n in names}
     experiments = {n: b["experiment"] for n, b in built.items()}
     missing = [s for s in SECTIONS if experiments.get(s.experiment) is None or experiments[s.experiment].empty]
@@ -496,9 +499,10 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
     md += [f"## {len(SECTIONS) + 4}. Numerics: the CPU's kernels, noise and machines", "", NUMERICS_INTRO, ""]
     numerics = nz.markdown(experiments) + mc.markdown(machines)
     md += numerics or ["Not run: `make noise` (numerical noise) and `make machines` (this machine's Table II).", ""]
+    md += [f"## {len(SECTIONS) + 5}. {par.TITLE}", "", *par.markdown(parity, parity_at)]
     others = [n for n in names if n not in BY_NAME and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
               and cl.owner(experiments[n]) is None]  # fmt: skip
-    md += [f"## {len(SECTIONS) + 5}. Other experiments (ad-hoc sweeps)", ""]
+    md += [f"## {len(SECTIONS) + 6}. Other experiments (ad-hoc sweeps)", ""]
     for n in others:
         md += (
             [f"### {n}", ""]
@@ -506,7 +510,7 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
             + [t.markdown(4) for t in built[n]["tables"]]
         )
     md += [] if others else ["None.", ""]
-    md += [f"## {len(SECTIONS) + 6}. Runs: finished, failed, missing", ""]
+    md += [f"## {len(SECTIONS) + 7}. Runs: finished, failed, missing", ""]
     for n in names:
         md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
     text = "\n".join(md).rstrip() + "\n"
