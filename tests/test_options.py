@@ -456,22 +456,26 @@ def test_scoring_updates_bn_running_statistics_exactly(policy, flag, form):
     assert torch.equal(bn.running_mean, want.running_mean) and torch.equal(bn.running_var, want.running_var)
 
 
-@pytest.mark.parametrize("form, sizes", [("split", [4, 9, 9, 2]), ("concat", [4, 9, 9, 6])])
-def test_the_split_step_forwards_B_t_once_for_the_virtual_step_and_the_update(form, sizes):
-    """MIR's code (mir.py l.304-313): one forward of B_t (4 samples) gives the real loss and the
-    virtual step's gradient, then the 9 candidates under theta and theta', then R (2); the
-    concatenated loss forwards B_t alone for the virtual step and R + B_t (6) for the update."""
-    seen = []
+@pytest.mark.parametrize(
+    "form, forwards, backwards", [("split", [4, 9, 9, 2], [4, 2]), ("concat", [4, 9, 9, 6], [4, 6])]
+)
+def test_the_split_step_passes_B_t_once_for_the_virtual_step_and_the_update(form, forwards, backwards):
+    """MIR's code (mir.py l.304-313): one forward and one backward of B_t (4 samples) give the
+    virtual step's gradient and the update's, then the 9 candidates go through under theta and
+    theta', then R (2); the concatenated loss passes B_t alone for the virtual step and R + B_t (6)
+    for the update. The parameters after the step are the same either way (test_options' references)."""
+    seen, back = [], []
     net = toy_net()
     net.register_forward_hook(lambda m, inp, out: seen.append(len(inp[0])))
+    net.register_full_backward_hook(lambda m, gin, gout: back.append(len(gout[0])))
     learner = toy_learner(net, memory=toy_memory(TASKS9), replay=MIRReplay(candidates=9), replay_size=2,
                           replay_loss=form)  # fmt: skip
     learner.current_task = 2
     attach_sgd(learner)
     x, y, t = toy_batch(task=2, n=4)
     learner.training_step((x, y, t), 0)
-    assert seen == sizes
-    assert learner.shared_batch_loss(x, y, t) is None  # nothing kept after the update
+    assert (seen, back) == (forwards, backwards)
+    assert learner.shared_batch_grads(x, y, t) is None  # nothing kept after the update
 
 
 # -- per-task accuracy is micro-averaged (PROTOCOL section 5) -----------------------------------

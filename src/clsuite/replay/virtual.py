@@ -9,9 +9,9 @@ to it. E-BRS's ``unscored=insertion`` scores an incoming sample with :func:`inse
 
 theta' is a dict of tensors used through ``torch.func.functional_call``: no copy of the module, no
 ``optimizer.step()``; the parameters, the optimizer state and ``global_step`` are left as they were.
-Its gradient is that of the step's own loss on B_t where the learner shares it
-(``ContinualLearner.shared_batch_loss``: the split loss, as MIR's code, one forward of B_t for both),
-else that of a forward on clones of the BatchNorm buffers. BatchNorm (docs/READINGS.md):
+Its gradient is the step's own on B_t where the learner shares it (``ContinualLearner.shared_batch_grads``:
+the split loss, as MIR's code, one forward and backward of B_t for both), else that of a forward
+on clones of the BatchNorm buffers. BatchNorm (docs/READINGS.md):
 
 1. every forward normalises by its own batch's statistics (train mode, as the real step and MIR's
    code: ``er_main.py`` l.152);
@@ -42,11 +42,10 @@ def forward_with(learner, params: dict, x, t, buffers: dict | None = None):
 def virtual_params(learner, x, y, t, lr: float | None = None, buffers: dict | None = None) -> dict:
     """theta' (Eq. 3): one SGD step of size alpha (the learning rate) on B_t alone."""
     params = dict(learner.net.named_parameters())
-    loss = learner.shared_batch_loss(x, y, t)  # the step's own forward of B_t (split loss), kept for its backward
-    shared = loss is not None
-    if not shared:
+    grads = learner.shared_batch_grads(x, y, t)  # the step's own forward and backward of B_t (split loss)
+    if grads is None:
         loss = F.cross_entropy(forward_with(learner, params, x, t, buffers), y)
-    grads = torch.autograd.grad(loss, list(params.values()), retain_graph=shared)
+        grads = torch.autograd.grad(loss, list(params.values()))
     alpha = learner.lr if lr is None else lr
     return {k: (p - alpha * g).detach() for (k, p), g in zip(params.items(), grads, strict=True)}
 
