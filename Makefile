@@ -42,8 +42,9 @@ format: setup         ## ruff check --fix + ruff format of src, tests, scripts
 
 # make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods (docs/PERFORMANCE.md)
 BENCH_ARGS ?=
-bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then the checkpoint cost
+bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then ER and AdaER on the ResNet; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
+	$(PY) scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30
 	$(PY) scripts/bench.py --measure checkpoint
 
 bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/NUMERICS.md)

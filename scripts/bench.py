@@ -11,6 +11,7 @@ The measures, the variants' processes and rounds, ``--out``: docs/PERFORMANCE.md
     make bench BENCH_ARGS="--repeats 2 --methods er gss"
     python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
     python scripts/bench.py --measure stream --batches 5 --warmup 6    # the GPU benchmark on the CPU
+    python scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30
     python scripts/bench.py --device cuda --src old=.gpu_old/src --src new=src --sync-debug --profile
     python scripts/bench.py --measure net --numerics native --arch mlp --shape 1 28 28
 """
@@ -40,7 +41,12 @@ SYNTHETIC = {"split_cifar10": (10, 5000, 1000), "split_cifar100": (100, 500, 100
 DEFAULTS = {  # per measure, for the options left out
     "jobs": dict(repeats=3, benchmark=["split_mnist"], numerics=["native"]),
     "stream": dict(
-        repeats=1, benchmark=list(STREAM_BATCHES), methods=["er", "mir", "adaer"], warmup=20, numerics=[None]
+        repeats=1,
+        benchmark=list(STREAM_BATCHES),
+        methods=["er", "mir", "adaer"],
+        warmup=20,
+        numerics=[None],
+        reading="paper_text",
     ),
     "net": dict(repeats=1, numerics=["native", "portable"], warmup=2, batches=10),
     "checkpoint": dict(repeats=5, methods=["adaer"], numerics=[None]),
@@ -151,6 +157,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None, help="DATA_DIR for the runs (default: the environment's)")
     ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES}); net: steps")
     ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20); net: steps (2)")
+    ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/GPU.md's setting)")
     ap.add_argument("--sync-debug", action="store_true", help="stream on cuda: the host-device syncs per batch")
     ap.add_argument("--profile", action="store_true", help="stream on cuda: GPU busy time per batch (torch.profiler)")
     ap.add_argument("--profile-only", default=None, help="profile only the code tree of this name")
@@ -301,23 +308,25 @@ ER's first job (round 0: reads the data files): {first["wall_s"] - first["train_
 
 def report_stream(args, ok, rows, labels, load):
     overrides = f"; overrides {' '.join(args.set)}" if args.set else ""
-    lines = [machine(ok[0], load), f"reading=paper_text: M = 100, |B_t| = |R| = 20, lr 0.1{overrides}"] if ok else []
+    lines = [machine(ok[0], load), f"reading={args.reading}, memory=100, seed 0{overrides}"] if ok else []
     body = []
     for r in rows:
         if "error" in r:
-            body.append([r["benchmark"], r["method"], r["label"], f"ERROR {r['error'][:80]}", *["-"] * 5])
+            body.append([r["benchmark"], r["method"], r["label"], f"ERROR {r['error'][:80]}", *["-"] * 6])
             continue
         full = r["projected_full_run_s"]
         busy = f"{r['gpu_busy_ms_per_batch'] / r['ms_per_batch']:.0%}" if "gpu_busy_ms_per_batch" in r else "-"
         syncs = f"{r['syncs_per_batch']:.1f}" if "syncs_per_batch" in r else "-"
-        body.append([r["benchmark"], r["method"], r["label"], f"{r['ms_per_batch']:.2f}", f"{r['eval_s']:.2f}",
-                     f"{r.get('peak_mb', 0):.0f}", syncs, busy, f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"])  # fmt: skip
-    head = "benchmark | method | variant | ms/batch | eval s | peak MiB | syncs/b | GPU busy | full run"
-    lines.append(table(head, body, "lll" + "r" * 6))
+        body.append([r["benchmark"], r["method"], r["label"], f"{r['ms_per_batch']:.2f}",
+                     f"{r['cpu_ms_per_batch']:.2f}", f"{r['eval_s']:.2f}", f"{r.get('peak_mb', 0):.0f}", syncs, busy,
+                     f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"])  # fmt: skip
+    head = "benchmark | method | variant | ms/batch | CPU ms/batch | eval s | peak MiB | syncs/b | GPU busy | full run"
+    lines.append(table(head, body, "lll" + "r" * 7))
     summary = {}
     if len(labels) > 1:
-        compared, summary = side_by_side(ok, labels, {"ms/batch": lambda x: x["ms_per_batch"]})
-        lines += ["\nms / incoming batch, median over rounds:", compared]
+        per_batch = {"ms/batch": lambda x: x["ms_per_batch"], "CPU ms/batch": lambda x: x["cpu_ms_per_batch"]}
+        compared, summary = side_by_side(ok, labels, per_batch)
+        lines += ["\nms / incoming batch (wall, and this process's CPU time), median over rounds:", compared]
     syncs = [r for r in ok if r.get("sync_sites") and r["benchmark"] in ("split_cifar10", "split_cifar100")]
     if syncs:  # split-MNIST repeats them
         lines.append("\nhost-device synchronisations per incoming batch (set_sync_debug_mode), by source line:")
@@ -547,10 +556,11 @@ def setup_stream(args):
     )
 
 
-def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str]) -> list[str]:
-    """The stream's run: paper_text's M = 100 in total, |B_t| = |R| = 20, lr 0.1 (docs/GPU.md), seed 0; CIFAR as
-    synthetic images of its sizes; then ``extra`` (--set)."""
-    overrides = [f"benchmark={bname}", f"method={method}", "reading=paper_text", "memory=100", "seed=0"]
+def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], reading: str = "paper_text") -> list[str]:
+    """The stream's run: the reading's (paper_text, docs/GPU.md: M = 100 in total, |B_t| = |R| = 20, lr 0.1;
+    mir_code: the CIFAR runs' M = 100 per class, |B_t| = |R| = 10), seed 0; CIFAR as synthetic images of its sizes;
+    then ``extra`` (--set)."""
+    overrides = [f"benchmark={bname}", f"method={method}", f"reading={reading}", "memory=100", "seed=0"]
     if bname in SYNTHETIC:  # CPU smoke test: evaluating 10,000 CIFAR images on a CPU takes minutes
         classes, train, test = SYNTHETIC[bname]
         overrides += synthetic(classes, train, test if cuda else max(1, test // 50))
@@ -566,7 +576,7 @@ def time_one(args, bname, method, cuda) -> dict:
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = Run(compose(stream_overrides(bname, method, cuda, args.set)), lambda dm: [MemoryUpdate()])
+    run = Run(compose(stream_overrides(bname, method, cuda, args.set, args.reading)), lambda dm: [MemoryUpdate()])
     dm, learner, fit = run.dm, run.learner, run.fit
     static = torch.cuda.memory_allocated() if cuda else 0
     if args.cudnn_benchmark:
@@ -595,6 +605,7 @@ def time_one(args, bname, method, cuda) -> dict:
         "memory_size": len(learner.memory),
         "batches_timed": timed,
         "ms_per_batch": 1e3 * train.wall / max(timed, 1),
+        "cpu_ms_per_batch": 1e3 * train.cpu / max(timed, 1),  # this process's: robust to other load on the machine
         "eval_s": eval_s,
         "build_s": run.build_s,
         "static_mb": static / 2**20,

@@ -39,6 +39,7 @@ KEYS_WITH_TESTS = {
     "exclude_current_task",
     "candidates",
     "compare_to_old_logits",
+    "scoring_updates_bn",
     "logits_on_overwrite",
     "tau",
     "lr",
@@ -74,7 +75,8 @@ def test_reading_trains_a_few_steps(tmp_path, reading, method):
 
 @pytest.mark.parametrize("reading", READINGS)
 def test_every_key_a_reading_sets_has_an_option_test(reading):
-    keys = set(yaml.safe_load(Path(CONF_DIR, "reading", f"{reading}.yaml").read_text()) or {})
+    files = [Path(CONF_DIR, "reading", f"{reading}.yaml"), *Path(CONF_DIR, "reading_family").glob(f"{reading}_*.yaml")]
+    keys = {k for f in files for k in yaml.safe_load(f.read_text()) or {}}  # its own and its per-family values
     keys -= {"defaults", "reading", "name"}
     missing = {k for k in keys if k.split(".")[0] not in KEYS_WITH_TESTS}
     assert not missing, f"reading {reading} sets {sorted(missing)}: add a test to tests/test_options.py"

@@ -88,14 +88,15 @@ def test_variants_side_by_side_with_ratios_to_the_first():
 def test_stream_table_keeps_a_failed_cell_and_lists_the_sync_sites():
     b = bench_module()
     ok = {"benchmark": "split_cifar10", "method": "er", "label": "new", **MACHINE, "device": "H",
-          "ms_per_batch": 10.0, "eval_s": 0.05, "peak_mb": 160.0, "projected_full_run_s": 90.0,
+          "ms_per_batch": 10.0, "cpu_ms_per_batch": 4.0, "eval_s": 0.05, "peak_mb": 160.0, "projected_full_run_s": 90.0,
           "syncs_per_batch": 1.5, "sync_sites": {"memory/buffer.py:1 x": 1.5}, "gpu_busy_ms_per_batch": 2.5}  # fmt: skip
     failed = {"benchmark": "split_cifar10", "method": "mir", "label": "new", "error": "RuntimeError: boom"}
-    text, _ = b.report_stream(argparse.Namespace(set=[]), [ok], [ok, failed], ["new"], (1.0, 2.0, 3.0))
-    assert "| split_cifar10 | er | new | 10.00 | 0.05 | 160 | 1.5 | 25% | 1.5 min |" in text
-    assert "| split_cifar10 | mir | new | ERROR RuntimeError: boom | - | - | - | - | - |" in text
+    args = argparse.Namespace(set=[], reading="paper_text")
+    text, _ = b.report_stream(args, [ok], [ok, failed], ["new"], (1.0, 2.0, 3.0))
+    assert "| split_cifar10 | er | new | 10.00 | 4.00 | 0.05 | 160 | 1.5 | 25% | 1.5 min |" in text
+    assert "| split_cifar10 | mir | new | ERROR RuntimeError: boom | - | - | - | - | - | - |" in text
     assert "  split_cifar10 er new: 1.5/batch\n       1.5  memory/buffer.py:1 x" in text
-    header = "\nreading=paper_text: M = 100, |B_t| = |R| = 20, lr 0.1\n"
+    header = "\nreading=paper_text, memory=100, seed 0\n"
     assert text.startswith(MACHINE_LINE.replace("device: cpu", "device: H") + header)
 
 
@@ -136,8 +137,11 @@ def test_the_stream_runs_the_documented_setting_and_cifar_as_the_suites_syntheti
     for name, cuda in itertools.product(b.STREAM_BATCHES, (False, True)):
         with hydra.initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = b.compose(b.stream_overrides(name, "adaer", cuda, ["seed=3"]))
-        # the header's M = 100, |B_t| = |R| = 20, lr 0.1 (the default reading, mir_code, has 10 and M per class)
+            cifar_run = b.compose(b.stream_overrides(name, "adaer", cuda, ["seed=3"], "mir_code"))  # `make bench`'s
+        # paper_text (docs/GPU.md): M = 100 in total, |B_t| = |R| = 20, lr 0.1; mir_code: 10 and M per class
         assert (cfg.memory, cfg.memory_per_class, cfg.batch_size, cfg.replay_size, cfg.lr) == (100, False, 20, 20, 0.1)
+        got = (cifar_run.memory, cifar_run.memory_per_class, cifar_run.batch_size, cifar_run.replay_size)
+        assert got == (100, True, 10, 10)
         assert (cfg.trainer.accelerator, cfg.seed, cfg.benchmark.name) == ("gpu" if cuda else "cpu", 3, name)
         if name in b.SYNTHETIC:
             classes, train, test = b.SYNTHETIC[name]

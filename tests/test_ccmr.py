@@ -19,7 +19,7 @@ def fake_learner(tasks, scores, monkeypatch):
     mem.append(torch.zeros(n, 2), torch.arange(n) % 10, torch.tensor(tasks))
     scores = torch.as_tensor(scores, dtype=torch.float32)
 
-    def fake_score(learner, x, y, t, slots, compare_to_old_logits=False):
+    def fake_score(learner, x, y, t, slots, compare_to_old_logits=False, updates_bn=False):
         learner.memory.score[slots] = scores[slots]
         return scores[slots]
 

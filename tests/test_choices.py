@@ -110,18 +110,23 @@ def test_runs_that_differ_in_more_than_the_choice_are_not_paired(tmp_path):
     assert row.diffs["acc"].mean == pytest.approx(1.0) and row.n == 4
 
 
-def test_defaults_come_from_the_configs():
-    got = {c.name: {r: ch.show(c.default(r)) for r in ("paper_text", "mir_code")} for c in ch.CHOICES}
+@pytest.mark.parametrize("benchmark, mir_logits", [("split_mnist", "true"), ("split_cifar10_jpeg", "false")])
+def test_defaults_come_from_the_configs(benchmark, mir_logits):
+    """Each reading's value on the benchmark, its family's where they differ (mir_code: MIR's split-MNIST
+    script line on MNIST, its CIFAR-10 line on CIFAR)."""
+    got = {
+        c.name: {r: ch.show(c.default(r, benchmark, "adaer")) for r in ("paper_text", "mir_code")} for c in ch.CHOICES
+    }
     assert got == {
         "unscored": {"paper_text": "0", "mir_code": "0"},
         "victim": {"paper_text": "lowest_score", "mir_code": "lowest_score"},
         "R_t_from": {"paper_text": "candidates", "mir_code": "candidates"},
         "candidates": {"paper_text": "null", "mir_code": "50"},
         "replay_loss": {"paper_text": "concat", "mir_code": "split"},
-        "stored_logits": {"paper_text": "false", "mir_code": "true"},
+        "stored_logits": {"paper_text": "false", "mir_code": mir_logits},
         "logits_on_overwrite": {"paper_text": "reset", "mir_code": "reset"},
     }
-    assert ch.BY_EXPERIMENT["choices_stored_logits"].default("unlabelled") is ch.NO_DEFAULT
+    assert ch.BY_EXPERIMENT["choices_stored_logits"].default("unlabelled", benchmark, "adaer") is ch.NO_DEFAULT
 
 
 def test_every_choice_has_its_sweep():

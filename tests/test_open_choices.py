@@ -118,7 +118,7 @@ def test_R_t_from(monkeypatch, R_t_from):
     draws."""
     pools = []
 
-    def fake(learner, x, y, t, slots, compare_to_old_logits=False):
+    def fake(learner, x, y, t, slots, compare_to_old_logits=False, updates_bn=False):
         pools.append(slots.clone())
         return SCORES8[slots]
 

@@ -324,8 +324,8 @@ def test_si_surrogate_and_omega_by_hand():
 def fixed_scores(monkeypatch, module, scores, log):
     scores = torch.as_tensor(scores, dtype=torch.float32)
 
-    def fake(learner, x, y, t, slots, compare_to_old_logits=False):
-        log.append((slots.clone(), compare_to_old_logits))
+    def fake(learner, x, y, t, slots, compare_to_old_logits=False, updates_bn=False):
+        log.append((slots.clone(), compare_to_old_logits, updates_bn))
         return scores[slots]
 
     monkeypatch.setattr(module, "score_slots", fake)
@@ -394,13 +394,88 @@ def test_ccmr_candidates(monkeypatch, C):
 
 
 @pytest.mark.parametrize("flag", [False, True])
+@pytest.mark.parametrize("key, arg", [("compare_to_old_logits", 1), ("scoring_updates_bn", 2)])
 @pytest.mark.parametrize("module, policy", [(mir, MIRReplay), (ccmr, CCMRReplay)], ids=["mir", "ccmr"])
-def test_scored_replay_passes_compare_to_old_logits(monkeypatch, module, policy, flag):
+def test_scored_replay_passes_its_scoring_keys(monkeypatch, module, policy, key, arg, flag):
     log = []
     fixed_scores(monkeypatch, module, SCORES9, log)
     learner = toy_learner(memory=toy_memory(TASKS9))
-    policy(candidates=9, compare_to_old_logits=flag).select(learner, None, None, None, 2)
-    assert log[0][1] is flag
+    policy(candidates=9, **{key: flag}).select(learner, None, None, None, 2)
+    assert log[0][arg] is flag
+
+
+# -- scoring_updates_bn: the candidates' forward under theta and BatchNorm's running statistics ----
+class BNNet(torch.nn.Module):
+    """D -> 5 -> BatchNorm -> ReLU -> 6: the smallest network with running statistics."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = torch.nn.Sequential(torch.nn.Linear(D, 5), torch.nn.BatchNorm1d(5), torch.nn.ReLU())
+        self.head = torch.nn.Linear(5, 6)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+@pytest.mark.parametrize("form", ["split", "concat"])
+@pytest.mark.parametrize("policy", [MIRReplay, CCMRReplay])
+@pytest.mark.parametrize("flag", [False, True])
+def test_scoring_updates_bn_running_statistics_exactly(policy, flag, form):
+    """One update of a BatchNorm net, every candidate scored, |R| = 2 of them replayed. The running
+    statistics are those of these forwards in this order, each on its own batch's statistics (train
+    mode): split (MIR's code: B_t once, shared with the virtual step) B_t, [the candidates under
+    theta,] R; concat [the candidates,] R + B_t. The scores equal the by-hand losses under theta and
+    theta' (train-mode BatchNorm) whatever the flag."""
+    mem = toy_memory(TASKS9)
+    learner = toy_learner(BNNet(), memory=mem, replay=policy(candidates=9, scoring_updates_bn=flag), lr=0.3,
+                          replay_size=2, replay_loss=form)  # fmt: skip
+    learner.current_task = 1
+    attach_sgd(learner)
+    x, y, t = toy_batch(task=1, n=4)
+    post_net = copy.deepcopy(learner.net).train()
+    F.cross_entropy(post_net(x), y).backward()
+    with torch.no_grad():
+        for p in post_net.parameters():
+            p -= 0.3 * p.grad  # theta': one SGD step on B_t
+        pre = F.cross_entropy(copy.deepcopy(learner.net).train()(mem.x), mem.y, reduction="none")
+        post = F.cross_entropy(post_net(mem.x), mem.y, reduction="none")
+    scored = post - pre
+    R = scored.topk(2).indices
+    expected = copy.deepcopy(learner.net).train()
+    with torch.no_grad():
+        if form == "split":
+            expected(x)
+        if flag:
+            expected(mem.x)
+        expected(mem.x[R]) if form == "split" else expected(torch.cat([x, mem.x[R]]))
+    learner.training_step((x, y, t), 0)
+    torch.testing.assert_close(learner.memory.score[:9], scored, rtol=0, atol=1e-6)
+    bn, want = learner.net.body[1], expected.body[1]
+    assert int(bn.num_batches_tracked) == (3 if form == "split" else 2) - (not flag)
+    assert torch.equal(bn.running_mean, want.running_mean) and torch.equal(bn.running_var, want.running_var)
+
+
+@pytest.mark.parametrize(
+    "form, forwards, backwards", [("split", [4, 9, 9, 2], [4, 2]), ("concat", [4, 9, 9, 6], [4, 6])]
+)
+def test_the_split_step_passes_B_t_once_for_the_virtual_step_and_the_update(form, forwards, backwards):
+    """MIR's code (mir.py l.304-313): one forward and one backward of B_t (4 samples) give the
+    virtual step's gradient and the update's, then the 9 candidates go through under theta and
+    theta', then R (2); the concatenated loss passes B_t alone for the virtual step and R + B_t (6)
+    for the update. The parameters after the step are the same either way (test_options' references)."""
+    seen, back = [], []
+    net = toy_net()
+    net.register_forward_hook(lambda m, inp, out: seen.append(len(inp[0])))
+    net.register_full_backward_hook(lambda m, gin, gout: back.append(len(gout[0])))
+    learner = toy_learner(net, memory=toy_memory(TASKS9), replay=MIRReplay(candidates=9), replay_size=2,
+                          replay_loss=form)  # fmt: skip
+    learner.current_task = 2
+    attach_sgd(learner)
+    x, y, t = toy_batch(task=2, n=4)
+    learner.training_step((x, y, t), 0)
+    assert (seen, back) == (forwards, backwards)
+    assert learner.shared_batch_grads(x, y, t) is None  # nothing kept after the update
 
 
 # -- per-task accuracy is micro-averaged (PROTOCOL section 5) -----------------------------------

@@ -25,9 +25,12 @@ from clsuite.replay.random import RandomReplay
 from tests.conftest import make_cfg
 
 READINGS = {
-    # batch, |R|, loss, per class, past tasks only, C-CMR candidates, stored logits, lr
-    "paper_text": dict(batch=20, R=20, loss="concat", per_class=False, past=False, cand=None, old=False, lr=0.1),
-    "mir_code": dict(batch=10, R=10, loss="split", per_class=True, past=True, cand=50, old=True, lr=0.1),
+    # batch, |R|, loss, per class, past tasks only, C-CMR candidates, stored logits (on the synthetic stream: the MNIST
+    # family), scoring updates BatchNorm's running statistics, lr
+    "paper_text": dict(
+        batch=20, R=20, loss="concat", per_class=False, past=False, cand=None, old=False, bn=False, lr=0.1
+    ),
+    "mir_code": dict(batch=10, R=10, loss="split", per_class=True, past=True, cand=50, old=True, bn=True, lr=0.1),
 }
 FOLLOWS = "reading"  # the method's policy takes the reading's value
 # method: (replay class, its exclude_current_task, update class)
@@ -74,12 +77,36 @@ def test_each_policy_receives_the_readings_keys(reading, method):
     assert replay.exclude_current_task is (r["past"] if exclude == FOLLOWS else exclude)
     if replay_cls is MIRReplay:
         assert replay.candidates == 50  # MIR's own C, every reading
-        assert replay.compare_to_old_logits is r["old"]
+        assert (replay.compare_to_old_logits, replay.scoring_updates_bn) == (r["old"], r["bn"])
     if replay_cls is CCMRReplay:  # C-CMR scores as MIR under every reading (one scoring function)
         assert replay.candidates == r["cand"] and replay.tau == 0.5 and replay.R_t_from == "candidates"
-        assert replay.compare_to_old_logits is r["old"]
+        assert (replay.compare_to_old_logits, replay.scoring_updates_bn) == (r["old"], r["bn"])
     if update_cls is EBRS:  # the open choices' defaults: Alg. 2's victim, 0 until scored
         assert (learner.update_policy.victim_rule, learner.update_policy.unscored) == ("lowest_score", 0)
+
+
+# Every key a reading sets, as MIR's script lines give it (Scripts/ER_experiments.sh at 35eda78): the CIFAR-10
+# line (l.9) on the CIFAR family, the split-MNIST line (l.17) on the MNIST family; they differ in one flag.
+MIR_LINE = dict(memory_per_class=True, batch_size=10, replay_size=10, replay_loss="split", exclude_current_task=True,
+                candidates=50, scoring_updates_bn=True, logits_on_overwrite="reset", lr=0.1)  # fmt: skip
+FAMILY = {
+    "split_cifar10": "cifar", "split_cifar10_jpeg": "cifar", "split_cifar100": "cifar",
+    "split_mnist": "mnist", "split_fmnist": "mnist", "synthetic": "mnist",
+}  # fmt: skip
+LINES = {"cifar": {**MIR_LINE, "compare_to_old_logits": False}, "mnist": {**MIR_LINE, "compare_to_old_logits": True}}
+
+
+@pytest.mark.parametrize("benchmark", FAMILY)
+def test_mir_code_follows_the_script_line_of_the_benchmarks_family(benchmark):
+    keys = [*LINES["cifar"], "reading"]
+    cfg = make_cfg(f"benchmark={benchmark}")  # the default reading
+    assert {k: cfg[k] for k in keys} == {**LINES[FAMILY[benchmark]], "reading": "mir_code"}
+    paper = make_cfg(f"benchmark={benchmark}", "reading=paper_text")  # no per-family values: the same everywhere
+    assert (paper.compare_to_old_logits, paper.scoring_updates_bn, paper.batch_size) == (False, False, 20)
+    flipped = not LINES[FAMILY[benchmark]]["compare_to_old_logits"]
+    cfg = make_cfg(f"benchmark={benchmark}", f"compare_to_old_logits={flipped}")
+    assert cfg.compare_to_old_logits is flipped  # the command line still wins
+    assert instantiate(cfg.method.replay).compare_to_old_logits is flipped  # AdaER's C-CMR (no data needed)
 
 
 def test_a_command_line_value_wins_over_the_reading():

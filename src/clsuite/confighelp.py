@@ -43,6 +43,9 @@ def group_key(group: str) -> str:
     return f"{group}@method.{group}" if group in ("replay", "update") else group
 
 
+AUTOMATIC = ("tuned", "reading_family")  # groups composed from the other choices (conf/config.yaml), never chosen
+
+
 @functools.cache
 def selected_by() -> dict[str, list[str]]:
     """Each class of NODES -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
@@ -110,7 +113,9 @@ def groups() -> list[tuple[str, str, str]]:
     base = (yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults", [])
     chosen = {k: v for d in base if isinstance(d, dict) for k, v in d.items()}
     return [
-        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method"))) for g in GROUPS if g != "tuned"
+        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method")))
+        for g in GROUPS
+        if g not in AUTOMATIC
     ]
 
 
@@ -120,6 +125,10 @@ def help_text() -> str:
         lines.append(f"  {key:22s} {options}  [default: {default}]")
     lines.append(
         "  (tuned: per-benchmark values of a method, conf/tuned/<method>/<benchmark>.yaml, applied automatically)"
+    )
+    lines.append(
+        "  (reading_family: per-family values of a reading, conf/reading_family/<reading>_<family>.yaml, applied"
+        " automatically)"
     )
     for title, keys in rows():
         lines += ["", f"{title}:"]

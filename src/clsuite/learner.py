@@ -20,6 +20,20 @@ from clsuite.replay.base import ReplayPolicy
 LOSS_FORMS = ("concat", "split")
 
 
+class _Computed(torch.autograd.Function):
+    """A loss whose gradient with respect to ``params`` is already computed (``grads``): its backward
+    hands each parameter d/d(loss) times its gradient instead of going through the network again."""
+
+    @staticmethod
+    def forward(ctx, loss, grads, *params):
+        ctx.grads = grads
+        return loss.clone()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        return None, None, *(grad_out * g for g in ctx.grads)
+
+
 class ContinualLearner(L.LightningModule):
     def __init__(
         self,
@@ -57,6 +71,7 @@ class ContinualLearner(L.LightningModule):
         self.last_loss: torch.Tensor | None = None  # the last iteration's total loss, detached, on the device
         self.last_loss_parts: dict[str, torch.Tensor] = {}  # its "current" / "replay" parts, detached
         self.want_loss_parts = False  # set by clsuite.loggers.RunLogger before a logging step
+        self._shared: tuple | None = None  # (B_t, None or (its loss, its gradient)) in an update that shares it
 
     # -- optimisation --------------------------------------------------------
     def configure_optimizers(self):
@@ -100,14 +115,35 @@ class ContinualLearner(L.LightningModule):
         return out
 
     # -- the step ------------------------------------------------------------
+    def shared_batch_grads(self, x, y, t):
+        """grad_theta l(f_theta; B_t) of the update under way, for the virtual step
+        (``clsuite.replay.virtual``), when the update's loss is the learner's own split loss: one
+        forward and one backward of B_t then serve both, as in MIR's code (``mir.py`` l.304-313,
+        before the candidates are scored), so BatchNorm sees B_t once, before the candidates and R,
+        and the update's backward takes this gradient as it is. None otherwise (the concatenated
+        loss, a plugin's own loss, or outside an update)."""
+        if self._shared is None or self._shared[0] is not x:
+            return None
+        if self._shared[1] is None:
+            loss = F.cross_entropy(self.logits(x, t), y)
+            self._shared = (x, (loss.detach(), torch.autograd.grad(loss, list(self.net.parameters()))))
+        return self._shared[1][1]
+
+    def batch_loss(self, x, y, t):
+        """l(f_theta; B_t): the shared one (above), its gradient the one already computed, else a new forward."""
+        if self._shared is None or self._shared[0] is not x or self._shared[1] is None:
+            return F.cross_entropy(self.logits(x, t), y)
+        loss, grads = self._shared[1]
+        return _Computed.apply(loss, grads, *self.net.parameters())
+
     def replay_loss(self, x, y, t, idx):
         """Alg. 1 line 10: l(f_theta; R + B_t), mean over the concatenated batch
         ("concat"), or mean(B_t) + mean(R) as in MIR's code ("split")."""
         if idx is None or idx.numel() == 0:
-            return F.cross_entropy(self.logits(x, t), y)
+            return self.batch_loss(x, y, t)
         mx, my, mt = self.memory.get(idx)
         if self.replay_loss_form == "split":
-            current, replay = F.cross_entropy(self.logits(x, t), y), F.cross_entropy(self.logits(mx, mt), my)
+            current, replay = self.batch_loss(x, y, t), F.cross_entropy(self.logits(mx, mt), my)
             self.last_loss_parts = {"current": current.detach(), "replay": replay.detach()}
             return current + replay
         out, target = self.logits(torch.cat([x, mx]), torch.cat([t, mt])), torch.cat([y, my])
@@ -124,8 +160,10 @@ class ContinualLearner(L.LightningModule):
     def training_step(self, batch, batch_idx):
         x, y, t = batch
         opt = self.optimizers()
+        shares = self.replay_loss_form == "split" and type(self.plugin).loss is Plugin.loss  # the learner's own loss
         for _ in range(self.iters_per_batch):
             self.last_loss_parts = {}
+            self._shared = (x, None) if shares else None
             idx = self.select_replay(x, y, t)
             loss = self.plugin.loss(self, x, y, t, idx)
             if loss is None:
@@ -137,6 +175,7 @@ class ContinualLearner(L.LightningModule):
             self.plugin.before_step(self, x, y, t, idx)
             opt.step()
             self.plugin.after_step(self)
+            self._shared = None
         self.train_steps += 1
         return None
 

@@ -183,6 +183,7 @@ KEYS: dict[str, Spec] = {
     "exclude_current_task": Flag("reading: replay (and MIR/C-CMR candidates) only from past tasks' slots"),
     "candidates": Whole(1, None, "reading: C-CMR candidates; null = all of M (paper) | C random ones", null=True),
     "compare_to_old_logits": Flag("reading: MIR scores against the logits stored with the sample"),
+    "scoring_updates_bn": Flag("reading: the candidates' forward under theta updates BatchNorm's running statistics (MIR's code)"),
     "logits_on_overwrite": OneOf("reset", "keep", doc="reading: stored logits of an overwritten slot: 0 | the previous occupant's (MIR's code)"),
     "tau": Real(0, 1, "C-CMR: p = round(tau |R|) interfered samples (R_e), q = |R| - p task-associated (R_t)"),
     "lambda": Real(0, 1, "imbalance (PROTOCOL 6): one class per task keeps round((1 - lambda) n)", hi_open=True),
@@ -268,11 +269,13 @@ NODES: dict[str, dict] = {
         candidates=Whole(1, None, "null = score all of M | C random candidates", null=True),
         exclude_current_task=Flag("score and replay only past tasks' slots"),
         compare_to_old_logits=Flag("score against the logits stored with the sample (as MIR)"),
+        scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics"),
         R_t_from=OneOf("candidates", "memory", doc="R_t from the scored pool - R_e | all of M - R_e")),
     "clsuite.replay.mir.MIRReplay": dict(
         candidates=Whole(1, None, "C: random candidates scored by the virtual step"),
         exclude_current_task=Flag("candidates only from past tasks' slots"),
-        compare_to_old_logits=Flag("score against the logits stored with the sample")),
+        compare_to_old_logits=Flag("score against the logits stored with the sample"),
+        scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics")),
     # conf/update/
     "clsuite.memory.reservoir.Reservoir": dict(),
     "clsuite.memory.ebrs.EBRS": dict(

@@ -43,7 +43,10 @@ NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
 def _reading_value(choice: str) -> Callable[[dict, str], bool]:
     """Default = the reading's own value of an open choice (``clsuite.analysis.choices.Choice.default``)."""
     c = ch.BY_EXPERIMENT[ch.PREFIX + choice]
-    return lambda flat, reading: (d := c.default(reading)) is not ch.NO_DEFAULT and flat.get(c.key) == d
+    return lambda flat, reading: (
+        (d := c.default(reading, flat.get("benchmark.name"), flat.get("method.name"))) is not ch.NO_DEFAULT
+        and flat.get(c.key) == d
+    )
 
 
 def _agem_default(flat: dict, reading: str) -> bool:

@@ -10,8 +10,9 @@ Steps (:func:`ledger`):
 1. For each choice (:data:`CHOICES`), load ``multirun/choices_<name>/`` (``clsuite.analysis.load``:
    one row per distinct run, sealed results only).
 2. A run's value of the choice is its config's ``key`` (a null value, dropped from the stored
-   config, reads as null). The reading's default is read where the suite keeps it: the reading's
-   file (``conf/reading/<reading>.yaml``) for a reading key, else the policy's file
+   config, reads as null). The reading's default is the suite's config composed with the run's
+   benchmark, method and reading (``clsuite.analysis.defaults.default_of``): the reading's file, or
+   its benchmark family's (``conf/reading_family/``), for a reading key, else the policy's file
    (``conf/update/ebrs.yaml``, ``conf/replay/ccmr.yaml``).
 3. Arms are paired within one (benchmark, method, reading) and one *setting*: the config less the
    choice's own keys (``key`` and the policy keys that interpolate it) and the environment (code
@@ -31,10 +32,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
+from clsuite.analysis.defaults import default_of
 from clsuite.analysis.load import Experiment, load_experiment, order_readings
 from clsuite.analysis.stats import paired
 from clsuite.home import CONF_DIR, hint
@@ -58,7 +58,6 @@ class Choice:
     name: str  # experiment multirun/choices_<name>/, sweep sweeps/choices_<name>.yaml
     title: str
     key: str  # the config key, as in the results file's config
-    home: str  # where the default lives: conf/<home>; "{reading}" = the run's reading
     paper_value: str | None  # the value the paper's words point to (None: they do not say)
     paper: str  # the paper's words
 
@@ -66,12 +65,12 @@ class Choice:
     def experiment(self) -> str:
         return PREFIX + self.name
 
-    def default(self, reading: str):
-        """The reading's default value of the choice; :data:`NO_DEFAULT` when the reading has no file."""
-        path = Path(CONF_DIR) / self.home.format(reading=reading)
-        if not path.is_file():
+    def default(self, reading: str, benchmark: str, method: str):
+        """The reading's default value of the choice for this benchmark and method (step 2);
+        :data:`NO_DEFAULT` when the reading has no file."""
+        if not (Path(CONF_DIR) / "reading" / f"{reading}.yaml").is_file():
             return NO_DEFAULT
-        return OmegaConf.select(OmegaConf.load(path), self.key.split(".")[-1])
+        return default_of(benchmark, method, reading)[0].get(self.key)
 
     def own_keys(self, flat_keys) -> set:
         """The config keys that carry the choice: the key and the policy keys interpolating it."""
@@ -80,21 +79,21 @@ class Choice:
 
 
 CHOICES = (
-    Choice("unscored", "E-BRS: stored score of a sample never scored", "method.update.unscored", "update/ebrs.yaml",
+    Choice("unscored", "E-BRS: stored score of a sample never scored", "method.update.unscored",
            None, "silent: Alg. 2 writes M[N] <- (x, y) and evicts by argmin s(m); no score is given to a new sample"),
-    Choice("victim", "E-BRS: the victim in the most frequent class", "method.update.victim", "update/ebrs.yaml",
+    Choice("victim", "E-BRS: the victim in the most frequent class", "method.update.victim",
            "lowest_score", "Alg. 2 line 8, \"m = argmin_m (s(m) | y_m = ỹ)\"; Sec. IV-B: \"By removing the least "
            "important memory examples in Line 8, E-BRS prevents the most forgotten memory example from being replaced\""),
-    Choice("R_t_from", "C-CMR: where R_t is drawn from", "method.replay.R_t_from", "replay/ccmr.yaml", "memory",
+    Choice("R_t_from", "C-CMR: where R_t is drawn from", "method.replay.R_t_from", "memory",
            "Sec. IV-A: \"the number of training memories from M − R_e captured in R_t\" (memory = M − R_e)"),
-    Choice("candidates", "C-CMR: C = 50 candidates or all of M", "candidates", "reading/{reading}.yaml", "null",
+    Choice("candidates", "C-CMR: C = 50 candidates or all of M", "candidates", "null",
            "Eq. 4: \"where s ∈ R^{M×1}\": every memory sample is scored (null = all of M)"),
-    Choice("replay_loss", "The replay loss: split or concat", "replay_loss", "reading/{reading}.yaml", "concat",
+    Choice("replay_loss", "The replay loss: split or concat", "replay_loss", "concat",
            "Alg. 1 line 10: \"θ = θ − α∇_θ l(f_θ; (R + B_t))\": one loss over R and B_t together"),
     Choice("stored_logits", "Scores against stored logits (MIR's code)", "compare_to_old_logits",
-           "reading/{reading}.yaml", "false", "Eq. 4: \"s(m) = l(f_θ'(x_m), y_m) − l(f_θ(x_m), y_m)\": no stored logits"),
+           "false", "Eq. 4: \"s(m) = l(f_θ'(x_m), y_m) − l(f_θ(x_m), y_m)\": no stored logits"),
     Choice("logits_on_overwrite", "Stored logits of an overwritten slot: reset or the previous occupant's (MIR's code)",
-           "logits_on_overwrite", "reading/{reading}.yaml", None,
+           "logits_on_overwrite", None,
            "silent: Eq. 4 has no stored logits (MIR's code keeps the previous occupant's: buffer.py add_reservoir)"),
 )  # fmt: skip
 BY_EXPERIMENT = {c.experiment: c for c in CHOICES}
@@ -149,7 +148,7 @@ def choice_rows(choice: Choice, e: Experiment) -> list[Row]:
     runs = runs.assign(value=runs["flat"].map(lambda f: show(f.get(choice.key))), setting=runs.apply(setting, axis=1))
     out = []
     for (bench, method, reading, _), g in runs.groupby(["benchmark", "method", "reading", "setting"], sort=False):
-        default = choice.default(reading)
+        default = choice.default(reading, bench, method)
         if default is NO_DEFAULT:
             continue
         d = show(default)

@@ -3,7 +3,11 @@
 - MLP 784-400-400-C with ReLU (GEM, MER): 478,410 parameters for C = 10.
 - Reduced ResNet-18 with nf = 20 (GEM's and MIR's CIFAR backbone, from iCaRL's
   code base): BasicBlocks [2, 2, 2, 2] with widths nf, 2nf, 4nf, 8nf, a 3x3 stem
-  without pooling, 4x4 average pooling: 1,094,750 parameters for C = 10.
+  without pooling, 4x4 average pooling: 1,094,750 parameters for C = 10. On the CPU
+  with oneDNN (``trainer.numerics=native``) its activations are channels-last (NHWC:
+  oneDNN's faster convolutions, the same sums in another order); its weights stay
+  contiguous, so flattened gradients (GEM, A-GEM, GSS) keep their order
+  (docs/PERFORMANCE.md, "The reduced ResNet-18 on the CPU").
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import math
 from itertools import pairwise
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -62,6 +67,8 @@ class ReducedResNet18(nn.Module):
         self.head = nn.Linear(8 * nf, num_classes)
 
     def forward(self, x, return_features: bool = False):
+        if x.device.type == "cpu" and x.dim() == 4 and torch.backends.mkldnn.enabled:  # (oneDNN: native numerics)
+            x = x.contiguous(memory_format=torch.channels_last)
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.layers(out)
         h = F.adaptive_avg_pool2d(out, 1).flatten(1)

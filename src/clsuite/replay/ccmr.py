@@ -13,7 +13,8 @@ equal quotas over the tasks in memory. Memory smaller than |R| (or than the
 scored pool): all of it.
 
 The scores come from the function MIR uses (``clsuite.replay.virtual.score_slots``), with the
-reading's ``compare_to_old_logits`` exactly as MIR: paper_text scores by plain Eq. 4; mir_code
+reading's ``compare_to_old_logits`` exactly as MIR: paper_text, and mir_code on the CIFAR
+benchmarks (MIR's CIFAR-10 script), score by plain Eq. 4; mir_code on split-MNIST and split-FMNIST
 scores s = l(theta') - min(l(theta), loss of the logits stored with the sample) and stores the
 current logits where they give the lower loss (MIR's split-MNIST script), since the paper builds
 C-CMR's virtual step and scores on MIR (Sec. IV-A). AdaER's E-BRS evicts by these scores.
@@ -26,7 +27,9 @@ the keys existed):
     | ``memory`` = R_t from all the replayable memory minus R_e (M - R_e, the paper's words, Sec.
     IV-A: "training memories from M - R_e"); the two agree when the pool is all of M;
   - ``exclude_current_task`` (the reading's): score and replay only past tasks' slots;
-  - ``compare_to_old_logits`` (the reading's): above.
+  - ``compare_to_old_logits`` (the reading's): above;
+  - ``scoring_updates_bn`` (the reading's): the candidates' forward under theta updates BatchNorm's
+    running statistics, as MIR's code (``clsuite.replay.mir``); false keeps them out.
 |B_t|, |R|, the replay loss and the memory budget come from the reading too.
 """
 
@@ -80,6 +83,7 @@ class CCMRReplay(ReplayPolicy):
         candidates: int | None = None,
         exclude_current_task: bool = False,
         compare_to_old_logits: bool = False,
+        scoring_updates_bn: bool = False,
         R_t_from: str = "candidates",
     ):
         if not 0.0 <= tau <= 1.0:
@@ -87,7 +91,8 @@ class CCMRReplay(ReplayPolicy):
         if R_t_from not in R_T_FROM:
             raise ValueError(f"unknown R_t_from {R_t_from!r}; valid choices: {', '.join(R_T_FROM)}")
         self.tau, self.candidates, self.exclude_current_task = tau, candidates, exclude_current_task
-        self.compare_to_old_logits, self.R_t_from = compare_to_old_logits, R_t_from
+        self.compare_to_old_logits, self.scoring_updates_bn = compare_to_old_logits, scoring_updates_bn
+        self.R_t_from = R_t_from
 
     def select(self, learner, x, y, t, n: int):
         mem = learner.memory
@@ -95,7 +100,7 @@ class CCMRReplay(ReplayPolicy):
         pool = mem.slots(exclude) if self.candidates is None else mem.sample(self.candidates, exclude)
         if len(pool) == 0:
             return pool
-        s = score_slots(learner, x, y, t, pool, self.compare_to_old_logits)  # Alg. 1 l. 4, 6; slots keep it
+        s = score_slots(learner, x, y, t, pool, self.compare_to_old_logits, self.scoring_updates_bn)  # Alg. 1 l. 4, 6
         if len(pool) <= n:
             return pool  # memory smaller than |R|: replay all of it
         p = round_half_up(self.tau * n)

@@ -5,13 +5,17 @@ top |R|.
 
 Options from the official code that the paper is silent on:
 ``exclude_current_task`` (candidates only from past tasks, ``buffer.sample(...,
-exclude_task=task)``), ``compare_to_old_logits`` (its split-MNIST script). The
-replay-loss form (mean over R + B_t, or mean(B_t) + mean(R) as MIR's code) is
-the top-level ``replay_loss`` key.
+exclude_task=task)``), ``compare_to_old_logits`` (its split-MNIST script, not its
+CIFAR-10 one), ``scoring_updates_bn`` (its forward of the candidates under theta,
+``model(bx)`` in train mode, updates BatchNorm's running statistics; the suite's
+default keeps them out: ``clsuite.replay.virtual``). The replay-loss form (mean
+over R + B_t, or mean(B_t) + mean(R) as MIR's code) is the top-level
+``replay_loss`` key.
 
 Under a reading (PROTOCOL 8): ``exclude_current_task``, ``compare_to_old_logits``,
-``replay_loss``, |B_t|, |R| and the memory budget follow it (all are notions of
-MIR's code); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
+``scoring_updates_bn``, ``replay_loss``, |B_t|, |R| and the memory budget follow it
+(all are notions of MIR's code; ``mir_code`` takes the script line of the
+benchmark's family); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
 own under every reading. C-CMR scores with the same function (``score_slots``) and the same
 reading key, so the E-BRS ablation (MIR replay) and AdaER (C-CMR replay) evict by one score.
 
@@ -31,15 +35,21 @@ from clsuite.replay.virtual import score_slots
 
 
 class MIRReplay(ReplayPolicy):
-    def __init__(self, candidates: int = 50, exclude_current_task: bool = False, compare_to_old_logits: bool = False):
+    def __init__(
+        self,
+        candidates: int = 50,
+        exclude_current_task: bool = False,
+        compare_to_old_logits: bool = False,
+        scoring_updates_bn: bool = False,
+    ):
         self.candidates = candidates
         self.exclude_current_task = exclude_current_task
-        self.compare_to_old_logits = compare_to_old_logits
+        self.compare_to_old_logits, self.scoring_updates_bn = compare_to_old_logits, scoring_updates_bn
 
     def select(self, learner, x, y, t, n: int):
         exclude = learner.current_task if self.exclude_current_task else None
         cand = learner.memory.sample(self.candidates, exclude_task=exclude)  # C random candidates
         if len(cand) == 0:
             return cand
-        s = score_slots(learner, x, y, t, cand, self.compare_to_old_logits)  # kept for E-BRS too
+        s = score_slots(learner, x, y, t, cand, self.compare_to_old_logits, self.scoring_updates_bn)  # kept for E-BRS
         return cand[s.topk(min(n, len(cand))).indices]  # the |R| most interfered
