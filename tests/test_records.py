@@ -588,3 +588,13 @@ def test_the_dry_run_counts_each_run_once_however_many_sweeps_share_it(tmp_path,
     parts = [["tau", "--seeds", "1", "--benchmarks", "split_mnist", "trainer.numerics=portable"],
              ["table2", "--seeds", "2", "--methods", "adaer", "--benchmarks", "split_mnist", "trainer.numerics=portable"]]  # fmt: skip
     assert paper.count(parts, tmp_path) == (7, 6, 0)  # tau = 0.5, seed 0: Table II's AdaER run
+
+
+def test_records_without_the_data_says_so_in_one_line_before_counting(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.chdir(tmp_path)
+    for dry in (["--dry-run"], []):
+        assert paper.main(["records", *dry]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "nowhere" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no multirun/, no results/

@@ -264,6 +264,9 @@ def records(argv: list[str]) -> int:
     parts = [[*p, *extra] for p in records_plan()]
     names = experiments(parts)
     pack = ["pack", *names, "--multirun-dir", "multirun"]
+    if problem := missing_data([s for p in parts for s in plan(p)]):  # before counting or any sweep
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if a.dry_run:
         for p in parts:
             print(hint("paper", *p))
