@@ -17,7 +17,7 @@ from omegaconf import OmegaConf, open_dict, read_write
 
 from clsuite import identity, io, sweep
 from clsuite.analysis.paper_values import METHOD_ORDER
-from clsuite.config import unknown_option
+from clsuite.config import ConfigError, unknown_option
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +163,39 @@ def test_launcher_group_sets_hydra_launcher(launcher, target):
         assert cfg.hydra.job.env_set.CLSUITE_GPU_POOL == "1"
     if launcher == "slurm":
         assert cfg.hydra.launcher.gpus_per_node == 1
+
+
+# ----------------------------------------------------------------------------- the grid check
+
+
+def grid_of(*command_line: str):
+    """(config, jobs) of ``python src/run.py -m <command_line>``; validate_grid runs inside a Hydra context."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True)
+    with read_write(cfg), open_dict(cfg):
+        cfg.hydra.overrides.task = list(command_line)
+    return cfg, sweep.expand_grid(cfg)
+
+
+def test_a_bad_value_in_the_grid_is_refused():
+    cfg, jobs = grid_of("benchmark=synthetic", "method=er", "lr=0.1,nan")
+    with (
+        initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"),
+        pytest.raises(ConfigError, match="lr must be a finite number"),
+    ):
+        sweep.validate_grid(cfg, jobs)
+
+
+def test_an_unknown_option_in_the_grid_names_its_job():
+    """The grid's jobs go through the one check of unknown options (``config.check_overrides``)."""
+    cfg, jobs = grid_of("benchmark=synthetic", "method=er,nope")
+    with (
+        initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"),
+        pytest.raises(
+            ConfigError, match=r"^unknown method 'nope'; valid choices: .*\(job benchmark=synthetic,method=nope\)$"
+        ),
+    ):
+        sweep.validate_grid(cfg, jobs)
 
 
 # ----------------------------------------------------------------------------- resume (in process)

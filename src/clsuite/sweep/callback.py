@@ -25,7 +25,7 @@ from clsuite import identity as ident
 from clsuite.config import ConfigError, check_names
 from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.locks import HOST
-from clsuite.sweep.grid import check_folders, expand_grid, forget_validated, validate_grid
+from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import env_flag, error_line
 from clsuite.sweep.summary import summarize
@@ -104,7 +104,6 @@ class SweepCallback(Callback):
 
     @_counted("start")
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        forget_validated()  # (a process that runs several sweeps: each one's own grid only)
         _refuse(check_names, config)  # the sweep's folder (its jobs' names: validate_grid)
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs

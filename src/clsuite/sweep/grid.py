@@ -1,12 +1,10 @@
-"""The grid of a sweep: the jobs it will launch, each composed and validated once, before any starts.
+"""The grid of a sweep: the jobs it will launch, each composed and validated before any starts.
 
 ``clsuite.sweep.callback.SweepCallback`` expands the sweep (:func:`expand_grid`: Hydra's basic
 sweeper's expansion and order), checks every job (:func:`validate_grid`) and the folders they
 would write (:func:`check_folders`): one ``error:`` line, exit 2, before any job starts. Only then
 is ``<sweep dir>/grid.json`` written: each job's folder (the aggregation checks them for missing
-and failed runs) and config hash (a job listed there is not validated again). The sweeper
-(``hydra_plugins.clsuite_sweeper``) skips Hydra's own composition of every job for a batch
-validated here (:func:`was_validated`; docs/PERFORMANCE.md).
+and failed runs) and config hash (a job listed there is not validated again).
 """
 
 from __future__ import annotations
@@ -21,17 +19,6 @@ from clsuite.identity import config_hash
 from clsuite.paths import job_dirname
 
 PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id", "hydra:job.id")  # a subdir per job
-_VALIDATED: set[tuple[str, ...]] = set()  # jobs (their overrides) validate_grid composed and validated in this process
-
-
-def forget_validated() -> None:
-    """A new sweep starts (``SweepCallback.on_multirun_start``): no job of an earlier one counts."""
-    _VALIDATED.clear()
-
-
-def was_validated(batch) -> bool:
-    """True when :func:`validate_grid` composed and validated every job of ``batch`` (lists of overrides)."""
-    return bool(batch) and all(tuple(job) in _VALIDATED for job in batch)
 
 
 def expand_grid(config: DictConfig) -> list[dict]:
@@ -126,7 +113,6 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
             f"trainer.numerics takes one value per sweep (each process pins its CPU kernels once), got {a} ({wa}) "
             f"and {b} ({wb}); run one sweep per value"
         )
-    _VALIDATED.update(tuple(job["overrides"]) for job in jobs)  # only once every job passed
 
 
 def check_folders(config: DictConfig, jobs: list[dict]) -> None:
