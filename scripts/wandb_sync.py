@@ -3,7 +3,6 @@ grid point, then the aggregate run: the experiment's tables and figures (clsuite
 
     python scripts/wandb_sync.py table2                 # offline runs under multirun/table2/*/wandb/
     python scripts/wandb_sync.py table2 --mode online   # straight to the W&B server
-    python scripts/wandb_sync.py table2 --check         # what the offline runs on disk hold
 """
 
 import sys

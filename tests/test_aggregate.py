@@ -219,7 +219,7 @@ def test_a_grid_json_that_cannot_be_read_is_an_error_not_no_grid(tmp_path, capsy
         (main_aggregate, args, error),
         (main_claims, ["--multirun-dir", str(tmp_path / "multirun")], error),
         (main_report, report_args, f"{error}; the report is not built"),
-        (main_wandb, ["e", "--multirun-dir", str(tmp_path / "multirun"), *out, "--check"], error),
+        (main_wandb, ["e", "--multirun-dir", str(tmp_path / "multirun"), *out], error),
     ):
         assert main(argv) == 2, main
         out_text, err = capsys.readouterr()

@@ -2,7 +2,7 @@
 
 Every expected p is computed here by hand: Holm's step-down written out, the one-sided t p from
 the numerical integration of the t density in test_aggregate (never scipy's t), and each test
-fails when the adjustment is removed (``family_wise=False`` shows the former verdict beside it).
+fails when the adjustment is removed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ NULL = [4.0, -4.0, 3.0, -3.5, 0.5]  # mean 0: the seeds cannot separate the arms
 P_BORDERLINE = _t4_two_sided_p(1.6 / math.sqrt(3.7 / 4 / 5)) / 2  # one-sided p for d < 0, about 0.0102
 
 
-def _judged(diffs: list[list[float]], family_wise: bool = True) -> cl.Judged:
+def _judged(diffs: list[list[float]]) -> cl.Judged:
     comps = [cl.Comparison("split_mnist", f"c{i}", one_sample(d)) for i, d in enumerate(diffs)]
-    return cl.Judged(claim=None, reading="mir_code", comparisons=comps, family_wise=family_wise)
+    return cl.Judged(claim=None, reading="mir_code", comparisons=comps)
 
 
 def test_holm_adjusted_p_by_hand():
@@ -56,9 +56,8 @@ def test_many_null_comparisons_and_one_borderline_negative_is_not_not_reproduced
     assert j.m == 12 and j.outcomes[0] == cl.RAW_ONLY and set(j.outcomes[1:]) == {cl.UNRESOLVED}
     assert j.p_adj[0] == pytest.approx(12 * P_BORDERLINE, abs=1e-5)  # the smallest of 12 p: times 12
     assert j.verdict == cl.INCONCLUSIVE and j.deciding is j.comparisons[0]
-    assert _judged(diffs, family_wise=False).verdict == cl.NOT  # the former rule falsified the claim with it
     supported = [[x + 5.0 for x in CLEAR]]  # with a supported comparison beside: partly reproduced
-    assert _judged(diffs + supported).verdict == cl.PARTLY and _judged(diffs + supported, False).verdict == cl.NOT
+    assert _judged(diffs + supported).verdict == cl.PARTLY
 
 
 def test_a_clearly_negative_comparison_still_falsifies_among_many_nulls():
@@ -100,9 +99,6 @@ def test_the_level_boundary(p, other, expected):
     assert comps[0].p_below == pytest.approx(p, rel=1e-9)
     outcomes, p_adj = cl.family(comps)
     assert outcomes[0] == expected and p_adj[0] == pytest.approx(p * len(comps), rel=1e-9)
-    raw, none = cl.family(comps, family_wise=False)
-    assert raw[0] == (cl.CONTRADICTED if p < 0.025 else cl.UNRESOLVED)  # the former rule: the interval alone
-    assert all(math.isnan(x) for x in none)  # ... and no adjusted p
 
 
 def test_supported_keeps_the_per_comparison_interval():
@@ -111,7 +107,7 @@ def test_supported_keeps_the_per_comparison_interval():
     assert j.verdict == cl.REPRODUCED and j.outcomes.count(cl.SUPPORTED) == 12
 
 
-def test_claims_table_and_what_moved_from_the_same_runs(tmp_path, capsys):
+def test_claims_table_from_the_runs(tmp_path, capsys):
     """AdaER against 12 methods, one borderline: the table shows the raw interval and the adjusted decision."""
     root = tmp_path / "multirun" / "table2"
     others = ["online", "oewc", "si", "er", "gem", "agem", "icarl", "hal", "gss", "mir", "ccmr", "ebrs"]
@@ -123,20 +119,16 @@ def test_claims_table_and_what_moved_from_the_same_runs(tmp_path, capsys):
             write_run(root, method=m, seed=s, R=fake_R(5, adaer - d[s]))
     runs = load_runs(root)[0]
     claim = cl.Claim("t", "table2", "test", "AdaER beats all", cl.beats("acc", ["adaer"]), {"memory": 100})
-    (new,), (old,) = cl.judge(claim, runs), cl.judge(claim, runs, family_wise=False)
-    assert (new.verdict, old.verdict) == (cl.INCONCLUSIVE, cl.NOT) and new.deciding.label == "AdaER vs MIR, Acc"
+    (new,) = cl.judge(claim, runs)
+    assert new.verdict == cl.INCONCLUSIVE and new.deciding.label == "AdaER vs MIR, Acc"
     row = tb.claims([new]).markdown()
     assert f"AdaER vs MIR, Acc, split-MNIST: -1.6 [-2.8, -0.4], n=5 | contradicted raw, not after Holm (p_adj = {12 * P_BORDERLINE:.3f} ≥ 0.025, m = 12) |" in row  # fmt: skip
     assert "| 0 / 0 / 1 / 11 / 0 / 0 |" in row
-    assert "| **not reproduced** | 0 / 1 / 0 / 11 / 0 / 0 |" in tb.claims([old]).markdown()
-    moved = tb.rule_change([old], [new]).markdown()
-    assert "| AdaER beats all | paper_text | not reproduced | **inconclusive** | AdaER vs MIR, Acc, split-MNIST: -1.6 [-2.8, -0.4], contradicted → contradicted raw" in moved  # fmt: skip
     (mir,) = [c for c in _claim_json(new)["comparisons"] if c["label"] == "AdaER vs MIR, Acc"]  # claims.json
     assert (mir["outcome"], mir["outcome_raw"]) == (cl.RAW_ONLY, cl.CONTRADICTED) and mir["p_adj"] > cl.ALPHA
     assert "Holm's step-down" in _rules() and "contradicted raw, not after Holm" in _rules()  # the report says so
-    # `clsuite claims` prints both tables from the same runs and the verdicts that moved
+    # `clsuite claims` prints the claims table of the runs
     assert main_claims(["--multirun-dir", str(tmp_path / "multirun")]) == 0
-    out = capsys.readouterr().out
-    assert out.index("(former rule:") < out.index("(contradicted: Holm") < out.index("### Verdicts that moved")
+    assert "(contradicted: Holm" in capsys.readouterr().out
     assert main_claims(["--multirun-dir", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.startswith("error: --multirun-dir")

@@ -20,9 +20,10 @@ from clsuite.io import sha256
 from clsuite.metrics import METRICS
 from clsuite.progress import keep_report, sweep_progress
 from clsuite.wandb_run import describe, log_from_results
-from clsuite.wandb_sync import offline_runs, read_offline_run, sync_experiment
+from clsuite.wandb_sync import sync_experiment
 from tests.conftest import make_cfg
 from tests.results_fixtures import fake_R, write_run
+from tests.wandb_offline import offline_runs, read_offline_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TWO_TASKS = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "trainer.log_every_n_steps=5")

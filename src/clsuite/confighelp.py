@@ -30,7 +30,7 @@ usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment
        clsuite report [--docs] [--records]        the report from multirun/ or docs/records/ -> results/report/
        clsuite records pack EXP [...] | check     runs -> docs/records/; the committed report against its records
        clsuite replay [--sample N] [--seed S]     rerun some of the records' portable runs here; R compared bit for bit
-       clsuite claims [--rule holm|interval|both] the paper's claims judged from multirun/, printed (writes nothing)
+       clsuite claims [--details]                 the paper's claims judged from multirun/, printed (writes nothing)
        clsuite choices                            the paper's open choices, paired by seed -> results/choices/
        clsuite wandb EXP [...]                    W&B runs and charts of an experiment, from its results files
        clsuite help [VERB]                        this text, or one verb's options

@@ -6,21 +6,14 @@ The commands, what the runs hold, where they are written and how they are upload
    yet gets one (``clsuite.wandb_run.log_from_results``, ``source: synced``); the others are named;
 2. the aggregate run (:func:`log_experiment`) logs what ``clsuite.analysis.report.aggregate`` wrote
    (:func:`aggregate_outputs`). A sweep under logger=wandb ends with this command in a child process.
-
-:func:`read_offline_run` decodes an offline run without network, for the tests and ``--check``. By
-hand: the installed wandb (0.31) reads these files only in its Go core (its Python ``DataStore``
-reader is gone) and has no command that prints them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import struct
 import sys
-from collections import Counter
 from pathlib import Path
 
 from clsuite.config import ConfigError, wandb_settings
@@ -112,101 +105,6 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     return {"results": n, "logged": logged, "already": n - logged, "aggregate": agg, "left_out": left_out}
 
 
-# ----------------------------------------------------------------------------- reading offline runs
-
-
-def _records(path: Path):
-    """Raw records of a W&B transaction log (LevelDB log format: 32 KiB blocks, 7-byte headers)."""
-    data = Path(path).read_bytes()
-    if data[:4] != b":W&B":
-        raise ValueError(f"{path}: not a W&B run file")
-    block, pos, buf = 32768, 7, b""
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:  # the block's tail is padding
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        if kind == 0:
-            pos += left
-            continue
-        buf = (b"" if kind in (1, 2) else buf) + data[pos + 7 : pos + 7 + length]  # full, first | middle, last
-        pos += 7 + length
-        if kind in (1, 4):
-            yield buf
-
-
-def _nested(items) -> dict:
-    return {"/".join(it.nested_key) or it.key: json.loads(it.value_json) for it in items}
-
-
-def read_offline_run(run_dir) -> dict:
-    """An offline run decoded: name, group, job_type, tags, notes, config, history rows, summary, axes."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    (path,) = Path(run_dir).glob("run-*.wandb")
-    out = {"config": {}, "history": [], "summary": {}, "axes": {}, "exit_code": None}
-    for raw in _records(path):
-        r = pb.Record()
-        r.ParseFromString(raw)
-        kind = r.WhichOneof("record_type")
-        if kind == "run":
-            out.update(
-                id=r.run.run_id,
-                name=r.run.display_name,
-                group=r.run.run_group,
-                job_type=r.run.job_type,
-                tags=list(r.run.tags),
-                notes=r.run.notes,
-                project=r.run.project,
-            )
-            out["config"].update({u.key: json.loads(u.value_json) for u in r.run.config.update})
-        elif kind == "config":
-            out["config"].update({u.key: json.loads(u.value_json) for u in r.config.update if u.key})
-        elif kind == "history":
-            out["history"].append(_nested(r.history.item))
-        elif kind == "summary":
-            out["summary"].update(_nested(r.summary.update))
-        elif kind == "metric":
-            out["axes"][r.metric.name or r.metric.glob_name] = r.metric.step_metric or None
-        elif kind == "exit":
-            out["exit_code"] = r.exit.exit_code
-    return out
-
-
-def offline_runs(root) -> list[Path]:
-    """Every current (not superseded) offline run folder under ``root``."""
-    return sorted(
-        p
-        for p in Path(root).rglob("offline-run-*")
-        if p.is_dir() and not p.is_symlink() and "superseded" not in p.parts
-    )
-
-
-def check(experiment: str, multirun_dir="multirun", out_root="results") -> str:
-    """What the offline runs of an experiment hold: runs vs grid, groups, the aggregate run's keys."""
-    from clsuite.analysis.load import files, grid_jobs, read_grid
-
-    exp_dir = Path(multirun_dir) / experiment
-    runs = [read_offline_run(p) for p in offline_runs(exp_dir)]
-    ids = {r["id"] for r in runs}
-    groups, sources = Counter(r["group"] for r in runs), Counter(r["config"].get("source") for r in runs)
-    dirs = list(grid_jobs(read_grid(exp_dir)) or {})
-    covered = sum(bool(offline_runs(exp_dir / d)) for d in dirs)
-    lines = [
-        f"{experiment}: {len(runs)} offline W&B runs ({len(ids)} distinct ids); grid {len(dirs)} jobs, "
-        f"{covered} of them with a W&B run; {len(files(exp_dir, RESULTS_FILE))} results files; "
-        f"sources {dict(sources)}",
-        f"  {len(groups)} groups (table cells), runs per group: {sorted(set(groups.values()))}",
-        *(f"    {g}: {n}" for g, n in sorted(groups.items())[:40]),
-    ]
-    for p in offline_runs(Path(out_root) / experiment):
-        a = read_offline_run(p)
-        keys = sorted({k.split("/")[0] for h in a["history"] for k in h if not k.startswith("_")})
-        lines.append(f"  aggregate run {a['name']!r}: logged keys {keys}")
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description="Push an experiment's results files to W&B without training (a run per grid point + the "
@@ -218,7 +116,6 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=["offline", "online"], default=None, help="default: $WANDB_MODE or offline")
     ap.add_argument("--project", default=None, help="W&B project (default: conf/logger/wandb.yaml's)")
     ap.add_argument("--entity", default=None)
-    ap.add_argument("--check", action="store_true", help="only decode and summarise the offline runs on disk")
     args = ap.parse_args(argv)
     lc = {"project": args.project, "entity": args.entity, "mode": args.mode}
     if args.mode:
@@ -226,9 +123,6 @@ def main(argv=None) -> int:
     for exp in args.experiments:
         try:
             safe_name(exp, "experiment")
-            if args.check:
-                print(check(exp, args.multirun_dir, args.out))
-                continue
             s = sync_experiment(exp, args.multirun_dir, args.out, logger_cfg=lc)
         except (FileNotFoundError, ConfigError, Unreadable) as e:
             print(f"error: {e}", file=sys.stderr)

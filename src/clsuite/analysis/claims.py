@@ -44,8 +44,7 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    up to 1 - 0.975^24 = 45% with 24 independent ones). The t test, not the exact sign-flip test:
    it is the test the interval inverts (rules 1 and 4 agree at m = 1), and the sign-flip p is
    discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
-   0.00098 with 10, just under 0.025 / 24 = 0.00104. The former rule (any interval below 0 falsifies, no correction) is
-   ``judge(..., family_wise=False)``, kept to compare the two (``clsuite claims --rule both``).
+   0.00098 with 10, just under 0.025 / 24 = 0.00104.
 
 The paper's numbers quoted in its text (``paper_values.QUOTES``) are set beside ours with a 95%
 t interval over seeds (relative numbers computed per seed) and whether the interval contains the
@@ -112,12 +111,10 @@ def holm(p: list[float]) -> list[float]:
     return adjusted
 
 
-def family(results: list[Paired], family_wise: bool = True) -> tuple[list[str], list[float]]:
+def family(results: list[Paired]) -> tuple[list[str], list[float]]:
     """Rule 4: each comparison's outcome within its claim's family, and its Holm-adjusted one-sided
-    p for d < 0 (NaN without an interval). ``family_wise=False``: rule 1's outcomes, no p_adj."""
+    p for d < 0 (NaN without an interval)."""
     raw, p_adj = [outcome(r) for r in results], [float("nan")] * len(results)
-    if not family_wise:
-        return raw, p_adj
     tested = [i for i, r in enumerate(results) if r.defined]
     for i, a in zip(tested, holm([results[i].p_below for i in tested]), strict=True):
         p_adj[i] = a
@@ -149,20 +146,19 @@ class Comparison:
 
 @dataclass
 class Judged:
-    """One claim judged on one reading's runs; ``family_wise=False``: the former rule (no rule 4)."""
+    """One claim judged on one reading's runs."""
 
     claim: Claim
     reading: str
     comparisons: list[Comparison] = field(default_factory=list)
-    family_wise: bool = True
 
     @cached_property
     def _family(self) -> tuple[list[str], list[float]]:
-        return family([c.result for c in self.comparisons], self.family_wise)
+        return family([c.result for c in self.comparisons])
 
     @property
     def outcomes(self) -> list[str]:
-        """Each comparison's outcome after rule 4 (rule 1's when not ``family_wise``)."""
+        """Each comparison's outcome after rule 4."""
         return self._family[0]
 
     @property
@@ -188,8 +184,7 @@ class Judged:
     def deciding(self) -> Comparison | None:
         """The comparison that decides the verdict: when one is contradicted, the most clearly
         contradicted (lowest upper bound); else, when one is contradicted raw only, the most clearly
-        so (the one the former rule falsified the claim with); otherwise the weakest (lowest lower
-        bound)."""
+        so; otherwise the weakest (lowest lower bound)."""
         for kind in (CONTRADICTED, RAW_ONLY):
             against = [c for c, o in zip(self.comparisons, self.outcomes, strict=True) if o == kind]
             if against:
@@ -351,9 +346,9 @@ CLAIMS: tuple[Claim, ...] = tuple(
 )  # fmt: skip
 
 
-def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True, benchmarks=pv.BENCHMARKS) -> list[Judged]:
-    """The claim judged on each reading's runs (rule 3); ``family_wise=False``: the former rule (no rule 4);
-    ``benchmarks``: those whose runs it reads (the paper's; a benchmark on other data is judged apart)."""
+def judge(claim: Claim, runs: pd.DataFrame, benchmarks=pv.BENCHMARKS) -> list[Judged]:
+    """The claim judged on each reading's runs (rule 3); ``benchmarks``: those whose runs it reads
+    (the paper's; a benchmark on other data is judged apart)."""
     base = runs[(runs["variant"] == "") & runs["benchmark"].isin(benchmarks)] if not runs.empty else runs
     out = []
     for r in order_readings(base["reading"]):
@@ -362,17 +357,17 @@ def judge(claim: Claim, runs: pd.DataFrame, family_wise: bool = True, benchmarks
         for b in pv.order_benchmarks(sel["benchmark"]):
             rb = sel[sel["benchmark"] == b]
             comparisons += claim.build(b, rb, pv.order_methods(rb["method"]))
-        out.append(Judged(claim, r, comparisons, family_wise))
+        out.append(Judged(claim, r, comparisons))
     return out
 
 
-def judge_all(experiments: dict, family_wise: bool = True) -> list[Judged]:
+def judge_all(experiments: dict) -> list[Judged]:
     """Every claim whose experiment has runs; claims without runs come back as ``not run``."""
     out = []
     for c in CLAIMS:
         exp = experiments.get(c.experiment)
-        judged = judge(c, exp.runs, family_wise) if exp is not None and not exp.empty else []
-        out += judged or [Judged(c, "–", family_wise=family_wise)]
+        judged = judge(c, exp.runs) if exp is not None and not exp.empty else []
+        out += judged or [Judged(c, "–")]
     return out
 
 

@@ -563,8 +563,7 @@ def _claim_json(j) -> dict:
          "p_below": c.result.p_below, "p_adj": p, **c.result.__dict__}
         for c, o, p in zip(j.comparisons, j.outcomes, j.p_adj, strict=True)
     ]  # fmt: skip
-    return {"claim": j.claim.key, "reading": j.reading, "verdict": j.verdict, "family_wise": j.family_wise,
-            "comparisons": comparisons}  # fmt: skip
+    return {"claim": j.claim.key, "reading": j.reading, "verdict": j.verdict, "comparisons": comparisons}
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -606,15 +605,10 @@ def main_aggregate(argv=None) -> int:
     return 1 if (args.strict and incomplete) else 0
 
 
-CLAIM_RULES = {"holm": [True], "interval": [False], "both": [False, True]}  # family_wise per table, in print order
-
-
 def main_claims(argv=None) -> int:
-    """``clsuite claims``: docs/ANALYSIS.md ("The former rule, for comparison")."""
+    """``clsuite claims``: the report's claims table (docs/ANALYSIS.md), printed."""
     ap = argparse.ArgumentParser(description="The paper's claims from multirun/**/results.json (writes nothing).")
     ap.add_argument("--multirun-dir", default="multirun")
-    ap.add_argument("--rule", choices=sorted(CLAIM_RULES), default="both",
-                    help="holm: rule 4 (the report's); interval: the former rule; both (default): each, then what moved")  # fmt: skip
     ap.add_argument("--details", action="store_true", help="also every comparison of every claim")
     a = ap.parse_args(argv)
     root = Path(a.multirun_dir)
@@ -627,12 +621,8 @@ def main_claims(argv=None) -> int:
     except Unreadable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    judged = [judge_all(experiments, family_wise=fw) for fw in CLAIM_RULES[a.rule]]
-    for j in judged:
-        print(tb.claims_markdown(j) if a.details else tb.claims(j).markdown())
-    if len(judged) == 2:
-        moved = tb.rule_change(*judged)
-        print(moved.markdown() if moved.rows else "No verdict moved.")
+    judged = judge_all(experiments)
+    print(tb.claims_markdown(judged) if a.details else tb.claims(judged).markdown())
     return 0
 
 

@@ -276,19 +276,9 @@ def _p(v: float) -> str:
 _COUNTED = (SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING)
 
 
-def _rule(judged: list[Judged]) -> str:
-    if all(j.family_wise for j in judged):
-        return f"contradicted: Holm's step-down over each claim's comparisons, one-sided, at {ALPHA:g}"
-    if not any(j.family_wise for j in judged):
-        return "former rule: contradicted when any 95% interval lies below 0, no correction"
-    return "rules mixed"
-
-
 def decision(j: Judged, c: Comparison) -> str:
     """What rule 4 made of comparison ``c`` of claim ``j``, with its Holm-adjusted p."""
     o, p_adj = j.decision(c)
-    if not j.family_wise:
-        return o
     if o == CONTRADICTED:
         return f"contradicted after Holm (p_adj = {_p(p_adj)} < {ALPHA:g}, m = {j.m})"
     if o == RAW_ONLY:
@@ -298,7 +288,8 @@ def decision(j: Judged, c: Comparison) -> str:
 
 def claims(judged: list[Judged]) -> Table:
     t = Table(
-        f"The paper's claims, checked with paired statistics over seeds ({_rule(judged)})",
+        "The paper's claims, checked with paired statistics over seeds (contradicted: Holm's step-down over "
+        f"each claim's comparisons, one-sided, at {ALPHA:g})",
         ["claim", "source", "reading", "verdict", " / ".join(_COUNTED), "deciding comparison: mean difference [95% CI], n", "its decision"],
         note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the most clearly contradicted raw only, else the weakest (lowest lower bound). p_adj: Holm-adjusted one-sided p for d < 0 over the claim's m comparisons with an interval.",
     )  # fmt: skip
@@ -308,23 +299,6 @@ def claims(judged: list[Judged]) -> Table:
         counts = " / ".join(str(j.outcomes.count(o)) for o in _COUNTED)
         t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak,
                "–" if w is None else decision(j, w)])  # fmt: skip
-    return t
-
-
-def rule_change(before: list[Judged], after: list[Judged]) -> Table:
-    """The (claim, reading) whose verdict differs between two judgements of the same runs, and the
-    comparisons whose outcome differs (for rule 4: contradicted raw, not after Holm)."""
-    t = Table("Verdicts that moved", ["claim", "reading", "before", "after", "why: the comparisons whose outcome moved"],
-              note=f"Before: {_rule(before)}. After: {_rule(after)}.")  # fmt: skip
-    earlier = {(j.claim.key, j.reading): j for j in before}
-    for a in after:
-        b = earlier.get((a.claim.key, a.reading))
-        if b is None or b.verdict == a.verdict:
-            continue
-        moved = [(c, ob, oa) for c, ob, oa in zip(a.comparisons, b.outcomes, a.outcomes, strict=True) if ob != oa]
-        why = "; ".join(f"{c.label}, {pv.bench_label(c.benchmark)}: {c.result.interval()}, {ob} → {decision(a, c)}"
-                        for c, ob, _ in moved)  # fmt: skip
-        t.add([a.claim.text, a.reading, b.verdict, f"**{a.verdict}**", why])
     return t
 
 
