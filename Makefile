@@ -40,12 +40,12 @@ lint: setup           ## ruff check + ruff format --check of src, tests, scripts
 format: setup         ## ruff check --fix + ruff format of src, tests, scripts
 	.venv/bin/ruff check --fix src tests scripts && .venv/bin/ruff format src tests scripts
 
-# make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods (docs/PERFORMANCE.md)
+# make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods, on each line (docs/PERFORMANCE.md)
 BENCH_ARGS ?=
 bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then ER and AdaER on the ResNet; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
-	$(PY) scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30
-	$(PY) scripts/bench.py --measure checkpoint
+	$(PY) scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30 $(BENCH_ARGS)
+	$(PY) scripts/bench.py --measure checkpoint $(BENCH_ARGS)
 
 bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/NUMERICS.md)
 	$(PY) scripts/bench.py --numerics native portable $(BENCH_ARGS)

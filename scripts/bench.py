@@ -6,20 +6,18 @@
 4. One table per measure; with several variants, their medians side by side and the ratios to the first's.
 
 The measures, the variants' processes and rounds, ``--out``: docs/PERFORMANCE.md, "Measuring: `make bench`";
-``stream``: docs/GPU.md (``--profile`` slows the profiled process's later timings: ``--profile-only NAME``).
+``stream``: docs/GPU.md.
 
     make bench BENCH_ARGS="--repeats 2 --methods er gss"
     python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
     python scripts/bench.py --measure stream --batches 5 --warmup 6    # the GPU benchmark on the CPU
     python scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30
-    python scripts/bench.py --device cuda --src old=.gpu_old/src --src new=src --sync-debug --profile
-    python scripts/bench.py --measure net --numerics native --arch mlp --shape 1 28 28
+    python scripts/bench.py --device cuda --src old=.gpu_old/src --src new=src
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import math
@@ -31,7 +29,6 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +45,6 @@ DEFAULTS = {  # per measure, for the options left out
         numerics=[None],
         reading="paper_text",
     ),
-    "net": dict(repeats=1, numerics=["native", "portable"], warmup=2, batches=10),
     "checkpoint": dict(repeats=5, methods=["adaer"], numerics=[None]),
 }
 
@@ -96,8 +92,6 @@ def main() -> int:
     for (name, src), mode in itertools.product(trees, args.numerics):
         label = " ".join([name] * (len(trees) > 1) + [mode] * (len(args.numerics) > 1)) or name
         variants.append({"version": name, "src": str(src), "numerics": mode, "label": label})
-    if args.data_dir:
-        os.environ["DATA_DIR"] = args.data_dir
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -154,19 +148,9 @@ def parse() -> argparse.Namespace:
         "--set", "--override", nargs="+", action="extend", default=[], metavar="KEY=VALUE", help="for every job"
     )
     ap.add_argument("--out", default=None, help="write bench.json, bench.log and bench.md here")
-    ap.add_argument("--data-dir", default=None, help="DATA_DIR for the runs (default: the environment's)")
-    ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES}); net: steps")
-    ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20); net: steps (2)")
+    ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES})")
+    ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20)")
     ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/GPU.md's setting)")
-    ap.add_argument("--sync-debug", action="store_true", help="stream on cuda: the host-device syncs per batch")
-    ap.add_argument("--profile", action="store_true", help="stream on cuda: GPU busy time per batch (torch.profiler)")
-    ap.add_argument("--profile-only", default=None, help="profile only the code tree of this name")
-    ap.add_argument("--debug-batches", type=int, default=8, help="batches under --sync-debug, --profile")
-    ap.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
-    ap.add_argument("--arch", default="resnet18", help="net: the network")
-    ap.add_argument("--shape", nargs=3, type=int, default=[3, 32, 32], help="net: one input's shape")
-    ap.add_argument("--batch", type=int, default=20, help="net: samples per SGD step")
-    ap.add_argument("--eval", type=int, default=500, help="net: test images in the forward")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant's process: its JSON spec
     args = ap.parse_args()
     args.measure = args.measure or ("stream" if args.device == "cuda" else "jobs")
@@ -194,13 +178,12 @@ def write(out: Path | None, data: dict) -> None:
 
 def progress(r: dict) -> str:
     head = f"{r['label']} round {r['round']} " + " ".join(
-        str(r[k]) for k in ("benchmark", "method", "reading", "arch") if k in r
+        str(r[k]) for k in ("benchmark", "method", "reading") if k in r
     )
     if "error" in r:
         return f"{head}: {r['error']}"
-    key = next(k for k in ("train_s", "ms_per_batch", "train_ms", "save_s") if k in r)
-    value = r[key][0] if key == "train_ms" else r[key]  # net: (CPU, wall)
-    return f"{head}: {key} {value:.2f}" + (f", peak {r['peak_mb']:.0f} MiB" if "peak_mb" in r else "")
+    key = next(k for k in ("train_s", "ms_per_batch", "save_s") if k in r)
+    return f"{head}: {key} {r[key]:.2f}" + (f", peak {r['peak_mb']:.0f} MiB" if "peak_mb" in r else "")
 
 
 class Clock:
@@ -312,47 +295,20 @@ def report_stream(args, ok, rows, labels, load):
     body = []
     for r in rows:
         if "error" in r:
-            body.append([r["benchmark"], r["method"], r["label"], f"ERROR {r['error'][:80]}", *["-"] * 6])
+            body.append([r["benchmark"], r["method"], r["label"], f"ERROR {r['error'][:80]}", *["-"] * 4])
             continue
         full = r["projected_full_run_s"]
-        busy = f"{r['gpu_busy_ms_per_batch'] / r['ms_per_batch']:.0%}" if "gpu_busy_ms_per_batch" in r else "-"
-        syncs = f"{r['syncs_per_batch']:.1f}" if "syncs_per_batch" in r else "-"
         body.append([r["benchmark"], r["method"], r["label"], f"{r['ms_per_batch']:.2f}",
-                     f"{r['cpu_ms_per_batch']:.2f}", f"{r['eval_s']:.2f}", f"{r.get('peak_mb', 0):.0f}", syncs, busy,
+                     f"{r['cpu_ms_per_batch']:.2f}", f"{r['eval_s']:.2f}", f"{r.get('peak_mb', 0):.0f}",
                      f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"])  # fmt: skip
-    head = "benchmark | method | variant | ms/batch | CPU ms/batch | eval s | peak MiB | syncs/b | GPU busy | full run"
-    lines.append(table(head, body, "lll" + "r" * 7))
+    head = "benchmark | method | variant | ms/batch | CPU ms/batch | eval s | peak MiB | full run"
+    lines.append(table(head, body, "lll" + "r" * 5))
     summary = {}
     if len(labels) > 1:
         per_batch = {"ms/batch": lambda x: x["ms_per_batch"], "CPU ms/batch": lambda x: x["cpu_ms_per_batch"]}
         compared, summary = side_by_side(ok, labels, per_batch)
         lines += ["\nms / incoming batch (wall, and this process's CPU time), median over rounds:", compared]
-    syncs = [r for r in ok if r.get("sync_sites") and r["benchmark"] in ("split_cifar10", "split_cifar100")]
-    if syncs:  # split-MNIST repeats them
-        lines.append("\nhost-device synchronisations per incoming batch (set_sync_debug_mode), by source line:")
-        for r in syncs:
-            lines.append(f"  {r['benchmark']} {r['method']} {r['label']}: {r['syncs_per_batch']:.1f}/batch")
-            lines += [f"    {v:6.1f}  {k}" for k, v in list(r["sync_sites"].items())[:10]]
     return "\n".join(lines), summary
-
-
-def report_net(args, ok, rows, labels, load):
-    body = []
-    for r in ok:
-        (tc, tw), (ec, ew) = r["train_ms"], r["eval_ms"]
-        kernels = ", ".join(f"{a} {b}" for a, b in r["kernels"].items() if a != "mode")
-        tree = f" ({r['version']})" if len({x["version"] for x in ok}) > 1 else ""  # several code trees
-        body.append([f"{r['numerics']}{tree}", f"{tc:.0f} ({tw:.0f})", f"{ec:.2f} ({ew:.2f})", kernels,
-                     " / ".join(f"{v:.1f}" for v in r["load"])])  # fmt: skip
-    head = "numerics | train step: CPU ms (wall ms) | evaluation per image: CPU ms (wall ms) | kernels | load average"
-    return (
-        f"""{args.arch} {tuple(args.shape)}: SGD step on {args.batch} samples (mean of {args.batches}), forward per \
-test image (mean over {args.eval}); one torch thread
-{machine(ok[0], load) if ok else ""}
-
-{table(head, body, "lrrll")}""",
-        {},
-    )
 
 
 def report_checkpoint(args, ok, rows, labels, load):
@@ -369,7 +325,7 @@ def report_checkpoint(args, ok, rows, labels, load):
     )
 
 
-REPORTS = {"jobs": report_jobs, "stream": report_stream, "net": report_net, "checkpoint": report_checkpoint}
+REPORTS = {"jobs": report_jobs, "stream": report_stream, "checkpoint": report_checkpoint}
 
 
 # ----------------------------------------------------------------------------- child (one variant's process)
@@ -519,38 +475,9 @@ def setup_jobs(args):
 
 
 # ----------------------------------------------------------------------------- stream (CPU or GPU)
-@contextlib.contextmanager
-def sync_log():
-    """The warnings of ``set_sync_debug_mode("warn")``, counted by the innermost frame of clsuite's code."""
-    import torch
-
-    where, show = {}, warnings.showwarning
-
-    def count(message, category, filename, lineno, file=None, line=None):
-        if "synchroniz" not in str(message):
-            return show(message, category, filename, lineno, file, line)
-        frames = traceback.extract_stack()[:-1]
-        ours = [f for f in frames if "/clsuite/" in f.filename]
-        f = ours[-1] if ours else frames[-1]
-        tail = f.filename.split("/clsuite/")[-1] if "/clsuite/" in f.filename else f.filename
-        lib = "" if frames[-1] is f else f"  <- {Path(frames[-1].filename).name}:{frames[-1].lineno}"
-        key = f"{tail}:{f.lineno} {(f.line or '').strip()[:70]}{lib}"
-        where[key] = where.get(key, 0) + 1
-
-    with warnings.catch_warnings():  # restores the filters and showwarning
-        warnings.simplefilter("always")
-        warnings.showwarning = count
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            yield where
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-
-
 def setup_stream(args):
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data"))
     cuda = args.device == "cuda"
-    args.profile &= args.profile_only in (None, args.variant["version"])
     return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], (
         lambda r, benchmark, method: time_one(args, benchmark, method, cuda)
     )
@@ -572,15 +499,13 @@ def time_one(args, bname, method, cuda) -> dict:
 
     from clsuite.callbacks import MemoryUpdate, evaluate
 
-    sync = torch.cuda.synchronize if cuda else None  # (Clock: None syncs nothing; diagnose: CUDA only)
+    sync = torch.cuda.synchronize if cuda else None  # (Clock: None syncs nothing)
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     run = Run(compose(stream_overrides(bname, method, cuda, args.set, args.reading)), lambda dm: [MemoryUpdate()])
     dm, learner, fit = run.dm, run.learner, run.fit
     static = torch.cuda.memory_allocated() if cuda else 0
-    if args.cudnn_benchmark:
-        torch.backends.cudnn.benchmark = True  # after the Trainer: Lightning sets it
     per_task = math.ceil(len(dm.split(0, "train")[1]) / dm.batch_size)
     fit(0, min(args.warmup, per_task))  # warm-up: CUDA start, cuDNN choice, the memory fills
     left, task, steps0 = args.batches or STREAM_BATCHES.get(bname, 150), 1, learner.train_steps
@@ -617,72 +542,9 @@ def time_one(args, bname, method, cuda) -> dict:
     if eval_error:
         out["eval_error"] = eval_error
     out["projected_full_run_s"] = dm.n_tasks * per_task * out["ms_per_batch"] / 1e3 + (dm.n_tasks + 1) * eval_s
-    try:  # the diagnostics must not lose the timings above
-        if cuda:
-            diagnose(args, out, sync, fit, min(task, dm.n_tasks - 1))
-    except Exception as e:
-        out["diagnostics_error"] = f"{type(e).__name__}: {e}"
-        traceback.print_exc()
     if cuda:
         out["peak_mb_all"] = torch.cuda.max_memory_allocated() / 2**20
     return out
-
-
-def diagnose(args, out, sync, fit, task) -> None:
-    """CUDA: ``--sync-debug`` (the host-device syncs per batch by source line), ``--profile`` (GPU busy time)."""
-    n = args.debug_batches
-    if args.sync_debug:
-        with sync_log() as where:
-            fit(task, n)
-        out["syncs_per_batch"] = sum(where.values()) / n
-        out["sync_sites"] = {k: v / n for k, v in sorted(where.items(), key=lambda kv: -kv[1])}
-    if args.profile:
-        from torch.profiler import ProfilerActivity, profile
-
-        with Clock(sync) as t, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            fit(task, n)
-            sync()
-        gpu = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]  # kernels, copies and memsets
-        out["profile_wall_ms_per_batch"] = 1e3 * t.wall / n
-        out["gpu_busy_ms_per_batch"] = sum(e.time_range.elapsed_us() for e in gpu) / 1e3 / n
-        out["kernels_per_batch"] = len(gpu) / n
-
-
-# ----------------------------------------------------------------------------- net
-def setup_net(args):
-    import torch
-
-    from clsuite.models.nets import build_model
-
-    torch.set_num_threads(1)
-
-    def one(r, arch):
-        torch.manual_seed(0)
-        shape = tuple(args.shape)
-        net = build_model(arch, shape, 10)
-        opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        x, y = torch.rand(args.batch, *shape), torch.randint(0, 10, (args.batch,))
-
-        def step():
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(x), y).backward()
-            opt.step()
-
-        for _ in range(args.warmup):
-            step()
-        with Clock() as train:
-            for _ in range(args.batches):
-                step()
-        net.eval()
-        xe = torch.rand(args.eval, *shape)
-        with Clock() as ev, torch.no_grad():
-            net(xe)
-        return {
-            "train_ms": [1e3 * train.cpu / args.batches, 1e3 * train.wall / args.batches],
-            "eval_ms": [1e3 * ev.cpu / args.eval, 1e3 * ev.wall / args.eval],
-        }
-
-    return [{"arch": args.arch}], one
 
 
 # ----------------------------------------------------------------------------- checkpoint
@@ -732,7 +594,7 @@ def setup_checkpoint(args):
     return [{"benchmark": b, "method": m, "reading": rd} for b, m, rd in cells], one
 
 
-SETUPS = {"jobs": setup_jobs, "stream": setup_stream, "net": setup_net, "checkpoint": setup_checkpoint}
+SETUPS = {"jobs": setup_jobs, "stream": setup_stream, "checkpoint": setup_checkpoint}
 
 if __name__ == "__main__":
     sys.exit(main())

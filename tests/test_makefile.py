@@ -157,3 +157,20 @@ def test_the_records_targets_run_their_verbs():
                                                                               "logger=none"]  # fmt: skip
     assert "src/run.py report --records docs/records --docs" in dry_run("report-docs")
     assert "src/run.py replay --sample 3 --seed 1" in dry_run("replay", "REPLAY_ARGS=--sample 3 --seed 1")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_bench_args_reach_every_line_of_the_bench_targets():
+    """`make bench BENCH_ARGS=...` passed the options to its first line only (not the stream's, not the
+    checkpoint's); each line of `bench` and `bench-numerics` ends with them, so that the last given wins."""
+    given = ["--repeats", "2", "--methods", "er", "gss"]
+    out = dry_run("bench", "bench-numerics", "BENCH_ARGS=" + " ".join(given))
+    lines = [shlex.split(line) for line in out.splitlines() if "scripts/bench.py" in line]
+    assert [line[2:-5] for line in lines] == [
+        [],
+        ["--measure", "stream", "--benchmark", "split_cifar10", "--methods", "er", "adaer", "--reading", "mir_code",
+         "--batches", "30"],
+        ["--measure", "checkpoint"],
+        ["--numerics", "native", "portable"],
+    ]  # fmt: skip
+    assert all(line[-5:] == given for line in lines)
