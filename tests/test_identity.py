@@ -363,7 +363,7 @@ def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
     """A shell holding CLSUITE_REUSE=0 (docs/PERFORMANCE.md times with it) and the suite's other
     variables: the reuse test passes, and no test or subprocess of it sees them (tests/conftest.py)."""
     caller = {"CLSUITE_REUSE": "0", "CLSUITE_RESUME": "0", "CLSUITE_CHECKPOINTS": str(tmp_path / "elsewhere"),
-              "CLSUITE_LOCK_STALE_S": "0", "CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}  # fmt: skip
+              "CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}  # fmt: skip
     tests = [test_reuse_needs_the_whole_identity, test_a_test_and_its_subprocesses_see_no_clsuite_variable]
     p = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-rA", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 't'}",
@@ -376,13 +376,16 @@ def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
 # ----------------------------------------------------------------------------- locks
 
 
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+_HOLDS_THE_LOCK = """import sys
+from clsuite.locks import JobLock
+lock = JobLock(sys.argv[1])
+lock.acquire()
+print(flush=True)
+input()
+"""
 
 
-def test_job_lock_atomic_holder_and_stale(tmp_path, monkeypatch):
+def test_job_lock_atomic_holder_and_stale(tmp_path):
     a, b = sweep.JobLock(tmp_path), sweep.JobLock(tmp_path)
     assert a.acquire() is None
     holder = b.acquire()
@@ -391,20 +394,19 @@ def test_job_lock_atomic_holder_and_stale(tmp_path, monkeypatch):
     assert not (tmp_path / io.LOCK_FILE).exists()
     assert b.acquire() is None
     b.release()
-    # a lock whose process died is stale and taken over
-    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": _dead_pid(), "host": sweep.HOST, "token": "x"}))
+    # a lock whose process died (kill -9, its file left) is taken over: the kernel freed its flock
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-c", _HOLDS_THE_LOCK, str(tmp_path)]
+    with subprocess.Popen(cmd, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as p:
+        assert p.stdout.readline() == "\n"
+        assert sweep.JobLock(tmp_path).acquire() == {"pid": p.pid, "host": sweep.HOST, "sweep_id": None}  # alive: busy
+        assert sweep.live_holder(tmp_path / io.LOCK_FILE)["pid"] == p.pid  # for the summary too
+        p.kill()
+    assert json.loads((tmp_path / io.LOCK_FILE).read_text())["pid"] == p.pid
+    assert sweep.live_holder(tmp_path / io.LOCK_FILE) is None
     c = sweep.JobLock(tmp_path)
     assert c.acquire() is None and json.loads((tmp_path / io.LOCK_FILE).read_text())["pid"] == os.getpid()
     c.release()
-    # a lock of our own pid with another process start time: the pid was reused, stale
-    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": os.getpid(), "host": sweep.HOST, "start": "1"}))
-    assert sweep.JobLock(tmp_path).acquire() is None
-    # another host: alive while its heartbeat is fresh
-    (tmp_path / io.LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
-    assert sweep.JobLock(tmp_path).acquire()["host"] == "elsewhere"
-    old = time.time() - 3600
-    os.utime(tmp_path / io.LOCK_FILE, (old, old))
-    assert sweep.JobLock(tmp_path).acquire() is None
 
 
 # ----------------------------------------------------------------------------- divergence
@@ -687,6 +689,19 @@ def test_basic_and_joblib_give_identical_results(tmp_path):
         assert a["identity"]["key"] == b["identity"]["key"]
 
 
+def _job_hc(sdir: Path, name: str):
+    """The Hydra config :func:`clsuite.cli.run_job` reads, for job ``name`` of the basic launcher's sweep ``sdir``."""
+    return OmegaConf.create(
+        {
+            "runtime": {"output_dir": str(sdir / name)},
+            "sweep": {"dir": str(sdir)},
+            "overrides": {"task": name.split(",")},
+            "job": {"num": 0},
+            "launcher": {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"},
+        }
+    )
+
+
 def test_a_job_held_by_another_process_is_left_alone(tmp_path):
     """A second sweep (or a rerun) reaching a job whose lock a live process holds does not train it."""
     from clsuite.cli import run_job
@@ -694,18 +709,32 @@ def test_a_job_held_by_another_process_is_left_alone(tmp_path):
     sdir, name = tmp_path / "multirun" / "exp", "method=online,seed=0"
     other = sweep.JobLock(sdir / name)  # the first sweep, still running this job
     assert other.acquire() is None
-    hc = OmegaConf.create(
-        {
-            "runtime": {"output_dir": str(sdir / name)},
-            "sweep": {"dir": str(sdir)},
-            "overrides": {"task": ["method=online", "seed=0"]},
-            "job": {"num": 0},
-            "launcher": {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"},
-        }
-    )
+    hc = _job_hc(sdir, name)
     assert run_job(make_cfg("method=online"), hc) is None
     assert not (sdir / name / io.RESULTS_FILE).exists()
     assert [json.loads(line)["status"] for line in (sdir / io.LOG_FILE).read_text().splitlines()] == ["busy"]
     other.release()
     assert run_job(make_cfg("method=online"), hc) is not None  # free again: it trains
     assert (sdir / name / io.RESULTS_FILE).is_file() and not (sdir / name / io.LOCK_FILE).exists()
+
+
+def test_a_file_system_without_locks_fails_the_job_with_one_error_line(tmp_path, monkeypatch, capsys):
+    """Where flock is refused (NFS without its lock service: ENOLCK) a job cannot know it runs alone:
+    one `error:` line naming its lock file, recorded failed, nothing trained; the sweep goes on."""
+    import errno
+    import fcntl
+
+    from clsuite.cli import run_job
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    sdir, name = tmp_path / "multirun" / "exp", "method=online,seed=0"
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert run_job(make_cfg("method=online"), _job_hc(sdir, name)) is None
+    monkeypatch.undo()
+    line = f"OSError: No locks available: {sdir / name / io.LOCK_FILE}"
+    assert capsys.readouterr().err.splitlines() == [f"error: {name}: {line} (details: {sdir / name / io.FAILED_FILE})"]
+    assert json.loads((sdir / name / io.FAILED_FILE).read_text())["error"] == line
+    assert not (sdir / name / io.RESULTS_FILE).exists()
+    assert sweep.summarize(sdir, None, [{"overrides": [], "dir": name}])["failed"] == 1

@@ -181,17 +181,13 @@ def run_job(cfg: DictConfig, hc) -> float | None:
     job = sweep.Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
     try:
         holder = job.lock.acquire()
-    except OSError as e:  # its folder cannot be written: its finished run stands, else it failed; the sweep goes on
+    except OSError as e:  # its folder cannot be written, or has no locks: its finished run stands, else it failed
         job.unwritable(e)
         return None
     if holder is not None:
-        job.log("busy", holder=f"{holder.get('pid')}@{holder.get('host')}")
-        who = (
-            f"its {job.lock.path.name} is being written by another process (taken over if it is still torn after 60 s)"
-            if holder.get("note")
-            else f"being run by pid {holder.get('pid')} on {holder.get('host')}"
-        )
-        print(f"busy {job.name}: {who}; left to it", file=sys.stderr)
+        who = f"{holder.get('pid')}@{holder.get('host')}"
+        job.log("busy", holder=who)
+        print(f"busy {job.name}: being run by {who}; left to it", file=sys.stderr)
         return None
     stop = threading.Event()
     joblib_launcher = "joblib" in str(hc.launcher.get("_target_", "")).lower()

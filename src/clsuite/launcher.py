@@ -111,16 +111,13 @@ class BasicLauncher(_Recording, _HydraBasicLauncher):
 class JoblibLauncher(_Recording, _HydraJoblibLauncher):
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
-        from clsuite.sweep import holder_alive
+        from clsuite.sweep import live_holder
 
         path = self._job(overrides)[0] / LOCK_FILE
         holder = read_object(path)
         if not holder or holder.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
             return False
-        try:
-            return not dead_only or not holder_alive(holder, path.stat().st_mtime)
-        except OSError:
-            return False
+        return not dead_only or live_holder(path) is None
 
     def _record_death(self, idx: int, overrides: Sequence[str], error, status: str = "failed") -> JobReturn:
         """``failed.json`` for a job whose worker died (``Job.failed`` never raises)."""

@@ -3,7 +3,7 @@
 names: ``clsuite.paths``; the job lock: ``clsuite.locks`` (the layers: docs/ARCHITECTURE.md).
 """
 
-from clsuite.locks import HOST, JobLock, holder_alive
+from clsuite.locks import HOST, JobLock, live_holder
 from clsuite.paths import MAX_DIRNAME, job_dirname
 from clsuite.sweep.callback import SweepCallback, callback_failed, last_summary
 from clsuite.sweep.gpus import gpu_slot
@@ -14,6 +14,6 @@ from clsuite.sweep.summary import job_state, summarize
 
 __all__ = [
     "HOST", "INDEX_DIR", "MAX_DIRNAME", "Job", "JobLock", "SweepCallback", "callback_failed", "check_folders",
-    "expand_grid", "gpu_slot", "holder_alive", "index_result", "job_dirname", "job_state", "last_summary", "reindex",
+    "expand_grid", "gpu_slot", "index_result", "job_dirname", "job_state", "last_summary", "live_holder", "reindex",
     "summarize", "validate_grid",
 ]  # fmt: skip

@@ -30,7 +30,7 @@ def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
     rec = read_failure(folder / FAILED_FILE)
     if rec is not None:
         return ("interrupted" if rec.get("status") == "interrupted" else "failed"), str(rec.get("error", ""))
-    if live_holder(folder / LOCK_FILE) is not None:  # (a torn lock being written too: the job's own rule)
+    if live_holder(folder / LOCK_FILE) is not None:  # asked for without waiting, as a job does
         return "busy", ""
     return "failed", "left no results and no failure record (its files could not be written?)"
 
