@@ -1,18 +1,7 @@
 """`make bench`, `make bench-numerics` and the GPU benchmark: each method's cost, side by side in one run.
 
-1. The options are checked (bad input: one ``error:`` line, exit 2, before any process starts).
-2. Each variant (code tree x ``--numerics`` mode) runs in processes of its own (a process pins its kernels once).
-3. There each cell of the ``--measure`` is one row: its timings (one clock) and the machine they were made on.
-4. One table per measure; with several variants, their medians side by side and the ratios to the first's.
-
 The measures, the variants' processes and rounds, ``--out``: docs/PERFORMANCE.md, "Measuring: `make bench`";
-``stream``: docs/GPU.md.
-
-    make bench BENCH_ARGS="--repeats 2 --methods er gss"
-    python scripts/bench.py --benchmark split_cifar10_jpeg --set benchmark.train_per_class=500 --repeats 1
-    python scripts/bench.py --measure stream --batches 5 --warmup 6    # the GPU benchmark on the CPU
-    python scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30
-    python scripts/bench.py --device cuda --src old=.gpu_old/src --src new=src
+``--measure stream``: docs/GPU.md; ``--measure checkpoint``: docs/CHECKPOINTS.md, "Cost".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Bit-identity check of a speed change: R of every method, before and after (commands: docs/PERFORMANCE.md,
-"Bit-identity check").
+"""Bit-identity check of a change: b and R of every method as exact floats, before and after.
 
-``run`` trains every method of ``conf/method/*.yaml`` of the checkout at ``--root`` (its own
-``src/`` and ``conf/``: an older commit is measured with its own code) for seeds 0-2 under
-reading=mir_code on split-MNIST, one torch thread, no logger, all in one process, and dumps b and the
-accuracy matrix R of each (method, seed) as exact floats to a JSON file. ``compare`` prints, per
-method, whether every R matches bit for bit, else max |dR| over the seeds; it exits 1 when one
-differs. Data: ``DATA_DIR`` (as every run).
+``run`` trains each method of the checkout at ``--root`` and writes a JSON file; ``compare`` exits 1 when
+an R differs. What runs and what is compared: docs/PERFORMANCE.md, "Bit-identity check".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``clsuite wandb`` in a checkout: an experiment's results files to W&B without training, a run per
-grid point, then the aggregate run: the experiment's tables and figures (clsuite.wandb_sync).
+"""``clsuite wandb`` in a checkout: an experiment's results files to W&B, then its aggregate run
+(``clsuite.wandb_sync``; docs/WANDB.md, "Tables and figures per experiment").
 
-    python scripts/wandb_sync.py table2                 # offline runs under multirun/table2/*/wandb/
-    python scripts/wandb_sync.py table2 --mode online   # straight to the W&B server
+    python scripts/wandb_sync.py table2 [--mode online]   # offline runs, or straight to the W&B server
 """
 
 import sys

@@ -1,9 +1,6 @@
-"""Run one continual-learning experiment (or a sweep with ``-m``, or any verb) from a checkout:
-``python src/run.py ...`` = ``clsuite ...`` once installed (README.md, "The main commands").
-
-Everything happens in ``clsuite.commands`` / ``clsuite.cli``; this file only puts ``src/`` on the
-path, also for the jobs that other processes start (joblib workers, submitit / SLURM jobs), so it
-is not part of the code identity (docs/RUNS.md, "Identity").
+"""Run one experiment (or a sweep with ``-m``, or any verb) from a checkout: ``python src/run.py ...`` =
+``clsuite ...`` (README.md, "The main commands"). It only puts ``src/`` on the path, also for the jobs
+other processes start, so it is not part of the code identity (docs/RUNS.md, "Runs and sweeps": Identity).
 """
 
 import os

@@ -1,29 +1,7 @@
 """Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes: the parity record and its table.
 
-    make parity MAMMOTH=/path/to/mammoth                  # = the command below with the defaults
-    python scripts/parity/harness.py --mammoth /path/to/mammoth \\
-        [--methods gss icarl hal] [--benchmarks split_mnist split_fmnist] [--seeds 0 1 2 3 4] \\
-        [--reading mir_code] [--suite KEY=VALUE ...] [--out results/parity/parity.json]
-
-Mammoth is not part of the suite and is never copied into it: clone it anywhere and check out
-the pinned commit (``git clone https://github.com/aimagelab/mammoth && git -C mammoth checkout
-e75a491``); another commit runs with a warning. Steps, per (method, benchmark, seed):
-
-1. the suite's config (``suite_side.compose``: the reading, one torch thread) and its materials:
-   the seed's split, the network's initial weights, each task's batches in the suite's order;
-2. the suite's own run of that config: its R and Acc (``suite_side.suite_acc``);
-3. Mammoth's unmodified class on the same materials (``mammoth_side.run``): its R and Acc;
-4. per (method, benchmark): ``clsuite.analysis.parity.table``, the report's table.
-
-Both sides run in one process, one torch thread, under ``trainer.numerics=portable`` (docs/PARITY.md;
-``--suite trainer.numerics=native``: this machine's own kernels). Writes the parity record to ``--out``
-after every pair (its form: ``clsuite.records.parity_problem``; a stopped harness keeps what it
-finished, ``complete``: false) and prints its table at the end; ``clsuite records pack --parity
-<record>`` carries it into docs/records/ (docs/INTEGRITY.md, section 8). ``--suite KEY=VALUE``: the
-one-change diagnostics of docs/PARITY.md (``replay_loss=concat``, ...); ``PARITY_NOFLIP=1``: Mammoth's
-iCaRL without the flipped class means. Exit 2 with one ``error:`` line when the checkout is missing,
-not Mammoth's or not a git checkout, or the suite's config is not valid. Slow: one suite run and one
-Mammoth run per seed (GSS about a minute each on one core).
+The commands, both sides, the record and its checks: docs/PARITY.md, "Making the record";
+docs/INTEGRITY.md, section 8.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""The reference's side of a parity run: Mammoth's own GSS, iCaRL and HAL classes, driven in-process.
-
-Given a Mammoth checkout (``--mammoth PATH``, pinned commit ``clsuite.analysis.parity.PINNED``), :func:`load` imports
-its unmodified ``models/{gss,icarl,hal}.py``, ``utils/{buffer,gss_buffer,ring_buffer}.py`` and
-``backbone/MNISTMLP.py``; the parts of Mammoth that need torchvision, kornia or its dataset
-registry are replaced by the small stand-ins below (:func:`_install_stubs`), each doing what the
-real one does on flat MNIST-sized tensors without augmentation:
-
-- ``torchvision.transforms.functional.hflip`` = ``x.flip(-1)`` (iCaRL's flipped class means);
-- ``utils.augmentations.apply_transform`` = the transform applied to the batch (identity here);
-- ``utils.conf``, ``utils.args``, ``utils.batch_norm``: the device, argparse, a no-op BN context;
-- ``backbone.<every module but MNISTMLP>``: empty (``backbone/__init__.py`` imports them all, timm's
-  ViT included; only the MLP is needed, and registers itself);
-- ``datasets.get_dataset``: :class:`Stream`, the suite's split as Mammoth's ``ContinualDataset``;
-- ``models.utils.continual_model.ContinualModel``: :class:`ContinualModel`, the attributes and
-  the task bookkeeping of Mammoth's base class (``meta_begin_task`` / ``meta_end_task``: past and
-  seen classes, the task counter), the optimiser as Mammoth builds it (SGD, lr, no momentum).
-
-The driver (:func:`run`) follows Mammoth's training loop (``utils/training.py``): per task
-``begin_task``, then ``observe(inputs, labels, not_aug_inputs)`` per batch, then ``end_task``, then
-a row of R measured with the model's own ``forward`` (iCaRL: nearest mean of exemplars), as Mammoth
-evaluates after each task (a pure forward: what it computes, iCaRL's class means, is recomputed
-after the next task's training).
-Its batches, network and weights, and Mammoth's arguments (:func:`mammoth_args`): docs/PARITY.md,
-"Setting and commands". ``PARITY_NOFLIP=1``: iCaRL's class means without the flipped copies.
+"""The reference's side of a parity run: Mammoth's own GSS, iCaRL and HAL classes, driven in-process
+by Mammoth's training loop (:func:`run`) on the suite's materials, with small stand-ins for what needs
+torchvision, kornia or its dataset registry (:func:`_install_stubs`; docs/PARITY.md, "Making the record").
 """
 
 from __future__ import annotations
@@ -108,6 +86,10 @@ def flipped_means() -> bool:
 
 
 def _install_stubs(root: Path) -> None:
+    """Stand-ins, on flat MNIST-sized tensors without augmentation, for what Mammoth's GSS, iCaRL, HAL and
+    MNISTMLP import: torchvision's ``hflip`` (``x.flip(-1)``; identity under ``PARITY_NOFLIP=1``), ``apply_transform``
+    (the identity here), ``utils.conf`` / ``args`` / ``batch_norm``, every ``backbone`` module but MNISTMLP
+    (empty), ``datasets.get_dataset`` (:class:`Stream`) and ``ContinualModel`` (:class:`ContinualModel`)."""
     hflip = (lambda x: x.flip(-1)) if flipped_means() else (lambda x: x)
     functional = _module("torchvision.transforms.functional", hflip=hflip)
     transforms = _module("torchvision.transforms", functional=functional, Compose=object)

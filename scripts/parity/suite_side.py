@@ -1,18 +1,6 @@
-"""The suite's side of a parity run: the setting, the samples, the initial weights, the batches, the Acc.
-
-For one (method, benchmark, seed) under a reading (``mir_code`` by default, as docs/PARITY.md):
-
-1. :func:`compose` the suite's config: ``reading=<reading> method=<m> benchmark=<b> seed=<s>``,
-   one torch thread, no logger (what ``python src/run.py`` runs);
-2. :func:`materials`: what the reference is driven with, read from the suite itself, never copied
-   by hand: each task's training and test tensors (the seed's split), the network's initial weights
-   (``clsuite.experiment.build``: the same seed gives the same initialisation as the run), and each
-   task's incoming batches in the order the suite streams them (``ContinualDataModule``'s seeded
-   permutation per task);
-3. :func:`suite_acc`: the suite's own run of that config (``clsuite.experiment.run_experiment``),
-   its final Acc and R.
-
-Nothing here imports the reference: a test runs it on synthetic data (tests/test_parity.py).
+"""The suite's side of a parity run: its config, the materials the reference is driven with (split,
+initial weights, batches, read from the suite itself), and its own R and Acc (docs/PARITY.md, "Making
+the record"). Nothing here imports the reference: a test runs it on synthetic data (tests/test_parity.py).
 """
 
 from __future__ import annotations

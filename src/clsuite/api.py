@@ -1,17 +1,7 @@
 """The Python API: compose a config, run it, get the results dict (docs/RUNS.md, "As a package").
 
-    from clsuite import api
-
-    cfg = api.compose(["method=mir", "memory=200", "seed=3"])   # validated as the CLI validates
-    results = api.run(cfg, "runs/mir-200-s3")                    # trains, writes results.json there
-    api.run(["method=er", "benchmark=split_fmnist"], "runs/er")  # overrides straight away
-
-Steps: :func:`compose` checks and composes the overrides as the CLI does (``clsuite.compose.precompose``),
-then validates the config (``clsuite.config.validate``);
-:func:`run` composes a list of overrides so, or validates a composed config (it may have been
-edited), opens its logger and calls ``clsuite.experiment.run_experiment``. Bad input raises
-``ConfigError`` with the CLI's one line; a bad data file ``clsuite.data.files.DataError``; a
-non-finite loss ``clsuite.callbacks.Diverged``. Sweeps are the CLI's (``clsuite -m``).
+:func:`compose` checks and validates overrides as the command line does; :func:`run` trains a composed
+config, or a list of overrides, into a folder. Sweeps are the command line's (``clsuite -m``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Task-end checkpoints: a killed run continues from its last finished task.
 
-docs/CHECKPOINTS.md says what a checkpoint holds, where it lives, when it is trusted and what it
-costs. Steps (driven by ``clsuite.experiment.run_experiment``):
-
-1. **when**: :class:`Cadence` (``checkpoint``, ``checkpoint_every``); never after the last task;
-2. **what**: Lightning's checkpoint, with the learner's ``continual`` state and
-   :class:`TaskCheckpoint`'s ``clsuite`` entry (identity key, next task, wall time, generators);
-3. **how**: :class:`AtomicCheckpointIO` writes it atomically, then its sha256 beside it;
-4. **where**: :class:`CheckpointStore`, ``after-task-<k>.ckpt`` in a sweep job's ``checkpoints/`` or
-   :func:`run_store_dir` (the two kept, cleaning, warnings: docs/CHECKPOINTS.md, "Where checkpoints live");
-5. **resume**: :meth:`CheckpointStore.latest` loads the newest file whose digest, identity key
-   and structure (:func:`structure_problem`) fit the run; :func:`restore` puts every piece back,
-   the generators last (on the CPU the run's R equals an uninterrupted one's, bit for bit).
+When one is written (:class:`Cadence`), how (:class:`AtomicCheckpointIO`), where it lives
+(:class:`CheckpointStore`), when it is trusted and how it is restored (:func:`restore`): docs/CHECKPOINTS.md.
 """
 
 from __future__ import annotations

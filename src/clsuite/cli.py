@@ -1,11 +1,7 @@
-"""The command line: ``clsuite [overrides]`` (console script) = ``python src/run.py [overrides]``
-(examples: docs/RUNS.md, "Using it").
+"""The command line: ``clsuite [overrides]`` = ``python src/run.py [overrides]`` (docs/RUNS.md, "Using it").
 
-Steps (the path of one run: docs/ARCHITECTURE.md): :func:`precheck` before ``hydra.main`` (``--help``,
-the overrides, the composed config, a single run validated once: a refused run leaves no folder);
-:func:`run_single` trains a single run into its folder; :func:`run_job` runs one job of a sweep (its
-lock, resume or train, a failure recorded without stopping the others). The exit statuses (0, 1, 2,
-128 + n after signal n) and what each one prints: docs/RUNS.md.
+:func:`precheck` runs before ``hydra.main`` (a refused run leaves no folder), :func:`run_single` trains
+one run, :func:`run_job` one sweep job (docs/ARCHITECTURE.md, "The path of one run"; exit statuses: docs/RUNS.md).
 """
 
 from __future__ import annotations
@@ -246,8 +242,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def precheck(argv: list[str]) -> RunMode | None:
-    """The steps before ``hydra.main`` (module docstring): the run mode, or None (Hydra's own
-    ``--cfg`` / ``--info`` / ``--hydra-help``)."""
+    """The steps before ``hydra.main`` (docs/ARCHITECTURE.md, "The path of one run", step 2): the run
+    mode, or None (Hydra's own ``--cfg`` / ``--info`` / ``--hydra-help``)."""
     from clsuite.compose import parse_args, precompose
 
     try:

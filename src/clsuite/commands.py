@@ -1,8 +1,5 @@
-"""The ``clsuite`` command's verbs, each a thin dispatch to the function that does the work
-(:data:`VERBS`; what each does: ``clsuite help``, docs/RUNS.md, "As a package").
-
-A verb counts only as the first argument (no verb: ``run``); overrides always hold ``=``
-(``method=mir``) and options start with ``-``, so neither is taken for a verb.
+"""The ``clsuite`` command's verbs (:data:`VERBS`), each a thin dispatch to the function that does the
+work (what each does: ``clsuite help``; docs/RUNS.md, "As a package").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Compose the config exactly as ``hydra.main`` will, before it runs (for the command line and
-``clsuite.api``), and turn Hydra's errors into one line.
-
-:func:`precompose` builds Hydra's search path (``--config-dir``) and run mode (``hydra.mode`` of a
-sweep config counts) as ``hydra._internal.utils._run_hydra`` does, refuses a sweep value
-(``seed=1,2``) without ``-m`` (Hydra would stop with "Ambiguous value"), composes, and hands Hydra's
-global state back (``hydra.main`` initialises it again). :func:`error_line` turns a Hydra / OmegaConf
-exception (unknown key, missing group option, parse error, instantiate error) into one line naming
-the key and the valid choices; the caller prints it as ``error: ...`` and exits 2.
+``clsuite.api``), and turn Hydra's errors into one line naming the key and the valid choices
+(docs/ARCHITECTURE.md, "The path of one run", step 2).
 """
 
 from __future__ import annotations

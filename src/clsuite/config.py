@@ -1,9 +1,6 @@
-"""The config directory, its groups and options, and every check on a config before a run.
-
-The config groups (sub-folders of ``clsuite.home.CONF_DIR``) and their options (its yaml files), the
-resolvers, the one check of unknown options and keys in overrides (:func:`check_overrides`), the one
-validation of a composed config (:func:`validate`), W&B's settings. A failure is a ``ConfigError``,
-one line (what the command line does with it: docs/CONFIG.md, opening).
+"""The config groups and options of ``conf/``, the resolvers, and every check on a config before a run:
+:func:`check_overrides` (unknown options and keys) and :func:`validate` (a composed config). A failure is
+one ``ConfigError`` line (docs/CONFIG.md, opening; docs/ARCHITECTURE.md, "The path of one run").
 """
 
 from __future__ import annotations

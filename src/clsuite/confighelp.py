@@ -1,11 +1,7 @@
 """``clsuite --help`` and docs/CONFIG.md, generated from the schema (``clsuite.schema``) and conf/.
 
-Steps: the groups and their options (conf/ folders; ``replay`` / ``update`` are chosen inside a
-method: ``replay@method.replay=<option>``), the default of every key (the composed default
-config), then every key of :data:`clsuite.schema.KEYS` with its range and meaning, then the
-parameters of each replay policy, update policy and method plugin (:data:`clsuite.schema.NODES`)
-with the options that select it. ``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the
-doc; ``tests/test_schema.py`` fails when the file differs.
+``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the doc; ``tests/test_schema.py`` fails when
+the file differs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""``clsuite eval RUN``: a finished run's saved model evaluated again, every task, class-IL and task-IL.
-
-lightning-hydra-template's ``eval.py ckpt_path=...`` where it fits the suite (docs/CHECKPOINTS.md,
-"Evaluating a saved model"): RUN is a run or sweep job folder holding its sealed ``results.json``
-and ``model.ckpt`` (``keep_weights=true``), or that ``model.ckpt`` (also as ``ckpt_path=<it>``).
-The config is the run's own, from its results file; the network, memory and method state are the
-checkpoint's (``clsuite.callbacks.evaluate`` on them). Refused with one ``error:`` line, exit 2,
-before any evaluation: no finished run, no weights, weights of another run, data files other than
-the run's (its identity's ``data`` part), a config the code at hand cannot build. Code other than
-the run's (its identity's ``code`` part: a later commit) is one ``warning:`` line naming both; the
-rows then say whether they are still the run's, bit for bit.
+"""``clsuite eval RUN``: a finished run's saved model (``keep_weights=true``) evaluated again, every task,
+class-IL and task-IL (docs/CHECKPOINTS.md, "Evaluating a saved model").
 """
 
 from __future__ import annotations

@@ -1,22 +1,5 @@
-"""A run's identity: everything that can move its numbers, hashed into one key.
-
-A result may be skipped on a rerun, or copied into another experiment, only when the run that
-made it had the same identity as the run that would replace it (``clsuite.sweep.Job``). The four
-parts (docs/RUNS.md, "Identity", says what each holds and why):
-
-1. **config**: the resolved config less :data:`IGNORED_KEYS`, ``hydra`` and nulls (:func:`normalize`);
-2. **code**: the content hash of the package less ``analysis/`` and of its configs (:func:`code_hash`),
-   ``outside``: of each module outside it that the run imports (:func:`outside_code`; read again at its
-   end: :func:`check_unchanged`); where the code came from (:func:`provenance`) is recorded beside
-   the parts, outside the key;
-3. **data**: the md5 of every data file the run reads, the arrays' sha256 where a cache holds them
-   (:func:`data_identity`);
-4. **env**: torch and BLAS threads (pinned in every job by :func:`pin_threads`), the device type,
-   the torch version, the CPU kernels in effect and the kernel variables of the environment
-   (``clsuite.numerics.in_effect``, ``clsuite.numerics.variables``).
-
-``key`` = sha256 of the canonical JSON of the four parts. :func:`differences` names the parts
-that differ between two identities (the sweep summary counts them).
+"""A run's identity: everything that can move its numbers (config, code, data, environment), hashed into
+one key that decides resume, reuse and skip (docs/RUNS.md, "Runs and sweeps": Identity, Outside code).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""One home for the suite's file names, its file I/O and its hashes.
-
-Writing is atomic (:func:`write_bytes_atomic`); every file the suite reads back goes through
-:func:`read_regular` and :func:`load_json` (a regular file, bounded in size and nesting), any failure
-being :class:`Unreadable` with a one-line reason (docs/INTEGRITY.md, sections 1 and 7).
-:func:`canonical` and :func:`sha256` make the seal of a results file and the key of an identity.
+"""One home for the suite's file names, its file I/O and its hashes: atomic writes, bounded reads of
+regular files (:class:`Unreadable`: a one-line reason), canonical JSON and sha256 (docs/INTEGRITY.md,
+sections 1 and 7).
 """
 
 from __future__ import annotations

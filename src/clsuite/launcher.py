@@ -1,26 +1,6 @@
-"""The launchers, Hydra's basic and joblib ones, made so that one job's trouble ends only that job.
-
-Both: Hydra's ``run_job`` makes a job's folder and writes its ``run.log`` and ``.hydra/`` outside
-the job's own error handling; a folder that cannot be written there (read-only, a full disk) is
-that job's alone (``clsuite.sweep.Job.unwritable``: its finished run stands, else it failed, one
-line) and the next job runs (docs/INTEGRITY.md, section 7).
-
-``launcher=joblib``: Hydra's hands every job to one ``joblib.Parallel`` call; when the kernel
-kills a worker (out of memory, ``kill -9``) loky kills every other worker and the whole sweep ends
-with ``TerminatedWorkerError``. Here:
-
-1. the jobs run through ``Parallel(return_as="generator_unordered")``, each result kept as it
-   arrives;
-2. when a worker dies, the jobs that were running then (their folder holds a ``running.lock`` of
-   this sweep whose process is gone) are the suspects; each is rerun alone in a fresh worker, so
-   the one that dies again alone is the culprit: it gets ``failed.json`` ("worker process
-   died") and the innocent ones finish;
-3. the jobs not started yet go on in parallel; every job of the grid ends ran, skipped or failed;
-4. a SIGTERM / SIGINT of the sweep (joblib then kills its workers) records the jobs that were
-   running as interrupted (``failed.json``, ``status: interrupted``) before the sweep exits.
-
-Each job also watches the sweep's process (``clsuite.cli.run_job``): a worker whose sweep is
-gone stops its job (recorded as interrupted) instead of training on unobserved.
+"""The launchers, Hydra's basic and joblib ones, made so that one job's trouble ends only that job: a job
+folder that cannot be written, a joblib worker killed by the kernel, a signal to the sweep
+(docs/INTEGRITY.md, sections 5 and 7).
 """
 
 from __future__ import annotations
@@ -86,7 +66,7 @@ class _Recording:
 
 class BasicLauncher(_Recording, _HydraBasicLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        """Hydra's ``BasicLauncher.launch``, a job Hydra cannot start recorded (module docstring)."""
+        """Hydra's ``BasicLauncher.launch``, a job Hydra cannot start recorded (docs/INTEGRITY.md, section 7)."""
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
@@ -132,6 +112,10 @@ class JoblibLauncher(_Recording, _HydraJoblibLauncher):
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        """Hydra's joblib launch, a dead worker ending only its own job: each result kept as it arrives;
+        the jobs running when a worker died are rerun alone, the one that dies again failed
+        (:meth:`_after_broken_pool`), the others going on in parallel; a SIGTERM / SIGINT of the sweep
+        records the jobs running then as interrupted."""
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,5 @@
-"""The in-progress lock of a sweep job: ``running.lock`` in the job's folder (docs/RUNS.md, Locks).
-
-A job trains only while its process holds an exclusive ``flock`` of that file
-(:class:`filelock.FileLock`, asked for without waiting), with the holder's pid, host and sweep id
-written in it for the "busy" line. The kernel frees the lock when that process ends, killed or not,
-so a dead holder leaves nothing busy. ``release`` removes the file while still holding it. The sweep
-summary asks for a shared lock of it, without waiting and without writing anything (:func:`live_holder`).
+"""The in-progress lock of a sweep job: an ``flock`` of ``running.lock`` in its folder, freed by the kernel
+when its holder dies (docs/RUNS.md, "Runs and sweeps": Locks; docs/INTEGRITY.md, section 5).
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Loggers: CSV (default), W&B (offline unless asked), TensorBoard or none, and what a run logs to them.
-
-:func:`make_logger` opens the Lightning logger of a run; :class:`RunLogger` (a callback that
-``clsuite.experiment.run_experiment`` adds whenever there is a logger) logs what docs/WANDB.md, "What
-a run logs", lists, reading the detached losses only every ``trainer.log_every_n_steps`` incoming
-batches; CSV writes both to ``csv/metrics.csv``, TensorBoard (Lightning's ``TensorBoardLogger``, through
-``tensorboardX``) to ``tensorboard/events.out.tfevents.*`` (``tensorboard --logdir outputs``).
-
-A logger failure never costs a result (docs/INTEGRITY.md, "6. Loggers": :class:`LoggerUnavailable`,
-:class:`SafeWandbLogger`). A W&B run gets the results file's facts at its end (:func:`_finish`).
+"""Loggers: CSV (default), W&B (offline unless asked), TensorBoard or none, and what a run logs to them
+(docs/WANDB.md, "What a run logs"); a logger failure never costs a result (docs/INTEGRITY.md, section 6).
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""Which CPU kernels do a run's arithmetic (``trainer.numerics``): pinned once per process, recorded.
-
-``native`` leaves the kernels to the machine; ``portable`` pins ATen and oneMKL (:data:`PORTABLE_ENV`)
-and turns oneDNN and NNPACK off, so that a seed's R holds on any x86-64 CPU (docs/NUMERICS.md, "The
-two modes": what each library picks, what the vendors promise, what is left to the machine).
-
-Steps, in every process that trains (a single run, each sweep job of every launcher, ``api.run``):
-
-1. :func:`apply` at the start of the run, before the process's first torch computation (ATen and
-   MKL read the variables lazily at their first call); one mode per process;
-2. :func:`in_effect` asks each library what it actually uses (never what was asked), and
-   :func:`variables` reads the kernel variables of the environment that can still act on the run
-   (:data:`KERNEL_ENV`), for the run's identity (``env.numerics``) and summary;
-3. :func:`check`: ``portable`` asked but not in effect (torch computed before step 1: a notebook,
-   a test process), or with a kernel variable it cannot pin (:func:`check_environment`, also run by
-   ``clsuite.config.validate`` before any folder is made), is one ``ConfigError`` line, before any
-   training.
+"""Which CPU kernels do a run's arithmetic (``trainer.numerics``: ``native`` or ``portable``): pinned once
+per process before its first torch computation, asked back and recorded in the run's identity
+(docs/NUMERICS.md, "The two modes").
 """
 
 from __future__ import annotations

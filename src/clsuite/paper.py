@@ -1,32 +1,5 @@
-"""The paper's tables and figures, one command each: ``clsuite paper <target>`` (= ``make <target>``;
-docs/REPRODUCING.md lists the targets and options).
-
-A target is one sweep, ``<sweeps>/<name>.yaml`` (``clsuite.config.SWEEPS_DIR``: the repository's
-``sweeps/``, or the copy an installed package carries), then the aggregation of the folder it wrote
-with the target's layout. The Makefile's paper targets call this verb: one home for both. Steps of
-:func:`plan` and :func:`main`:
-
-1. the target: a sweep name (``first_task``) or its Make name (``fig-first-task``); any other sweep of
-   the sweeps folder runs the same way, its folder aggregated as an ad-hoc sweep (``cells_joint``);
-2. the sweep's command line: ``--config-dir <sweeps> --config-name <name>``, then the options as
-   overrides (:func:`sweep_args`; ``seed=range(0,<seeds>)``; defaults :data:`DEFAULTS`; the options:
-   docs/REPRODUCING.md), then the user's overrides;
-3. the folder: ``--experiment``, else the last ``experiment=`` override, else the sweep's name;
-4. before any sweep starts, the data of every benchmark the sweeps run (:func:`missing_data`): a
-   benchmark without its data is one ``error:`` line naming the way out (``--benchmarks`` without it,
-   or its copy that is there, e.g. the CIFAR-10 JPEG copy), exit 2;
-5. the sweep runs in a child process with this interpreter (``python -m clsuite``), then the
-   aggregation runs whatever the sweep's outcome, unless the sweep refused its input (2: nothing ran,
-   its line said why); the exit status is the aggregation's when it failed, else the sweep's (1: a job
-   failed, 2: bad input, 130 / 143: stopped), as in the Makefile.
-
-``all`` runs the targets in :data:`TARGETS` order and stops at the first that fails, as ``make paper``.
-``choices`` runs the six open-choice sweeps (10 seeds unless ``--seeds``; each writes its own folder,
-so ``--experiment`` is refused), goes on past a sweep whose jobs failed, then aggregates them and
-writes the paired ledger (``clsuite.analysis.choices``). ``records`` runs :func:`records_plan` (every
-part a command of this verb; finished runs skipped, shared ones reused), goes on past a part whose
-jobs failed, then packs the experiments into docs/records/ (``clsuite records pack``) when none did;
-``--dry-run`` also counts the runs it would train (:func:`count`).
+"""The paper's tables and figures, one command each: ``clsuite paper <target>`` (= ``make <target>``), a
+sweep then the aggregation of its folder; also ``all``, ``choices`` and ``records`` (docs/REPRODUCING.md).
 """
 
 from __future__ import annotations

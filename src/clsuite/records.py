@@ -1,16 +1,5 @@
-"""Records: an experiment's sealed results files in one archive, and the manifest naming each
-archive's bytes (docs/INTEGRITY.md, section 8: the format, what is checked, by whom).
-
-An archive ``<experiment>.tar.gz`` holds ``grid.json``, ``<job>/results.json`` and
-``<job>/failed.json`` exactly as the sweep wrote them; its bytes are a function of those files alone
-(:func:`archive_bytes`: members sorted, every tar header field fixed, gzip mtime 0). ``MANIFEST.json``
-beside the archives gives each one's sha256 and what it holds. :func:`extract` reads records back:
-every archive the manifest names must be there with its sha256, no other archive may be, and each
-member is a regular file under a bounded size whose name is one of the three forms above
-(extracted with tarfile's ``data`` filter); the results files then go through the reader every
-layer uses (``clsuite.results.read_run``), which is the caller's step. Beside the archives, one JSON
-record, ``parity.json`` (``make parity``: the suite's GSS, iCaRL and HAL beside Mammoth's), named by the
-manifest with its sha256 like an archive and checked on read by :func:`parity_problem`.
+"""Records: an experiment's sealed results files in one reproducible archive, the parity record, and the
+manifest naming each one's sha256; packed and read back with every check (docs/INTEGRITY.md, section 8).
 """
 
 from __future__ import annotations

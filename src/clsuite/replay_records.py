@@ -2,19 +2,6 @@
 R and b bit for bit with the records (README, "Checking the report"; docs/INTEGRITY.md, section 8).
 
     clsuite replay [--records docs/records] [--sample 5] [--seed 0] [--methods online,er] [--benchmarks split_mnist]
-
-Steps:
-
-1. the records are read back with every check (``clsuite.records.extract``, then
-   ``clsuite.results.read_run`` for each results file); the pool is their runs made under
-   ``trainer.numerics=portable`` (the only runs whose R holds on any x86-64 CPU), of the methods and
-   benchmarks asked, grouped by identity (a copy of a run, ``reused_from``, is compared too);
-2. ``--sample`` identities drawn with ``random.Random(--seed)``;
-3. this process pins the portable kernels (``clsuite.numerics``) and trains each drawn run once from
-   the config its record holds, on this machine's CPU with the record's threads, the data of
-   ``--data-dir``, no logger, no checkpoint, nothing downloaded, in a temporary folder;
-4. one line per record: ``same`` or ``differs`` with the first cell that differs (tasks 1..T), then
-   the count; exit 1 when any record differs or a run failed, 2 on bad input.
 """
 
 from __future__ import annotations

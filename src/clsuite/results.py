@@ -1,15 +1,7 @@
 """The one reader of results files: a run's ``results.json`` -> a sealed run, or the reason it is not one.
 
-Every layer that reads a results file (sweep resume and reuse, the reuse index, the analysis, the
-report, W&B) goes through :func:`read_run`, so a file counts everywhere or nowhere. Checks, in order,
-the first that fails being the reason (docs/INTEGRITY.md, section 1, lists each with its line):
-
-1. a regular, bounded, readable file of valid JSON holding an object (``clsuite.io.load_json``);
-   a check that raises on a hostile file is a reason too;
-2. ``status`` is ``finished``;
-3. the **seal** (:func:`seal_ok`): ``digest`` is the sha256 of the rest of the file;
-4. the **schema** (:func:`schema_problem`): names, numbers, ``b``, ``R`` and ``R_task_il``, ``metrics`` recomputed
-   from them, ``config`` naming the same run, ``identity`` agreeing with it (:func:`identity_problem`).
+Every layer reads results through :func:`read_run`, so a file counts everywhere or nowhere; its checks,
+in order, each with its line: docs/INTEGRITY.md, section 1.
 """
 
 from __future__ import annotations

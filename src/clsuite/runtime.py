@@ -1,16 +1,7 @@
-"""What a training process does around the arithmetic; none of it moves a number.
-
-- :func:`keep_freed_memory`: raise glibc's mmap and trim thresholds, so that a tensor of a few MB
-  allocated per step (GSS's per-sample gradients, oEWC's Fisher chunks) reuses freed memory
-  (docs/PERFORMANCE.md, item 1); elsewhere than glibc a no-op.
-- :func:`collect_and_freeze`, at the start of every run: ``gc.collect()`` then ``gc.freeze()``
-  (docs/PERFORMANCE.md, item 6).
-- :func:`reset_peak_memory` at the start of every run, :func:`peak_memory_mb` at its end: the run's
-  peak resident memory and, on a GPU, its peak allocation (``peak_ram_mb``, ``peak_gpu_mb`` of the
-  results file: docs/PROTOCOL.md, section 5).
-- :class:`AttributeState`: what a checkpoint keeps of a replay policy, an update policy or a method
-  plugin (the three seams inherit it): every attribute, unless a class overrides both methods
-  (docs/CHECKPOINTS.md, "What a checkpoint holds").
+"""What a training process does around the arithmetic; none of it moves a number: freed memory reused and
+the garbage collector frozen (docs/PERFORMANCE.md, "What the profile showed", items 1 and 6), the run's
+peak memory (docs/PROTOCOL.md, section 5), the seams' checkpointed state (docs/CHECKPOINTS.md, "What a
+checkpoint holds").
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ def keep_freed_memory() -> bool:
 
 def collect_and_freeze() -> None:
     """Collect the garbage so far, then freeze the survivors (``gc.get_freeze_count()`` is not
-    asked here: it walks the whole permanent generation, 0.04 s under cProfile)."""
+    asked here: it walks the whole permanent generation)."""
     gc.collect()
     gc.freeze()
 

@@ -1,32 +1,7 @@
-"""The declared schema of the composed config: every key's type, range, choices and meaning,
-and the rules that tie keys together. ``clsuite.config.validate`` checks a config against it;
-``--help`` and docs/CONFIG.md are generated from it (``clsuite.confighelp``).
-
-Steps of :func:`check` (each failure: ``ConfigError``, one line ``<key> must be ..., got <value>``
-or ``unknown <key> <value>; valid choices: ...``):
-
-1. every key of :data:`KEYS` present in the config (``req=True``: must be present) is resolved
-   (an interpolation that fails, e.g. ``${oc.env:NOPE}``, is named with the key's range) and
-   checked against its :class:`Spec`;
-2. the three slots of a method, ``method.replay`` / ``method.update`` / ``method.plugin``, are
-   either null or a node whose ``_target_`` (the class ``hydra.utils.instantiate`` builds) is one of
-   the slot's in :data:`NODES`, or a class found as Hydra will find it (:func:`locate`) that
-   subclasses the slot's :data:`BASES` class; a declared class's node holds its keys and no other,
-   each checked against its declaration; an undeclared class's node, what its constructor takes;
-3. the benchmark's source, looked up once (``clsuite.data.sources.bind``; returned for the files
-   check) and its sizes (:func:`source_size`); the cross-key :data:`RULES`, in order: benchmark
-   sizes, memory vs the method's memory layout, scenario vs the method, precision vs the device,
-   eval split vs the validation split, logger.required vs the logger.
-
-Adding a key: docs/CONFIG.md, "Adding a key" (a class from outside ``src/``: :func:`declare`).
-
-Why a table and not Hydra structured configs or pydantic models: OmegaConf checks a dataclass
-field's type but not its range (``__post_init__`` never runs on a DictConfig) and reports both as
-a multi-line ``ValidationError``; pydantic checks ranges but words them its own way ("Input should
-be greater than or equal to 1", with the error type and input on further lines), coerces ``50.0``
-or ``"1"`` unless strict, and would need a model per group and per ``_target_`` of the method
-nodes. Either way the one-line messages, the whole-number rule and the cross-key rules need this
-layer, so the types live in it too (one home): one line per key, as data.
+"""The declared schema of the composed config: every key's type, range, choices and meaning, and the rules
+that tie keys together; ``clsuite.config.validate`` checks a config against it (:func:`check`) and
+``--help`` and docs/CONFIG.md are generated from it (docs/CONFIG.md, "Adding a key"; why a table:
+docs/ARCHITECTURE.md, "Where a change goes").
 """
 
 from __future__ import annotations
@@ -548,7 +523,10 @@ def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
 
 
 def _check_slot(cfg, slot: str) -> None:
-    """Step 2 of the module docstring for ``method.<slot>``."""
+    """``method.<slot>`` is null or a node whose ``_target_`` is one of the slot's :data:`NODES`, or a class
+    found as Hydra will find it (:func:`locate`) that subclasses the slot's :data:`BASES` class; a
+    declared class's node holds its keys and no other, each checked; an undeclared one's, what its
+    constructor takes."""
     node = value(cfg, f"method.{slot}")
     if node is MISSING or node is None:
         return
@@ -579,7 +557,10 @@ def _check_slot(cfg, slot: str) -> None:
 
 
 def check(cfg: DictConfig):
-    """Steps 1-3 of the module docstring (``ConfigError``); the benchmark's bound source."""
+    """Every key of :data:`KEYS` against its :class:`Spec` (an interpolation that fails is named with the
+    key's range), the method's slots (:func:`_check_slot`), then the cross-key :data:`RULES` in order
+    with the sizes of the benchmark's source, looked up once; returns that bound source. A failure is
+    one ``ConfigError`` line (``<key> must be ..., got <value>`` or ``unknown <key> ...; valid choices``)."""
     for key, spec in KEYS.items():
         _check(cfg, key, spec, spec.req)
     for slot in SLOTS:

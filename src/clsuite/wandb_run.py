@@ -1,16 +1,5 @@
-"""Weights & Biases, one run: its name and group, what it logs, the mirror of a results file.
-
-What a run logs, its keys and axes, names and groups, the mirror: docs/WANDB.md. An experiment's
-runs and its aggregate run: ``clsuite.wandb_sync``.
-
-1. names and groups (:func:`describe`);
-2. a run that trains logs live (``clsuite.loggers``: :func:`init_run`, :func:`row_metrics` after each
-   task, :func:`log_results` at its end); a job that did not train (skipped, reused, synced) is
-   logged from its sealed results file (:func:`log_from_results`): its CSV loss rows
-   (:func:`csv_history`), the rows of R, then the same end;
-3. one mirror per folder: every run opens through :func:`open_run` (the folder's earlier runs
-   superseded) and ends through :func:`finishing` (``wandb/mirror.json``: the run that mirrors
-   this content, :func:`mirrored`).
+"""Weights & Biases, one run: its name and group, what it logs live or from a sealed results file, and
+the one W&B run that mirrors a folder's results (docs/WANDB.md).
 """
 
 from __future__ import annotations

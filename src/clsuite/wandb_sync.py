@@ -1,11 +1,5 @@
-"""Weights & Biases for an experiment: its results files pushed, a run per grid point, and its aggregate run.
-
-The commands, what the runs hold, where they are written and how they are uploaded: docs/WANDB.md.
-
-1. every results file the report reads (``clsuite.analysis.load.read_runs``) and no W&B run mirrors
-   yet gets one (``clsuite.wandb_run.log_from_results``, ``source: synced``); the others are named;
-2. the aggregate run (:func:`log_experiment`) logs what ``clsuite.analysis.report.aggregate`` wrote
-   (:func:`aggregate_outputs`). A sweep under logger=wandb ends with this command in a child process.
+"""Weights & Biases for an experiment: a run per results file that no W&B run mirrors yet, then its
+aggregate run with the experiment's tables and figures (docs/WANDB.md, "Tables and figures per experiment").
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The Hydra callback of every run and multirun (conf/config.yaml ``hydra.callbacks.sweep``).
-
-A single run: its folder, refused when it holds another run's results, made and written to once
-(:meth:`SweepCallback.on_run_start`). A sweep, at the start: its folder's name, the grid expanded
-and checked (``clsuite.sweep.grid``: one ``error:`` line, exit 2, before any job starts; an empty
-sweep writes nothing and exits 0), then ``grid.json`` and the reuse index; at the end: the summary
-(``clsuite.sweep.summary``), read by ``clsuite.cli.main`` for the exit status. A callback that
-raises is one ``error:`` line and a failure (Hydra itself would only warn).
+"""The Hydra callback of every run and multirun (conf/config.yaml ``hydra.callbacks.sweep``): a single
+run's folder; a sweep's grid checked before any job, ``grid.json``, the reuse index and, at the end, the
+summary (docs/ARCHITECTURE.md, "The path of one run"; docs/INTEGRITY.md, sections 4 and 5).
 """
 
 from __future__ import annotations

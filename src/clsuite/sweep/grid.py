@@ -1,10 +1,6 @@
-"""The grid of a sweep: the jobs it will launch, each composed and validated before any starts.
-
-``clsuite.sweep.callback.SweepCallback`` expands the sweep (:func:`expand_grid`: Hydra's basic
-sweeper's expansion and order), checks every job (:func:`validate_grid`) and the folders they
-would write (:func:`check_folders`): one ``error:`` line, exit 2, before any job starts. Only then
-is ``<sweep dir>/grid.json`` written: each job's folder (the aggregation checks them for missing
-and failed runs) and config hash (a job listed there is not validated again).
+"""The grid of a sweep: the jobs it will launch, each composed and validated before any starts, then
+``grid.json`` with each job's folder and config hash (docs/ARCHITECTURE.md, "The path of one run";
+docs/INTEGRITY.md, section 2).
 """
 
 from __future__ import annotations
@@ -49,14 +45,10 @@ def expand_grid(config: DictConfig) -> list[dict]:
 
 def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     """Compose and validate every job of the sweep (``ConfigError`` names the first bad job); every job
-    has the same ``trainer.numerics`` (a process chooses its CPU kernels once: ``clsuite.numerics``).
-
-    Hydra composes once per distinct set of group choices (``benchmark=``, ``method=``, Hydra
-    keys, deletions); each job's plain values (seed, memory, tau, ...) are then set on a copy,
-    which must name existing keys unless added with ``+``, and the copy is validated. Each job
-    records the hash of its normalised config (``config_hash``, ``clsuite.identity``): the run its
-    folder must hold, which the analysis and the summary check a results file against.
-    """
+    has the same ``trainer.numerics`` (a process chooses its CPU kernels once). Hydra composes once per
+    distinct set of group choices; each job's plain values are set on a copy (existing keys unless
+    added with ``+``), which is validated. Each job records its normalised config's hash
+    (``config_hash``): the run its folder must hold (docs/INTEGRITY.md, section 2)."""
     import copy
 
     from hydra import compose

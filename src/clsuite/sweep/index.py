@@ -1,11 +1,5 @@
-"""The reuse index: finished runs by identity, so another experiment copies them instead of training.
-
-``multirun/.index/<key>.json`` points at a results file (relative path, experiment); ``key`` is the
-first 20 hex digits of the run's identity key, and the hash of its normalised config (what
-``resume=config_only`` looks up). A sweep indexes each result it finishes or skips
-(``clsuite.sweep.job.Job.register``); :func:`reindex`, when a sweep starts, indexes sealed results
-that reached ``multirun/`` without a sweep (copied from another machine). An unwritable index only
-costs reuse: its errors are ignored.
+"""The reuse index (``multirun/.index/``): finished runs by identity key and config hash, so that another
+experiment copies a run instead of training it (docs/RUNS.md, "Runs and sweeps": Resume).
 """
 
 from __future__ import annotations

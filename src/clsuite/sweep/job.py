@@ -1,18 +1,6 @@
-"""One sweep job's bookkeeping (:class:`Job`, driven by ``clsuite.cli.run_job``); the behaviour:
-docs/RUNS.md, "Runs and sweeps".
-
-- resume: a sealed ``results.json`` (``clsuite.results.read_run``) of the same identity
-  (``clsuite.identity``; ``resume=config_only``: of the same normalised config) skips the job;
-  another is kept as ``results.stale-<n>.json`` with the reason, and the job reruns;
-- reuse: a result of another experiment with the same identity (``clsuite.sweep.index``) is copied
-  once it passed the same checks, with its loss rows (``csv/metrics.csv``) (``CLSUITE_REUSE=0``: off);
-- failures: ``failed.json`` where ``results.json`` would be (``status: interrupted`` for a signal);
-  writing it never ends the sweep; task-end checkpoints stay in ``checkpoints/`` until the results
-  file is written (a rerun continues from the last finished task: docs/CHECKPOINTS.md);
-- log: one JSON line per job in ``<sweep dir>/sweep_log.jsonl`` (progress, rerun reasons); the
-  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``);
-- the job's environment: ``CLSUITE_RESUME`` (over the ``resume`` key), ``CLSUITE_REUSE``,
-  ``CLSUITE_GPU_POOL`` (:func:`env_flag`).
+"""One sweep job's bookkeeping (:class:`Job`, driven by ``clsuite.cli.run_job``): resume or reuse by
+identity, failure records, the sweep log, its checkpoints (docs/RUNS.md, "Runs and sweeps";
+docs/CHECKPOINTS.md, "Sweeps, SLURM and submitit").
 """
 
 from __future__ import annotations

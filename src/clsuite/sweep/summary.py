@@ -1,10 +1,5 @@
-"""What a sweep did, counted from the jobs' own files: the summary and the exit status.
-
-Each job of the grid (``grid.json``'s folders) is finished, failed, interrupted or busy by its own
-files (:func:`job_state`; docs/INTEGRITY.md, section 5), a sealed results file of another config than
-the grid asked for there counting as failed. The sweep log adds what that section says; without a
-grid (a sweeper other than the basic one) it is all there is. ``clsuite.cli.main`` exits 1 when a
-job failed or was interrupted.
+"""What a sweep did, counted from the jobs' own files: the summary and the exit status
+(docs/INTEGRITY.md, sections 2 and 5).
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:
 
 
 def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = None) -> dict:
-    """Counts of the jobs of one sweep invocation (module docstring) and why jobs reran (``reruns``)."""
+    """Counts of the jobs of one sweep invocation and why jobs reran (``reruns``)."""
     sweep_dir = Path(sweep_dir)
     log = read_log(sweep_dir, sweep_id)
     counts = dict.fromkeys(("ran", "skipped", "reused", "busy", "interrupted", "failed"), 0)
