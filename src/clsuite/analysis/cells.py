@@ -1,23 +1,6 @@
-"""Table II cells checked by measurement: each variant against the default, paired by seed, and
-whether it explains the distance to the paper (issue 33: Joint, A-GEM, MIR's stored logits).
-
-Steps (:func:`markdown`):
-
-1. A cell (:data:`CELLS`) names the sweeps that measure it. Its runs are those of every experiment
-   folder whose sweep was one of them (``grid.json``'s command line: ``--config-name <sweep>``, so
-   a sweep run into another folder with ``experiment=...`` counts) or that bears a sweep's name,
-   one row per distinct run (``clsuite.analysis.load``), of the cell's methods only.
-2. Runs are compared within one (benchmark, method, reading) and one environment (code version,
-   threads, device, torch, CPU kernels: ``ENV``); where several environments hold runs, the one with the most
-   runs is used. The *default* runs are those that :attr:`Cell.is_default` accepts; every other
-   setting of the keys that vary among the runs is a *variant*, named by the keys it changes
-   (:attr:`Cell.labels` gives each its reference).
-3. Per variant: d_s = Acc_s(variant) - Acc_s(default) over the seeds both have, the mean and its
-   95% t interval (``clsuite.analysis.stats.paired``); gap = paper - Acc(default), the mean over
-   those seeds; the paper's value is Table II's (``paper_values``).
-4. :func:`verdict`: the five verdicts of the table's note (:func:`table`; docs/CELLS.md shows it);
-5. The cell's note: the variants that explain the gap on every benchmark measured, else those that
-   do on one, else a measured "none"; a cell without runs names the command that fills it.
+"""Table II cells checked by measurement: each variant against the default, paired by seed,
+and whether it explains the distance to the paper. Steps of :func:`markdown`: docs/ANALYSIS.md,
+"Table II cells"; the measured table: docs/CELLS.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""The paper's open choices, measured: each value of a choice against the reading's default, paired by seed.
-
-``make fig-choices`` runs one sweep per choice (``sweeps/choices_<name>.yaml`` ->
-``multirun/choices_<name>/``): the choice's values x its methods x split-MNIST, split-FMNIST x
-seeds, everything else at the reading's setting. The default's runs are the same runs in every
-sweep (one identity: the sweeps after the first copy them, ``reused_from``).
-
-Steps (:func:`ledger`):
-
-1. For each choice (:data:`CHOICES`), load ``multirun/choices_<name>/`` (``clsuite.analysis.load``:
-   one row per distinct run, sealed results only).
-2. A run's value of the choice is its config's ``key`` (a null value, dropped from the stored
-   config, reads as null). The reading's default is the suite's config composed with the run's
-   benchmark, method and reading (``clsuite.analysis.defaults.default_of``): the reading's file, or
-   its benchmark family's (``conf/reading_family/``), for a reading key, else the policy's file
-   (``conf/update/ebrs.yaml``, ``conf/replay/ccmr.yaml``).
-3. Arms are paired within one (benchmark, method, reading) and one *setting*: the config less the
-   choice's own keys (``key`` and the policy keys that interpolate it) and the environment (code
-   version, threads, device, torch), so only runs that differ in the choice alone are compared.
-4. Per non-default value: d_s = x_s(value) - x_s(default) over the seeds that have both, for Acc
-   and Forget, with the mean, n and the 95% t interval of ``clsuite.analysis.stats.paired``.
-
-Each choice carries the paper's words on it (:attr:`Choice.paper`) and the value they point to.
+"""The paper's open choices, measured: each value of a choice against the reading's default,
+paired by seed (``make fig-choices``). Steps of :func:`ledger`: docs/ANALYSIS.md, "The paper's open
+choices"; the choices and their values: docs/PROTOCOL.md, section 8.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The paper's claims, each checked with paired statistics over seeds, and its quoted numbers beside ours.
 
-A claim (Sec. V of the paper; :data:`CLAIMS`) becomes a list of comparisons. Each comparison is
-a per-seed difference ``d_s`` between two arms that differ in one thing (the method, M, tau or
-lambda) and share the seed, hence the data split, class order and initialisation; ``d`` is
-oriented so that ``d > 0`` means the claim holds (for Forget and the first-task drop, lower is
-better, so ``d = other - claimed``). ``clsuite.analysis.stats.paired`` gives the 95% t interval
-of mean(d), the paired t-test and the exact sign-flip test.
+Comparisons, the quoted numbers and what the rules mean: docs/ANALYSIS.md. The rules below are
+printed into the report word for word (``clsuite.analysis.report``).
 
 Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verdict` are their only code):
 
@@ -46,9 +42,7 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
    0.00098 with 10, just under 0.025 / 24 = 0.00104.
 
-The paper's numbers quoted in its text (``paper_values.QUOTES``) are set beside ours with a 95%
-t interval over seeds (relative numbers computed per seed) and whether the interval contains the
-paper's value: a magnitude check, not a verdict.
+The paper's numbers quoted in its text: docs/ANALYSIS.md.
 """
 
 from __future__ import annotations

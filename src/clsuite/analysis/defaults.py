@@ -1,18 +1,5 @@
-"""The settings an experiment's runs hold at a value other than the suite's default.
-
-Keys that take several values are a table's columns, axes or panels; a key held at one value other
-than its default for the whole experiment (``-m method=er,mir memory=50``) is named by
-:func:`fixed_settings` where docs/REPRODUCING.md ("Aggregation") says.
-
-Steps of :func:`fixed_settings`:
-
-1. the default of each run: the suite's config composed with the run's benchmark, method and
-   reading (their ``tuned`` values included), normalised and flattened as the runs' own configs
-   are (``clsuite.analysis.load``); a group option the suite does not have (a method from outside
-   ``src/``, ``unlabelled`` readings) is left out of the composition and its keys are not compared;
-2. the settings a run changed: the conditions M, τ, λ and every flattened key whose value differs
-   from that default (a key absent on either side is not compared: added or removed since);
-3. those changed in every run, with one value.
+"""The settings an experiment's runs hold at a value other than the suite's default
+(:func:`fixed_settings`): docs/ANALYSIS.md, "Settings off the default".
 """
 
 from __future__ import annotations

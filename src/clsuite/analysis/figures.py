@@ -1,21 +1,5 @@
 """Figures (matplotlib, headless), written as PNG and PDF, one panel per benchmark.
-
-Conventions, the same in every figure:
-
-- **Methods** keep one colour and marker everywhere (:data:`METHOD_STYLE`, AdaER red, its
-  ablations C-CMR / E-BRS in its warm shades); a method the paper does not have gets a grey
-  shade and a marker of its own. **Levels** of tau or lambda drawn as series use another system:
-  a sequential colour map (viridis, low to high) and a line style per level.
-- Our numbers: mean ± 1 std over the seeds (a note says how many), error bars and bands
-  clipped to the range the quantity can take ([0, 100] for accuracies).
-- The paper's numbers: hollow markers in the method's colour with a black edge, dodged sideways
-  together with our points so that no two methods stack; on bars, a black tick across the bar.
-- Tasks are numbered from 1 to T, as in the paper ("task 1" is the first task).
-- Joint trains one model on all tasks at once: it has one final accuracy, drawn as a dashed
-  horizontal line, never as a curve or a matrix.
-- Every axis names its unit.
-- A setting held for every run at a value other than the default (``clsuite.analysis.defaults``)
-  is a line of every title: :func:`subtitle` sets it while an experiment's figures are drawn.
+Conventions, the same in every figure: docs/ANALYSIS.md, "Figures".
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""Load the runs of an experiment: results files -> one row per distinct run, and the sweep's status.
-
-Steps (``load_experiment``; what is trusted and kept: docs/INTEGRITY.md, sections 1-2):
-
-1. Every ``results.json`` under ``multirun/<experiment>/`` (bookkeeping folders skipped; superseded
-   ``results.stale-<n>.json`` files counted, never read) is read by ``clsuite.results.read_run``: a
-   file it refuses, or one in a grid folder that is not the run the grid asked for there (its
-   ``config_hash``), is never counted; the status lists it with the reason (``rejected``).
-2. One row per sealed file (:data:`COLUMNS`): the grouping keys (benchmark, method, reading, M, tau,
-   lambda, seed), the quantities of ``clsuite.metrics.QUANTITIES`` (the first-task numbers from R),
-   R and b, and the facts of the machine that made it (device, threads, versions, code, commit).
-3. One row per run identity (``identity.key``): a copy (``reused_from``) and the same job reached
-   twice count once; of two copies the grid's own folder's is kept.
-4. ``variant``: config keys, other than the grouping keys, that take several values within one
-   group (two sweeps of one experiment with ``batch_size=10`` and ``20``), so such runs never pool.
-5. One run per seed of a cell (the rule: docs/INTEGRITY.md, section 2), the others listed
-   (``seed_duplicates``).
-6. Status against the sweep's ``grid.json`` (:func:`read_grid`: one that exists and cannot be read
-   as a grid is an error, never "no grid"): finished (the grid's folders that hold their own run),
-   failed (``failed.json`` and no results), missing, outside the grid (an earlier sweep's), stale
-   files, and whether the runs mix code versions or environments (PROTOCOL: compare runs only when
-   everything that moves numbers is equal).
-
-The reading (``paper_text`` / ``mir_code``) is the top-level ``reading`` of the results file; files
-from before readings existed are ``unlabelled``.
+"""Load the runs of an experiment: results files -> one row per distinct run, and the sweep's
+status. Steps of ``load_experiment``: docs/ANALYSIS.md, "Loading runs"; what is trusted and
+kept: docs/INTEGRITY.md, sections 1-2.
 """
 
 from __future__ import annotations

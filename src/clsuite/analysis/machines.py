@@ -1,26 +1,6 @@
-"""Table II across machines: the same code run on several CPUs (or kernel sets), and which cells
-and verdicts the machine moves (docs/NUMERICS.md, "Did the machine move the report?").
-
-A **source** is one machine's Table II under ``mir_code`` (M = 100, the paper's benchmarks):
-
-- per-run: an experiment ``machines_<name>`` of ``multirun/`` (``make machines``) or a runs table
-  (``runs.csv`` as ``make aggregate`` writes it) in ``docs/crossmachine/``;
-- a report made by this suite on another machine whose runs are gone (``docs/crossmachine/*.md``,
-  the Table II section and the Table II claims' comparisons of ``REPRODUCTION.md``):
-  :func:`read_report` reads its cells (mean, std, n) and comparisons back.
-
-Steps (:func:`compare`):
-
-1. cells: per source, benchmark, method and quantity (Acc, Forget, BWT): mean, std, n, and the
-   standard error std / sqrt(n);
-2. a cell **moved** when its mean differs from the reference source's (the first) by more than the
-   standard error of that difference, sqrt(se_ref^2 + se^2), plus the rounding of a report's
-   numbers (0.05 for numbers printed to 0.1);
-3. per-run sources: how many runs are the same seed by seed (every quantity equal) as another's;
-4. the Table II claims judged on each source's runs (``clsuite.analysis.claims``, rules 1-4); a
-   report source brings its own outcomes; every comparison whose outcome differs between sources
-   is listed with each source's interval, and a claim whose verdict differs between sources is
-   **fragile** (the report marks it in its verdict table).
+"""Table II across machines: the same code on several CPUs (or kernel sets), and which cells
+and verdicts the machine moves (:func:`compare`): docs/ANALYSIS.md, "Numerical noise and
+machines"; the findings: docs/NUMERICS.md, "Did the machine move the report?".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Numerical noise: how far one seed's result moves with the CPU's kernels, beside the seeds' spread.
-
-The runs (``make noise``; experiments ``noise_*`` and ``machines_*``): one code, one config and one
-seed under several kernel sets (the runs' ``numerics`` column: ATen level x MKL branch, or
-``portable``), each standing for a machine. What the tables' columns mean: docs/NUMERICS.md, "How
-loud is the noise?" (their notes). Steps:
-
-1. keep one code (the most common content hash) and, per method and benchmark, the seeds that
-   every kernel set ran;
-2. :func:`noise_table`, per method and benchmark: the numerical noise ``sd_num`` (sd of Acc over
-   the kernel sets of one seed) and the seed spread ``sd_seed`` (sd over seeds under one kernel
-   set), each pooled (rms), their ratio, the largest move of one seed, the seeds unmoved;
-3. :func:`comparisons_table`, per pair of methods: ``sd_d``, the sd of the per-seed difference
-   ``d_s`` over seeds pooled over kernel sets, the seeds whose sign of ``d_s`` moves with the kernel
-   set, and the seeds a claim needs (:func:`seeds_needed`: the noncentral t power of a two-sided
-   one-sample t test, scipy);
-4. :func:`outcomes_table`, per pair of methods: rule 1 of ``clsuite.analysis.claims`` under each
-   kernel set alone, and whether that outcome moves with the kernel set.
+"""Numerical noise: how far one seed's result moves with the CPU's kernels, beside the seeds'
+spread (``make noise``). Steps: docs/ANALYSIS.md, "Numerical noise and machines"; what the
+tables' columns mean: docs/NUMERICS.md, "How loud is the noise?".
 """
 
 from __future__ import annotations

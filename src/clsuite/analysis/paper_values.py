@@ -1,11 +1,8 @@
 """THE PAPER'S NUMBERS, transcribed by hand: not results of this suite.
 
-Source: Li, Tang, Li, "AdaER: An Adaptive Experience Replay Approach for Continual Lifelong
-Learning" (``paper/adaer.tex``): Table II (label ``Table:analysis``) and the numbers quoted in the
-text of Sec. V. The analysis prints them beside the suite's own numbers, always marked as the
-paper's (in [brackets] or in a column named "paper"). ``None`` = the paper prints "N/A". Values are
-copied as printed, typos included (see :data:`TABLE2_NOTES`). Metric names and labels come from
-``clsuite.metrics.METRICS``; the method and benchmark names below are the paper's.
+Source: Li, Tang, Li, "AdaER" (``paper/adaer.tex``): Table II (label ``Table:analysis``) and the
+numbers quoted in Sec. V, copied as printed, typos included (:data:`TABLE2_NOTES`); ``None`` = "N/A".
+Always shown marked as the paper's (in [brackets] or a column named "paper").
 """
 
 from __future__ import annotations

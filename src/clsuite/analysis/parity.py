@@ -1,10 +1,7 @@
-"""Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py).
-
-The record (``clsuite.records.parity_problem``: its form and checks) holds, per (method, benchmark,
-seed), the suite's R and Acc and Mammoth's, run on the same split, initial weights and batches, with
-the settings, both commits, the suite's code hash, the CPU and the kernels. :func:`table` is what
-``make parity`` prints and the report's section shows (:func:`markdown`); docs/PARITY.md: the
-setting and the history of the fixes; docs/INTEGRITY.md, section 8: how the record is carried.
+"""Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py;
+its form and checks: ``clsuite.records.parity_problem``). :func:`table` is what ``make parity`` prints
+and the report shows (:func:`markdown`); the setting and the fixes: docs/PARITY.md; how the record
+is carried: docs/INTEGRITY.md, section 8.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """``clsuite records``: pack experiments into records (``clsuite.records``), and check that the
 committed report is the one its records rebuild (docs/INTEGRITY.md, section 8).
 
-    clsuite records pack table2 memory ... [--parity results/parity/parity.json] [--multirun-dir multirun] [--out docs/records]
-    clsuite records check [--records docs/records] [--docs docs]
-
-:func:`pack` refuses, before writing anything, an experiment with a results file the report leaves
-out (``clsuite.analysis.load``: seal, schema, identity, the grid's run), two runs of one seed of a
-cell, a run not on the real data, or a run whose code hash is not the code of the clean commit it
-recorded (``docs_gate.code_at``), and a parity record that fails its checks
-(``clsuite.records.parity_problem``), is incomplete or is not its commit's code; then it writes each
-archive (and ``parity.json``, byte for byte) and the manifest's entry for it (entries of other
-experiments are kept). :func:`check` rebuilds docs/REPRODUCTION.md and its
-figures from the records into a temporary folder (``report.build_report``) and compares them byte
-for byte with the committed ones.
+What :func:`pack` refuses and what :func:`check` compares, byte for byte: docs/INTEGRITY.md, section 8.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Per-experiment tables and figures, and the reproduction report, built only from results files.
-
-    clsuite aggregate table2 memory   # multirun/<exp>/ -> results/<exp>/ (tables, figures, CSV, status)
-    clsuite report                    # every experiment -> results/report/REPRODUCTION.md + figures/
-    clsuite report --docs             # ... and docs/REPRODUCTION.md + docs/figures/, if every section has runs
-
-What :func:`aggregate` writes (a paper experiment, :data:`SECTIONS`, in the paper's layout), what the
-report holds and when it may write docs/: docs/REPRODUCING.md ("Aggregation", "Report", "CIFAR-10 (JPEG
-copy)"). ``clsuite report`` exits 1 also with no run at all, or with ``--docs`` when a run fails the docs
-gate (``clsuite.analysis.docs_gate``; docs/ untouched), so ``make report DOCS=1`` fails on a fresh clone.
+"""Per-experiment tables and figures (``clsuite aggregate``) and the reproduction report (``clsuite
+report [--docs]``), built only from results files; what each writes and when it may write docs/:
+docs/REPRODUCING.md ("Aggregation", "Report"). ``clsuite report`` exits 1 also with no run at all, or
+with ``--docs`` when a run fails the docs gate (``clsuite.analysis.docs_gate``; docs/ untouched).
 """
 
 from __future__ import annotations

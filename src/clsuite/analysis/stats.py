@@ -1,19 +1,5 @@
-"""Statistics over seeds: per-cell mean, sample std and n; paired differences with an interval and tests.
-
-- ``summarize``: per value of the grouping keys, mean, sample std (ddof = 1) and n of every
-  quantity of ``clsuite.metrics.QUANTITIES`` and of every cost (:data:`COSTS`), seeds pooled.
-- ``paired``: two arms compared seed by seed. Runs with the same seed share the data split, the
-  class order and the initialisation, so the seed-to-seed spread that both arms share cancels in
-  the per-seed difference ``d_s = x_s - y_s`` (only seeds present in both arms count). Returned:
-  mean of d, its sample std, n, the two-sided 95% Student-t interval
-  ``mean +- t_{0.975, n-1} sd / sqrt(n)``, the paired t-test's p and the exact sign-flip
-  permutation test's p (all 2^n sign patterns of d; Monte Carlo with 2^16 draws above n = 16),
-  and ``Paired.p_below``, the one-sided p of rule 4 of ``clsuite.analysis.claims`` (docs/ANALYSIS.md).
-  The t interval assumes roughly normal d; the sign-flip p cannot reach 0.05 with 5 seeds or fewer.
-
-Why scipy: both tests, the t quantile and the t distribution are in ``scipy.stats`` (``ttest_1samp`` with its
-``confidence_interval``, ``permutation_test`` with ``permutation_type="samples"``), a well-kept
-library; nothing here is computed by hand.
+"""Statistics over seeds: per-cell mean, sample std and n; paired differences with an interval
+and tests (scipy). What each returns and assumes: docs/ANALYSIS.md, "Statistics over seeds".
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The episodic memory M: one tensor store of (x, y, task id) plus declared per-slot fields.
 
-Slots ``0..size-1`` are filled; ``seen`` counts every stream sample offered to
-the memory (N in the paper). Everything lives on one device and every operation
-is a tensor op over a batch of slots.
+Slots ``0..size-1`` are filled; ``seen`` counts every stream sample offered to the memory (N in
+the paper). Everything lives on one device; every operation is a tensor op over a batch of slots.
 
-Per-slot fields: a policy that keeps something per slot (an interference score,
-stored logits, an arrival time, ...) declares it once with
-``memory.declare(name, shape, dtype, fill)``, without editing this file; it is
-then ``memory.<name>`` ([capacity, *shape]), every write of a new sample
-(``append`` / ``replace`` / ``place``) resets the slot to ``fill``, and
-``state_dict`` (the run's checkpoint) carries it. ``score`` (the interference
-scores E-BRS reads) and ``logits`` (MIR's stored logits) are declared here.
+Per-slot fields: ``memory.declare(name, shape, dtype, fill)`` (docs/EXTENDING.md) gives
+``memory.<name>`` ([capacity, *shape]), reset to ``fill`` by every write of a new sample
+(``append`` / ``replace`` / ``place``) and carried by ``state_dict``. ``score`` (E-BRS's) and
+``logits`` (MIR's stored logits) are declared here.
 
-Stored logits of an overwritten slot (``logits_on_overwrite``, the top-level key a reading sets):
-``reset`` writes the fill (0) with the new sample, as every field; ``keep`` leaves the previous
-occupant's logits in the slot when a sample overwrites it (``replace`` / ``place`` of a filled
-slot), as MIR's code does (commit 35eda78): ``buffer.add_reservoir(data, target, None, task)``
-(``er_main.py`` l.182) skips the logits when it overwrites (``buffer.py`` l.146-147, ``if
-save_logits``), and a slot filled for the first time keeps the zeros it was created with (l.39,
-l.108-109). A slot filled for the first time starts at 0 under both.
+``logits_on_overwrite`` (the reading's): ``reset`` writes the fill (0) with the new sample;
+``keep`` leaves the previous occupant's logits in an overwritten slot, as MIR's code (commit
+35eda78: ``er_main.py`` l.182 ``add_reservoir(data, target, None, task)``, ``buffer.py``
+l.146-147 ``if save_logits``). A slot filled for the first time starts at 0 under both (l.39, l.108-109).
 """
 
 from __future__ import annotations

@@ -6,31 +6,19 @@ Per incoming sample (x, y) with N samples seen (PROTOCOL section 3):
     y~ = the most frequent class in memory (ties: lowest label, or random),
     m  = the slot of class y~ with the lowest stored score s(m) (ties: random),
     and (x, y, t) replaces slot m.
-Acceptance draws are vectorised over the batch (``fill_then_draw``, shared with reservoir); only the
-accepted samples, few once memory is full, are placed one by one, since each
-placement changes the class counts that choose the next victim. The draws and
-the placement run on the host (CPU generator) on a copy of the labels and
-scores, and the survivors are written in one batch: on a GPU a batch without
-an accepted sample costs no host-device sync, one with some costs three, not
-about six per sample; on a CPU the result is the same, bit for bit.
+Acceptances are drawn vectorised over the batch (``fill_then_draw``, shared with reservoir);
+the accepted samples are placed one by one (each placement changes the class counts that
+choose the next victim), on the host, on a copy of the labels and scores, the survivors
+written in one batch (on a GPU: no host-device sync for a batch without an acceptance).
 
-Under a reading (PROTOCOL 8) only the capacity changes (``memory_per_class``);
-the policy has no other reading key. The scores it evicts by are those of the replay policy
-(C-CMR for AdaER, MIR for the E-BRS ablation), both from ``clsuite.replay.virtual.score_slots``
-with the reading's ``compare_to_old_logits``.
+Scores: the replay policy's (C-CMR for AdaER, MIR for the E-BRS ablation), both from
+``clsuite.replay.virtual.score_slots``. Under a reading (PROTOCOL 8) only the capacity changes.
 
-The paper's open choices, each a key (conf/update/ebrs.yaml; defaults = the behaviour before the
-keys existed):
-  - ``victim``: ``lowest_score`` = Alg. 2 line 8, the lowest-score slot of the most frequent class
-    | ``random`` = a uniformly random slot of that class (the score's own contribution, ablated);
-  - ``unscored``: the stored s(m) of a sample until its first scoring: ``0`` (what
-    ``Memory.append`` / ``replace`` write) | ``inf`` (never evicted before it has been scored,
-    unless every slot of the class is unscored: then a random one of them) | ``insertion`` (its
-    s at insertion, ``clsuite.replay.virtual.insertion_scores``: computed when the sample is
-    written, after its batch's update step, under one virtual step on its own batch B_t, with
-    the replay policy's ``compare_to_old_logits``; usually below 0, since a step on B_t lowers
-    B_t's loss);
-  - ``class_ties``: the most frequent class among equals: ``lowest`` label | ``random``.
+The paper's open choices, each a key (conf/update/ebrs.yaml; values: PROTOCOL section 8):
+``victim`` (``lowest_score``, Alg. 2 line 8 | ``random`` slot of that class), ``unscored``
+(``0`` | ``inf``: never evicted before scored, unless the whole class is unscored: a random one
+| ``insertion``: its s under one virtual step on its own batch, ``virtual.insertion_scores``),
+``class_ties`` (``lowest`` label | ``random``).
 """
 
 from __future__ import annotations

@@ -11,61 +11,27 @@ a random subset of the memory (Alg. 2 lines 5-7)::
 
 with c_B = max_j cos(g_B, G_j) + 1 for g_B = grad of the batch's mean loss.
 
-Adaptations (authors' code ``GSS_Greedy.py``, Mammoth ``utils/gss_buffer.py``,
-RaptorMai's ``gss_greedy_update.py``):
-- G_j: the gradient of one random memory sample (``mem_batch=1``: the paper's
-  "random subset of n samples", as Mammoth), n = ``n_mem_grads``. The authors'
-  code averages each G_j over 10 memory samples (``mem_batch=10``); in online
-  class-IL that dilutes the gate below (a G_j of a mini-batch that holds one
-  new-task sample is dominated by the old samples' gradients), so every new
-  task floods the memory (split-MNIST seed 0: Acc 37.4 vs 67.3 with mem_batch=1).
-- The gate is the incoming batch's, decided once: c_B < 1 (the mean loss's
-  gradient g_B = mean_i g_i has cosine < 0 with every G_j) opens it for every
-  sample of the batch that finds the memory full; the per-sample c_i stay the
-  scores of the replacement draw and of the slots written. As both reference
-  codes: authors' ``GSS_Greedy.py`` ``observe``: ``batch_sim =
-  self.get_batch_sim(...)`` (one gradient of the batch's loss), ``if (batch_sim)
-  < self.sim_th:`` then ``get_each_batch_sample_sim()`` for the draw; Mammoth
-  ``utils/gss_buffer.py`` ``add_data`` l.112 (batch score, ``models/gss.py``
-  ``get_grads``), ``functional_reservoir`` l.65 ``elif batch_c < 1:``, l.66-71
-  per-sample ``single_c`` for the draw. The paper's Alg. 2 reads as a per-sample
-  gate; the suite followed it until issue 19 (docs/PARITY.md), which measured
-  the per-sample gate at -7.9 points (95% CI [-9.1, -6.8], 5 seeds) on
-  split-MNIST under mir_code against Mammoth's batch gate (with its fill score
-  c_B). Fill scores stay per sample (the authors'; Mammoth stores c_B: no
-  measured effect with the concat loss).
-- Gradients are taken in eval mode (as the authors' code: no dropout, BatchNorm
-  running statistics untouched), all at once: per-sample gradients of B_t and
-  per-mini-batch gradients of G with ``torch.func.vmap(grad(...))``, no
-  backward per sample; for an MLP with ``mem_batch=1`` the same per-sample
-  gradients, bit for bit, from one batched backward
-  (``clsuite.models.grads.per_sample_grads``), normalised in place. The network
-  does not change inside one update call, so G is drawn once per incoming batch.
-- ``cosines: gram`` (the default): for the MLP with ``mem_batch=1`` the cosines
-  come from per-layer Gram products,
-  <g_i, G_j> = sum_layers (delta_i . delta_j)(a_i . a_j + 1), without forming any
-  per-sample gradient (GSS 3.0 times faster in Table II); g_B from the same factors
-  (<g_B, G_j> = mean_i <g_i, G_j>, ||g_B|| from the layers' batch gradients
-  mean_i delta_i [a_i, 1]^T). ``cosines: exact`` forms the flattened per-sample
-  gradients and their dot products, as the reference codes do. The two are the
-  same cosines summed in another order: they differ in their last bits (about
-  1e-7 relative), so a sample whose cosine sits on a decision threshold can go
-  the other way. Measured at mir_code, 10 seeds x split-MNIST/-FMNIST: 19 of
-  the 20 runs have R identical bit for bit, split-FMNIST seed 7 differs (Acc
-  65.20 with gram, 64.62 with exact; docs/PERFORMANCE.md). Neither order is the
-  references' own (their GPU sums differ again); other networks: ``exact``.
-- The samples of a batch that find the memory full draw their candidate slots
-  i at once, without replacement (as the authors' code), in chunks of at most
-  ``len(M)`` slots; each then makes the paper's accept/reject draw.
+Departures (authors' ``GSS_Greedy.py``, Mammoth ``utils/gss_buffer.py``, RaptorMai's
+``gss_greedy_update.py``; why, and what each moved: docs/PARITY.md):
+- G_j: the gradient of one random memory sample (``mem_batch=1``, n = ``n_mem_grads``: the
+  paper's "random subset of n samples", as Mammoth); the authors' code averages 10 samples.
+- One gate per incoming batch, c_B < 1, not per sample as Alg. 2 reads (authors' ``observe``
+  ``if (batch_sim) < self.sim_th``; Mammoth ``gss_buffer.py`` l.112, l.65 ``elif batch_c < 1``);
+  the per-sample c_i stay the scores of the replacement draw and of the slots written.
+- Gradients in eval mode (authors' code), all at once with ``torch.func.vmap(grad(...))``, or
+  for the MLP with ``mem_batch=1`` from one batched backward (``models.grads``); G drawn once per batch.
+- ``cosines: gram`` (default, MLP with ``mem_batch=1``): cosines from per-layer Gram products
+  <g_i, G_j> = sum_layers (delta_i . delta_j)(a_i . a_j + 1); ``exact``: flattened per-sample
+  gradients, as the references. The same sums in another order (last bits differ:
+  docs/PERFORMANCE.md, "GSS: `cosines: gram` by default"); other networks: ``exact``.
+- The samples that find the memory full draw their slots i at once, without replacement
+  (authors' code), in chunks of at most ``len(M)``; each then makes the accept/reject draw.
 - A sample that enters an empty memory (no G yet) gets cos = 0.1 (authors' code).
-- Replay and loss: random replay of |R| memory samples, one loss over R + B_t
-  (the suite's ER step, RaptorMai's GSS = ER agent + GSS update), instead of the
-  authors' separate update steps on B_t and on the memory batch.
+- One loss over R + B_t (the suite's ER step; RaptorMai's GSS = ER agent + GSS update), not
+  the authors' separate steps on B_t and on the memory batch.
 
-Under a reading (PROTOCOL 8): |B_t|, |R|, the memory budget and ``replay_loss``
-follow it (mir_code's mean(B_t) + mean(R) sums the gradients the authors'
-two steps take one after the other); R from the whole memory (``exclude_current_task: false``)
-is GSS's own.
+Under a reading (PROTOCOL 8): |B_t|, |R|, the memory budget and ``replay_loss`` follow it;
+R from the whole memory (``exclude_current_task: false``) is GSS's own.
 """
 
 from __future__ import annotations

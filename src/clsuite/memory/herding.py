@@ -9,14 +9,10 @@ Steps, at the end of task k (``on_task_end``, before the task's row of R is meas
    p_k = argmin_x || mu - (phi(x) + sum_{j<k} phi(p_j)) / k ||, with phi the
    L2-normalised features of the current network and mu their class mean.
 
-Adaptation to the online protocol: herding needs the whole task, so ``update``
-keeps the current task's batches as they arrive (the stream the learner has
-seen) and herds over them at the task end, as Mammoth does over the task's
-training set at ``end_task``. During task k the memory therefore holds only
-exemplars of tasks < k (Mammoth's behaviour). The layout (m per seen class,
-herding order) is iCaRL's own under every reading (PROTOCOL section 8); its
-online variant with reservoir selection (Mai et al. 2021, RaptorMai's online
-iCaRL) is ``update=reservoir``: ``python src/run.py method=icarl update@method.update=reservoir``.
+Departure (online): ``update`` keeps the task's batches as they arrive and herds over them at
+the task end (Mammoth over the task's training set at ``end_task``), so during task k the memory
+holds exemplars of tasks < k only. The layout is iCaRL's own under every reading (PROTOCOL 8);
+online iCaRL with reservoir (Mai et al. 2021): ``update@method.update=reservoir``.
 """
 
 from __future__ import annotations

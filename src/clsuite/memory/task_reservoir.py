@@ -1,21 +1,16 @@
 """A per-task memory of random samples: each task keeps a uniform random subset of its stream.
 
-Each task k, when its first sample arrives, is given the next n free slots (n = ``per_task``, or
-M // T when null: the run's budget M shared out by task, T from ``n_tasks`` or the benchmark; tasks
-come one after another, as in the online stream) and fills them by reservoir sampling over its own
-samples only (Vitter 1985): the first n are written,
-the i-th (i > n, counted from 1 within the task) replaces a uniform slot of its task with
-probability n / i. At the task's end its n slots hold a uniform random n-subset of the task,
-which is what a task-end draw gives; a method that reads only past tasks' slots
-(``exclude_current_task``, as A-GEM) therefore sees the memory of a task-end fill, while the
-memory update stays online (after every batch, as PROTOCOL section 2 asks).
+Each task k, at its first sample, gets the next n free slots (n = ``per_task``, or M // T when
+null, T from ``n_tasks`` or the benchmark) and fills them by reservoir sampling over its own
+samples (Vitter 1985): the first n are written, the i-th (i > n, from 1 within the task) replaces
+a uniform slot of its task with probability n / i. At the task's end its slots hold a uniform
+random n-subset, what a task-end draw gives, while the update stays online (PROTOCOL section 2).
 
-The layouts it gives A-GEM (``clsuite.methods.agem``), each from a reference:
-- ``per_task: null`` (M // T per task): Avalanche's ``AGEMPlugin.update_memory`` (a random
-  ``patterns_per_experience`` subset of each experience, after it) and what Mammoth's
-  ``models/agem.py`` ``end_task`` computes (``samples_per_task = buffer_size // N_TASKS``);
-- ``per_task: |B_t|`` (10 under ``mir_code``): what Mammoth's ``end_task`` stores, one batch of the
-  task's shuffled training loader (``next(iter(loader))``; ``samples_per_task`` is left unused).
+A-GEM's layouts (``clsuite.methods.agem``), each from a reference:
+- ``per_task: null`` (M // T): Avalanche ``AGEMPlugin.update_memory`` (a random
+  ``patterns_per_experience`` subset of each experience) and Mammoth ``models/agem.py``
+  ``end_task``'s ``samples_per_task = buffer_size // N_TASKS``;
+- ``per_task: |B_t|``: what Mammoth's ``end_task`` stores, ``next(iter(loader))``.
 """
 
 from __future__ import annotations

@@ -8,44 +8,29 @@ Per incoming batch B_t:
        g~ = g - (g . g_ref / g_ref . g_ref) g_ref,
    else keep g; then the SGD step.
 
-Adaptations to the online class-IL protocol (each one a config choice):
-- Memory: reservoir sampling over the stream (``clsuite.memory.reservoir``),
-  updated after every batch. The reference code (facebookresearch/agem) fills a
-  ring buffer per class during the task; Mammoth adds M // T samples per task at
-  the task end (``end_task``); the online reproductions and this suite's ER use
-  reservoir, which needs no task boundary.
-- R is drawn only from slots of past tasks (``RandomReplay(exclude_current_task)``):
-  as in both reference codes, whose reference batch never holds the current task.
-- |R| = ``method.replay_size`` = 256, A-GEM's own under every reading (not the reading's
-  ``replay_size``): the value of the setting that reproduces its own paper,
-  github.com/facebookresearch/agem at 4542149, fc_permute_mnist.py l.58 ``EPS_MEM_BATCH_SIZE =
-  256``, the default of ``--eps-mem-batch`` (l.116; conv_split_cifar.py l.60), which
-  replicate_results_iclr19.sh (l.38 MNIST, l.65 CIFAR) does not override; fewer past-task slots
-  than 256: all of them (as fc_permute_mnist.py l.294-295). Mammoth uses 128 (utils/best_args.py,
-  seq-mnist agem ``minibatch_size``). ``method.replay_size=null`` gives the reading's |R|.
+Departures (online class-IL), each a config choice:
+- Memory: reservoir over the stream, updated after every batch (no task boundary needed; the
+  online reproductions and ER), not A-GEM's ring buffer per class nor Mammoth's task-end M // T.
+- R only from past tasks' slots (``exclude_current_task``), as both reference codes.
+- |R| = ``method.replay_size`` = 256 under every reading: facebookresearch/agem at 4542149,
+  fc_permute_mnist.py l.58 ``EPS_MEM_BATCH_SIZE = 256``, default of ``--eps-mem-batch`` (l.116;
+  conv_split_cifar.py l.60), not overridden by replicate_results_iclr19.sh (l.38, l.65); fewer
+  past-task slots: all (l.294-295). ``method.replay_size=null``: the reading's |R|.
 - One head over all classes (class-IL): both losses are plain CE over the head.
 
-What the paper and the reference codes leave open, each an option (``make cell-agem`` measures
-each alone against the default above, paired by seed; the report's Table II notes):
-- the reference batch size: 256 (A-GEM's code, default) | 128 (Mammoth's best_args,
-  ``method.replay_size=128``) | the reading's |R| (``method.replay_size=null``);
-- how R is drawn: uniformly over past tasks' slots (A-GEM's code ``np.random.choice`` over the
-  filled episodic memory, Mammoth ``buffer.get_data``; default) | equal shares per past task
-  (Avalanche ``AGEMPlugin``'s ``GroupBalancedInfiniteDataLoader``:
-  ``replay@method.replay=task_balanced``) | uniformly over the whole memory, the current task's
-  slots included (Mammoth ``models/agem_r.py``, A-GEM over a reservoir buffer:
-  ``method.replay.exclude_current_task=false``);
-- the memory layout per task: reservoir over the stream (default; Mammoth ``agem_r``) | a ring
-  buffer per class of the last M // classes samples, filled during the task (A-GEM's code,
-  ``fc_permute_mnist.py`` l.307-316 ``count_cls``: ``update@method.update=class_ring``) | a
-  random M // T of each task (Avalanche ``patterns_per_experience`` at the experience's end:
-  ``update@method.update=task_reservoir``) | one batch of |B_t| per task (Mammoth
-  ``models/agem.py`` ``end_task``, which computes ``buffer_size // N_TASKS`` and stores
-  ``next(iter(loader))``: ``update@method.update=task_reservoir method.update.per_task=10``).
+Left open by the paper and the codes, each an option (``make cell-agem``; docs/CELLS.md):
+- |R|: 256 (default) | 128 (Mammoth's best_args seq-mnist ``minibatch_size``) | the reading's (null);
+- R: uniform over past tasks' slots (A-GEM's ``np.random.choice``, Mammoth ``buffer.get_data``;
+  default) | equal shares per past task (Avalanche ``AGEMPlugin``: ``replay@method.replay=
+  task_balanced``) | the whole memory (Mammoth ``agem_r``: ``exclude_current_task=false``);
+- memory: reservoir (default; Mammoth ``agem_r``) | ring buffer per class of M // classes
+  (A-GEM's fc_permute_mnist.py l.307-316: ``update@method.update=class_ring``) | a random
+  M // T per task (Avalanche ``patterns_per_experience``: ``update@method.update=task_reservoir``)
+  | one batch of |B_t| per task (Mammoth ``models/agem.py`` ``end_task``, ``next(iter(loader))``:
+  ``update@method.update=task_reservoir method.update.per_task=10``).
 
 Under a reading (PROTOCOL 8): |B_t| and the memory budget follow it; |R| (256) and R from
-past tasks only are A-GEM's own under every reading; ``replay_loss`` does not
-apply (the loss is B_t's alone, R enters through g_ref).
+past tasks only are A-GEM's own; ``replay_loss`` does not apply (R enters through g_ref).
 """
 
 from __future__ import annotations

@@ -9,22 +9,18 @@ Per incoming batch B_t of the current task t:
        min_v  1/2 v' G G' v + g' G' v   s.t.  v >= margin      (G: rows g_k)
    and step along g~ = G' v + g (eq. 12-13), else along g.
 
-``margin`` is the reference code's ``memory_strength`` (GEM's default 0.5): a
-lower bound on the dual variables. It makes g~ the projection of
-g + margin * sum_k g_k (not of g) onto the cone {z: z . g_k >= 0}, i.e. the
-update is biased towards the past tasks' gradients; margin = 0 is the paper's
-exact projection (eq. 10). ``eps`` (1e-3 in the code) regularises G G'.
+``margin`` = the reference code's ``memory_strength`` (default 0.5), a lower bound on the dual
+variables: g~ projects g + margin * sum_k g_k (not g) onto {z: z . g_k >= 0}; margin = 0 is the
+paper's exact projection (eq. 10). ``eps`` (1e-3 in the code) regularises G G'.
 
-Adaptations to the online class-IL protocol:
-- Memory (``update: task_ring``, ``clsuite.memory.task_ring.TaskRingBuffer``):
-  GEM's per-task ring buffers, the run's total M shared out as M // T per task.
-- Class-IL: one head over all classes; every loss (B_t and each M_k) is CE over
-  the whole head (the code masks outputs per task only on CIFAR100 task-IL).
-- The memory gradients g_k are taken in the network's training mode, as GEM's code.
+Departures (online class-IL):
+- Memory (``update: task_ring``): GEM's per-task ring buffers, the run's M shared as M // T per task.
+- One head over all classes; every loss (B_t, each M_k) is CE over the whole head (the code
+  masks outputs per task only on CIFAR100 task-IL).
+- The g_k are taken in training mode, as GEM's code.
 
-Under a reading (PROTOCOL 8): |B_t| and the memory budget M follow it; the
-per-task layout (M // T slots per task) is GEM's own; there is no replay batch,
-so |R|, ``replay_loss`` and ``exclude_current_task`` do not apply.
+Under a reading (PROTOCOL 8): |B_t| and the memory budget M follow it; the per-task layout is
+GEM's own; no replay batch, so |R|, ``replay_loss`` and ``exclude_current_task`` do not apply.
 """
 
 from __future__ import annotations

@@ -13,42 +13,27 @@ anchor per class y of the task (Eq. "hindsight" objective, maximised by SGD)::
 
     e_y = argmax_e  l(f_theta_M(e), y) - l(f_theta(e), y) - gamma * ||phi_theta(e) - phi_y||^2
 
-Adaptations (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``):
-- The anchoring gradient is added in ``before_step``: the ER loss's gradient is
-  in ``.grad``; theta~ = theta - lr * grad (the SGD step without momentum) is
-  evaluated functionally (no copy of the network, as Mammoth's two-step update
-  computes), and lambda * anchor-loss is back-propagated at theta into the same
-  ``.grad``, so one optimizer step applies the paper's update.
-- phi_y is per class (authors' code; Mammoth keeps one phi per task) and uses the
-  features of B_t at theta~ (the network after this step, as Mammoth measures phi
-  after its update); phi is reset at each task end (Mammoth).
-- Anchor loss: mean over anchors AND logits, lambda = 0.1, as Mammoth
-  (``models/hal.py`` ``observe`` l.152: ``self.hal_lambda * (pred_anchors **
-  2).mean()``). Its gradient here is first order: theta~ is a constant (as
-  Mammoth, which evaluates f_theta~ under ``no_grad``). The authors' TF code sums
-  over logits (``create_er_anchor_ops_FC``: ``reduce_mean(reduce_sum((anchor_logits
-  - tmp_logits)**2, axis=1))``) but differentiates through theta~ = theta - lr g(theta)
-  too (``STOP_GRADIENTS = False`` in ``model.py``): the Jacobians of f_theta(e) and
-  f_theta~(e) nearly cancel, a second-order, much weaker gradient, so their scale
-  (lambda 0.1 on the sum) does not carry over to the first-order gradient. The
-  suite had that sum until issue 19 (docs/PARITY.md): a C-times stronger anchor,
-  8.9 points below the mean (95% CI of the difference [2.5, 15.4], 5 seeds) on
-  split-FMNIST under mir_code, task 1 forgotten after task 2 on 2 of 5 seeds.
-- theta_M: ``finetune_steps`` SGD steps (lr) on random memory batches of
-  ``finetune_batch`` (authors: 50 steps of 10; Mammoth: 1 step), functional.
-- Anchor init: the mean of the class's memory samples (the authors initialise
-  from a running average of the class's images; Mammoth from U[0, 1));
-  ``anchor_steps`` SGD steps with lr = ``anchor_lr`` (default: the learner's lr);
-  the anchors of one task are optimised together (their losses are independent).
-  Anchor learning and fine-tuning run in eval mode (BatchNorm statistics untouched).
-- Memory: per-class FIFO ring buffer (``update: class_ring``,
-  ``clsuite.memory.class_ring.ClassRingBuffer``: the authors' ER-Ring with
-  M // classes slots per class) or reservoir (``update@method.update=reservoir``).
+Departures (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``; why: docs/PARITY.md):
+- The anchoring gradient is added in ``before_step`` to the ER loss's ``.grad``, theta~ =
+  theta - lr * grad evaluated functionally (Mammoth's two-step update), so one optimizer step
+  applies the paper's update.
+- phi_y per class (authors'; Mammoth one per task), from B_t's features at theta~ (Mammoth
+  measures phi after its update); reset at each task end (Mammoth).
+- Anchor loss: mean over anchors AND logits, lambda = 0.1, first-order gradient (theta~ a
+  constant), as Mammoth (``observe`` l.152: ``self.hal_lambda * (pred_anchors ** 2).mean()``,
+  f_theta~ under ``no_grad``). The authors' TF code sums over logits but differentiates through
+  theta~ (``STOP_GRADIENTS = False`` in ``model.py``), so its scale does not carry over.
+- theta_M: ``finetune_steps`` SGD steps (lr) on random memory batches of ``finetune_batch``
+  (authors: 50 steps of 10; Mammoth: 1 step), functional.
+- Anchor init: the mean of the class's memory samples (authors: a running average of the
+  class's images; Mammoth: U[0, 1)); ``anchor_steps`` SGD steps at ``anchor_lr`` (default: the
+  learner's lr), one task's anchors together; anchors and fine-tuning in eval mode.
+- Memory: per-class FIFO ring buffer (``update: class_ring``: the authors' ER-Ring, M // classes
+  slots per class) or reservoir (``update@method.update=reservoir``).
 
-Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; the
-per-class ring buffer, R drawn from the whole ring (``exclude_current_task:
-false``) and one loss over B_t + R (``method.replay_loss: concat``: the ER step of
-Alg. 1 and Mammoth's ``observe``, which concatenates the buffer batch) are HAL's own.
+Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; the per-class ring
+buffer, R from the whole ring (``exclude_current_task: false``) and one loss over B_t + R
+(``method.replay_loss: concat``: Alg. 1's ER step, Mammoth's ``observe``) are HAL's own.
 """
 
 from __future__ import annotations

@@ -7,37 +7,22 @@
       l = -sum_i [ sum_{y not old} d_{y=y_i} log g_y(x_i) + d_{y!=y_i} log(1 - g_y(x_i))
                  + sum_{y old} q_i^y log g_y(x_i) + (1 - q_i^y) log(1 - g_y(x_i)) ]
 
-  averaged over ALL C outputs of the head (not-yet-seen classes with target 0)
-  and over samples, as both reference codes: the original iCaRL
-  (``iCaRL-TheanoLasagne/main_cifar_100_theano.py``: ``binary_crossentropy(
-  prediction, target_var)`` then ``loss = loss.mean()``) and Mammoth
-  (``models/icarl.py`` ``get_loss`` l.150 and l.155:
-  ``F.binary_cross_entropy_with_logits(outputs, comb_targets)``, mean). The
-  paper's Alg. 3 writes the sum over classes; the suite summed over the seen
-  classes until issue 19 (docs/PARITY.md): against the mean that puts a C-times
-  larger gradient on every logit at the same lr, +12.3 points (95% CI
-  [+9.2, +15.4]) on split-MNIST and +5.8 on split-FMNIST under mir_code, away
-  from Mammoth. The previous network is a frozen copy of the net taken at the
-  end of each task.
+  The previous network is a frozen copy of the net taken at the end of each task.
 - Classification (Alg. 1): nearest mean of exemplars, y* = argmin_y ||phi(x) - mu_y||
   with phi L2-normalised and mu_y the renormalised mean of phi over the exemplars
   of class y. Classes without exemplars score -inf.
-- Exemplars: the memory-update policy ``update: herding``
-  (``clsuite.memory.herding.HerdingMemory``, default: the paper's Alg. 4 and 5,
-  run at each task end through the update policy's ``on_task_end`` hook) or
-  ``update: reservoir`` (online iCaRL of Mai et al. 2021 / RaptorMai).
+- Exemplars: ``update: herding`` (``clsuite.memory.herding``, default: Alg. 4 and 5 at each
+  task end, through ``on_task_end``) or ``update: reservoir`` (online iCaRL, Mai et al. 2021).
 
-Adaptations to the online class-IL protocol:
-- Each batch is seen once, so iCaRL's training set "new data + exemplars"
-  becomes B_t + a random replay batch R from the memory (RaptorMai's online
-  iCaRL); old-class targets of R come from the previous network as well.
-- Herding needs the whole task: ``HerdingMemory`` keeps the current task's
-  stream and herds over it at the task end (see ``clsuite.memory.herding``).
-- Class means are recomputed from the memory at every prediction call (at most
-  M forward passes, in eval mode), so they always match the current network;
-  no horizontally flipped copies (no augmentation online).
-- Before any training (b, the random-init accuracy) the memory is empty and the
-  network's own head is used.
+Departures (why: docs/PARITY.md):
+- The BCE is averaged over ALL C outputs (unseen classes with target 0) and over samples, not
+  summed over classes as Alg. 3 writes: both reference codes (``iCaRL-TheanoLasagne/
+  main_cifar_100_theano.py`` ``loss.mean()``; Mammoth ``models/icarl.py`` l.150, l.155).
+- Online: each batch is seen once, so "new data + exemplars" is B_t + a random replay batch R
+  (RaptorMai's online iCaRL); R's old-class targets come from the previous network too.
+- Herding needs the whole task: ``HerdingMemory`` keeps the task's stream and herds at its end.
+- Class means are recomputed from the memory at every prediction (eval mode); no flipped copies.
+- Before any training (b) the memory is empty and the network's own head is used.
 
 Under a reading (PROTOCOL 8): |B_t|, |R| and the memory budget follow it; herding
 (m = M // classes seen per class) and the loss (BCE over B_t + R, so

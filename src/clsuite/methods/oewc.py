@@ -4,21 +4,15 @@ Loss on every incoming batch:  l(f_theta; B_t) + e_lambda * sum_i F_i (theta_i -
 theta* = the parameters at the end of the last task, F the online Fisher:
 at the end of task k,  F <- gamma * F + F_k  (F_k the diagonal Fisher of task k).
 
-Adaptations (following Mammoth's ``ewc_on``, the best-known reproduction):
-- F_k is the empirical Fisher over task k's training samples (the same
-  samples the stream showed), one gradient per sample, weighted as Mammoth does
-  by p(y|x):  F_k = 1/N sum_n p(y_n|x_n) (d log p(y_n|x_n) / d theta)^2.
-  Per-sample gradients are computed with ``torch.func.vmap`` in eval mode
-  (BatchNorm running statistics untouched; identical for the MLP); for the MLP the
-  same numbers, bit for bit, from one batched backward (``linear_factors``),
-  squared a few rows at a time.
-- The penalty has no 1/2 and gamma decays F at each task end (Mammoth's form:
-  its e_lambda values assume it); e_lambda is named so because ``lambda`` at the
-  top of the config is the imbalance degree.
-- No memory: oEWC is a regularisation method (``uses_memory = False``).
-- Class-IL: one head over all classes, p(y|x) is the softmax over the whole head.
-- The penalty's gradient is added to the loss's in ``before_step`` (the products autograd
-  forms for it, bit for bit) instead of a backward through it.
+Departures (following Mammoth's ``ewc_on``):
+- F_k: the empirical Fisher over task k's training samples, one gradient per sample, weighted
+  by p(y|x) (Mammoth): F_k = 1/N sum_n p(y_n|x_n) (d log p(y_n|x_n) / d theta)^2; per-sample
+  gradients by ``torch.func.vmap`` in eval mode, or for the MLP from one batched backward
+  (``linear_factors``), the same numbers bit for bit.
+- No 1/2 in the penalty, gamma decays F (Mammoth's form, which its e_lambda values assume);
+  ``e_lambda``, since top-level ``lambda`` is the imbalance degree.
+- No memory (``uses_memory = False``); one head, p(y|x) the softmax over it.
+- The penalty's gradient is added in ``before_step`` (the products autograd forms, bit for bit).
 
 Under a reading (PROTOCOL 8) only |B_t| and lr change; oEWC has no memory.
 """

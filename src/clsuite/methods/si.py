@@ -7,15 +7,12 @@
   so Omega accumulates over tasks.
 - Surrogate loss (eq. 4):  c * sum_k Omega_k (theta_k - theta~_k)^2, added to the task loss.
 
-Adaptations (Mammoth's ``si``, whose c and xi we use, and Chaudhry's SI in
-facebookresearch/agem, the reference code of A-GEM):
-- The surrogate's gradient 2 c Omega (theta - theta~) is added in closed form in
-  ``before_step`` (as Mammoth), so that omega sees the task-loss gradient only
-  (``penalty`` stays 0; ``surrogate`` gives the value).
+Departures (Mammoth's ``si``, whose c and xi we use; Chaudhry's SI in facebookresearch/agem):
+- The surrogate's gradient 2 c Omega (theta - theta~) is added in closed form in ``before_step``
+  (Mammoth), so omega sees the task-loss gradient only (``penalty`` 0; ``surrogate``: its value).
 - The total gradient is clipped elementwise to [-clip, clip] (Mammoth: 1.0) before the step.
-- Each task's contribution to Omega is clipped at 0 (``relu``, as facebookresearch/agem):
-  with SGD on the task loss alone omega = lr g^2 >= 0, but the surrogate's pull
-  can make -g.delta_theta negative; a negative importance would reward moving.
+- Each task's contribution to Omega is clipped at 0 (``relu``, facebookresearch/agem): the
+  surrogate's pull can make -g.delta_theta negative, and a negative importance rewards moving.
 - theta~ starts at the initial parameters; no memory (``uses_memory = False``).
 
 Under a reading (PROTOCOL 8) only |B_t| and lr change; SI has no memory.

@@ -12,25 +12,14 @@ tau = 1: q = 0, pure top-|R| (MIR-like). tau = 0: no p_j, R_t is drawn with
 equal quotas over the tasks in memory. Memory smaller than |R| (or than the
 scored pool): all of it.
 
-The scores come from the function MIR uses (``clsuite.replay.virtual.score_slots``), with the
-reading's ``compare_to_old_logits`` exactly as MIR: paper_text, and mir_code on the CIFAR
-benchmarks (MIR's CIFAR-10 script), score by plain Eq. 4; mir_code on split-MNIST and split-FMNIST
-scores s = l(theta') - min(l(theta), loss of the logits stored with the sample) and stores the
-current logits where they give the lower loss (MIR's split-MNIST script), since the paper builds
-C-CMR's virtual step and scores on MIR (Sec. IV-A). AdaER's E-BRS evicts by these scores.
+Scores: MIR's function (``clsuite.replay.virtual.score_slots``) with the reading's
+``compare_to_old_logits`` and ``scoring_updates_bn``, since the paper builds C-CMR on MIR
+(Sec. IV-A; PROTOCOL section 8); AdaER's E-BRS evicts by these scores.
 
-The paper's open choices, each a key (conf/replay/ccmr.yaml; defaults = the behaviour before
-the keys existed):
-  - ``candidates`` (the reading's): null = score all of M (s in R^M, Eq. 4) | C random candidates
-    (mir_code: C = 50, as MIR);
-  - ``R_t_from``: ``candidates`` = R_t from the scored pool minus R_e (with C candidates: C - R_e)
-    | ``memory`` = R_t from all the replayable memory minus R_e (M - R_e, the paper's words, Sec.
-    IV-A: "training memories from M - R_e"); the two agree when the pool is all of M;
-  - ``exclude_current_task`` (the reading's): score and replay only past tasks' slots;
-  - ``compare_to_old_logits`` (the reading's): above;
-  - ``scoring_updates_bn`` (the reading's): the candidates' forward under theta updates BatchNorm's
-    running statistics, as MIR's code (``clsuite.replay.mir``); false keeps them out.
-|B_t|, |R|, the replay loss and the memory budget come from the reading too.
+The paper's open choices, each a key (conf/replay/ccmr.yaml; values: PROTOCOL section 8):
+``candidates`` (null = all of M | C random, mir_code C = 50), ``R_t_from`` (``candidates`` =
+the scored pool minus R_e | ``memory`` = M - R_e, the paper's words), ``exclude_current_task``.
+|B_t|, |R|, the replay loss and the memory budget come from the reading.
 """
 
 from __future__ import annotations

@@ -3,29 +3,19 @@ Retrieval"; official ``mir.py``): score C random memory candidates by the
 increase of their loss under a virtual SGD step on B_t (Eq. 3-4), replay the
 top |R|.
 
-Options from the official code that the paper is silent on:
-``exclude_current_task`` (candidates only from past tasks, ``buffer.sample(...,
-exclude_task=task)``), ``compare_to_old_logits`` (its split-MNIST script, not its
-CIFAR-10 one), ``scoring_updates_bn`` (its forward of the candidates under theta,
-``model(bx)`` in train mode, updates BatchNorm's running statistics; the suite's
-default keeps them out: ``clsuite.replay.virtual``). The replay-loss form (mean
-over R + B_t, or mean(B_t) + mean(R) as MIR's code) is the top-level
-``replay_loss`` key.
+Options from the official code that the paper is silent on (PROTOCOL section 8):
+- ``exclude_current_task``: candidates only from past tasks (``buffer.sample(..., exclude_task=task)``);
+- ``compare_to_old_logits``: its split-MNIST script, not its CIFAR-10 one;
+- ``scoring_updates_bn``: its forward of the candidates under theta (``model(bx)``, train mode)
+  updates BatchNorm's running statistics; false keeps them out (``clsuite.replay.virtual``);
+- ``logits_on_overwrite`` (``clsuite.memory.buffer``): ``keep`` leaves the previous occupant's
+  stored logits in an overwritten slot, as its ``buffer.add_reservoir(data, target, None, task)``
+  (``er_main.py`` l.182); ``reset`` starts them at 0 (``make cell-logits``);
+- the replay-loss form (mean over R + B_t, or mean(B_t) + mean(R) as its code): ``replay_loss``.
 
-Under a reading (PROTOCOL 8): ``exclude_current_task``, ``compare_to_old_logits``,
-``scoring_updates_bn``, ``replay_loss``, |B_t|, |R| and the memory budget follow it
-(all are notions of MIR's code; ``mir_code`` takes the script line of the
-benchmark's family); C = 50 (the paper's and the scripts' ``--subsample 50``) is MIR's
-own under every reading. C-CMR scores with the same function (``score_slots``) and the same
-reading key, so the E-BRS ablation (MIR replay) and AdaER (C-CMR replay) evict by one score.
-
-The stored logits of a slot that the memory update overwrites (with ``compare_to_old_logits``) are
-the reading's ``logits_on_overwrite`` (``clsuite.memory.buffer``): ``reset`` starts them at 0 (their
-loss is log K, so the new sample's first score is taken against min(current loss, log K));
-``keep`` leaves the previous occupant's, as MIR's code (``buffer.add_reservoir(data, target, None,
-task)``, ``er_main.py`` l.182, writes no logits when it overwrites): the first score of the new
-sample is then taken against the loss of another sample's logits for its label. ``make
-cell-logits`` measures the two for MIR, C-CMR, E-BRS and AdaER.
+Under a reading (PROTOCOL 8) all of these, |B_t|, |R| and the memory budget follow it; C = 50
+(the paper's and the scripts' ``--subsample 50``) is MIR's own. C-CMR scores with the same
+function (``score_slots``), so the E-BRS ablation and AdaER evict by one score.
 """
 
 from __future__ import annotations
