@@ -316,8 +316,6 @@ def test_strict_resume_reruns_after_a_code_change_and_counts_why(tmp_path, monke
     run_experiment(cfg, again.out_dir)
     monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "fedcba9876543210"})
     assert _job(make_cfg("method=online", "resume=config_only"), sdir).finished()[1] == "skipped"
-    monkeypatch.setenv("CLSUITE_RESUME", "config_only")
-    assert _job(cfg, sdir).finished()[1] == "skipped"
 
 
 def test_threads_and_hand_edits_and_old_files_rerun(tmp_path):
@@ -360,10 +358,9 @@ def test_a_test_and_its_subprocesses_see_no_clsuite_variable():
 
 
 def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
-    """A shell holding CLSUITE_REUSE=0 (docs/PERFORMANCE.md times with it) and the suite's other
-    variables: the reuse test passes, and no test or subprocess of it sees them (tests/conftest.py)."""
-    caller = {"CLSUITE_REUSE": "0", "CLSUITE_RESUME": "0", "CLSUITE_CHECKPOINTS": str(tmp_path / "elsewhere"),
-              "CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}  # fmt: skip
+    """A shell holding the suite's variables: the reuse test passes, and no test or subprocess of it
+    sees them (tests/conftest.py)."""
+    caller = {"CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}
     tests = [test_reuse_needs_the_whole_identity, test_a_test_and_its_subprocesses_see_no_clsuite_variable]
     p = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-rA", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 't'}",

@@ -204,6 +204,7 @@ def test_an_unknown_option_in_the_grid_names_its_job():
 def test_normalize_ignores_what_does_not_change_the_result():
     a = make_cfg("logger=csv", "trainer=cpu", "experiment=a")
     b = make_cfg("logger=none", "trainer=default", "trainer.progress_bar=true", "experiment=b", "data.root=/x")
+    assert identity.config_hash(a) == identity.config_hash(make_cfg("reuse=false", "checkpoint_dir=/k"))
     assert identity.config_hash(a) == identity.config_hash(b)
     assert identity.config_hash(a) != identity.config_hash(make_cfg("seed=1"))
     assert identity.config_diff(identity.normalize(a), identity.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
@@ -227,10 +228,9 @@ def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp
     assert not job.in_grid()  # the grid of an earlier sweep
 
 
-def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
+def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path):
     from clsuite.experiment import run_experiment
 
-    monkeypatch.delenv("CLSUITE_RESUME", raising=False)
     cfg = make_cfg("method=online")
     sdir = tmp_path / "multirun" / "table2"
     job = _job(cfg, sdir)
@@ -252,17 +252,14 @@ def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
     changed = _job(make_cfg("method=online", "lr=0.05"), sdir)
     assert changed.finished() is None
     assert (job.out_dir / "results.stale-1.json").is_file() and not job.results_path.exists()
-    monkeypatch.setenv("CLSUITE_RESUME", "0")
-    assert _job(cfg, sdir).finished() is None
+    assert _job(make_cfg("method=online", "resume=off"), sdir).finished() is None
     log = [json.loads(line) for line in (sdir / io.LOG_FILE).read_text().splitlines()]
     assert [r["status"] for r in log] == ["failed", "failed", "ran"]
 
 
-def test_reuse_across_experiments(tmp_path, monkeypatch):
+def test_reuse_across_experiments(tmp_path):
     from clsuite.experiment import run_experiment
 
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
     mr = tmp_path / "multirun"
     first = _job(make_cfg("method=online", "experiment=table2"), mr / "table2", "a")
     run_experiment(make_cfg("method=online", "experiment=table2"), first.out_dir)
@@ -273,8 +270,7 @@ def test_reuse_across_experiments(tmp_path, monkeypatch):
     on_disk = json.loads(other.results_path.read_text())
     assert on_disk["config"]["experiment"] == "memory" and on_disk["R"] == res["R"]
     assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "c").finished() is None
-    monkeypatch.setenv("CLSUITE_REUSE", "0")
-    assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "d").finished() is None
+    assert _job(make_cfg("method=online", "experiment=tau", "reuse=false"), mr / "tau", "d").finished() is None
 
 
 # ----------------------------------------------------------------------------- GPU pool
@@ -382,14 +378,12 @@ def test_parallel_launchers_run_two_jobs(tmp_path, launcher):
     assert p.returncode == 0 and "0 ran, 2 skipped" in p.stderr
 
 
-def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reused(tmp_path, monkeypatch):
+def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reused(tmp_path):
     """A results file that reached multirun/ without a sweep's bookkeeping (copied from another
     machine: no .index entry) was retrained by every other experiment; reindex() makes it reusable,
     reads each file once, and leaves hand-edited files out."""
     from clsuite.experiment import run_experiment
 
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
     mr = tmp_path / "multirun"
     copied = mr / "table2" / "a"
     run_experiment(make_cfg("method=online", "experiment=table2"), copied)  # no Job.register: no index

@@ -17,7 +17,6 @@ costs. Steps (driven by ``clsuite.experiment.run_experiment``):
 from __future__ import annotations
 
 import io
-import os
 import random
 import sys
 import time
@@ -63,9 +62,9 @@ class Cadence:
         self.write_s = self.last - self.asked
 
 
-def run_store_dir(key: str) -> Path:
-    """A single run's checkpoints: ``$CLSUITE_CHECKPOINTS`` (default ``outputs/.checkpoints``) / key."""
-    return Path(os.environ.get("CLSUITE_CHECKPOINTS") or "outputs/.checkpoints") / key[:20]
+def run_store_dir(cfg, key: str) -> Path:
+    """A single run's checkpoints: ``<checkpoint_dir>/<the identity key's first 20 hex digits>``."""
+    return Path(cfg.checkpoint_dir) / key[:20]
 
 
 def warn(msg: str) -> None:

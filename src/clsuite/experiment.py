@@ -215,7 +215,7 @@ def run_experiment(
     passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
     what = f"{cfg.benchmark.name}, {cfg.method.name}, seed {cfg.seed}"  # (the progress lines' first)
     trainer = make_trainer(cfg, device, callbacks, logger, RunClock(*_batches_and_names(dm, schedule, passes), what))
-    store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
+    store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
     cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
         start = restore(found[1], trainer, learner, callbacks)

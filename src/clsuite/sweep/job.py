@@ -5,14 +5,12 @@ docs/RUNS.md, "Runs and sweeps".
   (``clsuite.identity``; ``resume=config_only``: of the same normalised config) skips the job;
   another is kept as ``results.stale-<n>.json`` with the reason, and the job reruns;
 - reuse: a result of another experiment with the same identity (``clsuite.sweep.index``) is copied
-  once it passed the same checks, with its loss rows (``csv/metrics.csv``) (``CLSUITE_REUSE=0``: off);
+  once it passed the same checks, with its loss rows (``csv/metrics.csv``) (``reuse=false``: off);
 - failures: ``failed.json`` where ``results.json`` would be (``status: interrupted`` for a signal);
   writing it never ends the sweep; task-end checkpoints stay in ``checkpoints/`` until the results
   file is written (a rerun continues from the last finished task: docs/CHECKPOINTS.md);
 - log: one JSON line per job in ``<sweep dir>/sweep_log.jsonl`` (progress, rerun reasons); the
-  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``);
-- the job's environment: ``CLSUITE_RESUME`` (over the ``resume`` key), ``CLSUITE_REUSE``,
-  ``CLSUITE_GPU_POOL`` (:func:`env_flag`).
+  sweep's counts come from the jobs' own files (``clsuite.sweep.summary``).
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ from clsuite.io import (
 )
 from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
-from clsuite.schema import RESUME_MODES
 from clsuite.sweep.index import INDEX_DIR, index_result
 
 _OFF = ("0", "false", "no", "off")
@@ -67,8 +64,7 @@ class Job:
         self.norm = normalize(self.cfg)
         self.hash = config_hash(self.norm)
         self.name = self.out_dir.name
-        env = (os.environ.get("CLSUITE_RESUME") or "").lower()  # strict (default), config_only or off
-        self.mode = "off" if env in _OFF else env if env in RESUME_MODES else str(self.cfg.get("resume") or "strict")
+        self.mode = str(self.cfg["resume"])  # strict, config_only or off
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
         self.source = None  # its bound data source (looked up once, with the identity; handed to the run)
         self.rerun_reasons: list[str] = []
@@ -114,7 +110,7 @@ class Job:
             self._set_aside(why)
         elif run.reason != "missing":
             self._set_aside([(rejection_reason(run.data, run.reason), run.reason)])
-        if env_flag("CLSUITE_REUSE"):
+        if self.cfg["reuse"]:
             return self._reuse()
         return None
 
