@@ -515,7 +515,6 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_KILL_IN_TASK_2)
     env = {"PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]), "ONCE": str(tmp_path / "once")}
-    env["CLSUITE_GPU_LOCK_DIR"] = str(tmp_path / "locks")
     args = ["-m", "method=adaer", "seed=0,1", "checkpoint=task_end", "launcher=joblib", "hydra.launcher.n_jobs=2"]
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)
     assert p.returncode == -signal.SIGKILL and (tmp_path / "once").exists(), p.stderr[-3000:]

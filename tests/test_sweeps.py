@@ -159,8 +159,7 @@ def test_launcher_group_sets_hydra_launcher(launcher, target):
         cfg = compose(config_name="config", overrides=[f"launcher={launcher}"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.endswith(target)
     if launcher == "joblib":
-        assert cfg.hydra.launcher.n_jobs >= 1  # one per GPU slot, else one per core
-        assert cfg.hydra.job.env_set.CLSUITE_GPU_POOL == "1"
+        assert cfg.hydra.launcher.n_jobs >= 1  # one per GPU, else one per core
     if launcher == "slurm":
         assert cfg.hydra.launcher.gpus_per_node == 1
 
@@ -278,17 +277,13 @@ def test_reuse_across_experiments(tmp_path):
 
 def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep.gpus, "gpu_count", lambda: 2)
-    monkeypatch.setenv("CLSUITE_GPU_POOL", "1")
-    monkeypatch.setenv("CLSUITE_GPU_LOCK_DIR", str(tmp_path))
-    monkeypatch.delenv("CLSUITE_GPU", raising=False)
-    monkeypatch.delenv("CLSUITE_JOBS_PER_GPU", raising=False)
-    got = []
-    with sweep.gpu_slot(None, job_num=0) as a, sweep.gpu_slot(None, job_num=0) as b:
+    monkeypatch.setattr(sweep.gpus, "GPU_LOCK_DIR", tmp_path)
+    auto, got = {"accelerator": "auto"}, []
+    with sweep.gpu_slot(auto, 2, job_num=0) as a, sweep.gpu_slot(auto, 2, job_num=0) as b:
         assert {a, b} == {0, 1}
-        assert os.environ["CLSUITE_GPU"] == str(b)  # read by pick_device
 
         def third():
-            with sweep.gpu_slot(None, job_num=0, poll_s=0.02) as c:
+            with sweep.gpu_slot(auto, 2, job_num=0, poll_s=0.02) as c:
                 got.append(c)
 
         t = threading.Thread(target=third)
@@ -297,22 +292,49 @@ def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
         assert got == []  # both GPUs busy: the third job waits
     t.join(5)
     assert got in ([0], [1])
-    assert "CLSUITE_GPU" not in os.environ
-    # not under the pool, or a device chosen: no slot
-    with sweep.gpu_slot({"accelerator": "cpu"}) as g:
+    # n_jobs=4 on 2 GPUs: two slots each, taken free GPUs first
+    with sweep.gpu_slot(auto, 4, 1) as a, sweep.gpu_slot(auto, 4, 1) as b, sweep.gpu_slot(auto, 4, 1) as c:
+        assert [a, b, c] == [1, 0, 1]
+    # a device chosen: no slot
+    with sweep.gpu_slot({"accelerator": "cpu"}, 2) as g:
         assert g is None
-    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}) as g:
+    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}, 2) as g:
         assert g is None
-    monkeypatch.delenv("CLSUITE_GPU_POOL")
-    with sweep.gpu_slot(None) as g:
-        assert g is None
+
+
+_TWO_GPUS = f"""
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {str(ROOT / "src")!r})
+import clsuite.sweep.gpus as gpus
+gpus.gpu_count = lambda: 2
+gpus.GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "locks"
+"""
+
+
+@pytest.mark.slow
+def test_a_joblib_job_runs_on_its_pool_gpu_and_a_basic_one_takes_none(tmp_path):
+    """launcher=joblib: each job records the GPU of its slot as its trainer.device_index (two GPUs
+    faked, no CUDA: the run itself stays on the CPU); the basic launcher takes no slot."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_TWO_GPUS)
+    env = {**os.environ, "PYTHONPATH": str(hook), "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", "logger=none"]
+    cmd += ["trainer.progress_bar=false", "trainer.threads=1", "method=online", "seed=0,1", "reuse=false"]
+    for launcher, want in (("joblib", {0: 0, 1: 1}), ("basic", {0: None, 1: None})):
+        more = ["hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+        run = [*cmd, f"launcher={launcher}", *more, f"hydra.sweep.dir={launcher}"]
+        p = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        results = [json.loads(f.read_text()) for f in (tmp_path / launcher).rglob(io.RESULTS_FILE)]
+        assert {r["seed"]: r["config"]["trainer"]["device_index"] for r in results} == want
 
 
 # ----------------------------------------------------------------------------- whole sweeps (subprocess)
 
 
 def run_sweep(tmp_path: Path, *overrides: str, name: str = "table2") -> subprocess.CompletedProcess:
-    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
     cmd = [
         sys.executable,
         str(ROOT / "src" / "run.py"),
@@ -327,7 +349,7 @@ def run_sweep(tmp_path: Path, *overrides: str, name: str = "table2") -> subproce
         f"hydra.sweep.dir={tmp_path}/multirun/{name}",
         *overrides,
     ]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
 
 def test_sweep_end_to_end_crash_resume_and_tables(tmp_path):

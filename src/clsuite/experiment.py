@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import platform
 import sys
 import time
@@ -68,10 +67,7 @@ def pick_device(trainer_cfg) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={acc} but no CUDA device is available; valid here: cpu (trainer=cpu)")
-    index = trainer_cfg.get("device_index")
-    if index is None:
-        index = int(os.environ.get("CLSUITE_GPU", 0))
-    return torch.device("cuda", int(index))
+    return torch.device("cuda", int(trainer_cfg.get("device_index") or 0))
 
 
 def memory_capacity(cfg, num_classes: int) -> int:

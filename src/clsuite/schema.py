@@ -229,7 +229,7 @@ KEYS: dict[str, Spec] = {
     "model.nf": Whole(1, None, "reduced ResNet-18: width of the first stage", req=False),
     # conf/trainer/
     "trainer.accelerator": OneOf("auto", "cpu", "gpu", doc="auto: the GPU when there is one | cpu | gpu"),
-    "trainer.device_index": Whole(0, None, "GPU index; null: $CLSUITE_GPU or 0", null=True),
+    "trainer.device_index": Whole(0, None, "GPU index; null: 0 (a joblib sweep's job: the GPU of its slot)", null=True),
     "trainer.deterministic": Flag("Lightning's deterministic algorithms"),
     "trainer.numerics": OneOf(
         "native", "portable", doc="native: this CPU's kernels | portable: pinned, a seed's R the same on any x86-64 CPU"

@@ -48,7 +48,6 @@ from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
 from clsuite.sweep.index import INDEX_DIR, index_result
 
-_OFF = ("0", "false", "no", "off")
 _LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
 
 
@@ -220,11 +219,6 @@ class Job:
         if self.name.rsplit(",", 1)[-1].startswith("hash="):
             with contextlib.suppress(OSError):
                 write_json_atomic(self.out_dir / OVERRIDES_FILE, self.overrides)
-
-
-def env_flag(name: str, default: bool = True) -> bool:
-    v = os.environ.get(name)
-    return default if v is None or v == "" else v.lower() not in _OFF
 
 
 def os_cause(exc: BaseException) -> OSError | None:
