@@ -49,8 +49,8 @@ def in_portable_process(code: str, timeout: int = 300) -> str:
 @pytest.fixture(autouse=True, scope="session")
 def _without_the_callers_clsuite_variables():
     """Every test and fixture runs, and starts its subprocesses, without the ``CLSUITE_*`` variables
-    of the shell that started pytest (``CLSUITE_REUSE=0``, which docs/PERFORMANCE.md uses for timing,
-    turns reuse off); a test that needs one sets it itself (``monkeypatch.setenv``)."""
+    of the shell that started pytest (``CLSUITE_SWEEP_ID`` left by a sweep); a test
+    that needs one sets it itself (``monkeypatch.setenv``)."""
     with pytest.MonkeyPatch.context() as mp:
         for name in [k for k in os.environ if k.startswith("CLSUITE_")]:
             mp.delenv(name)

@@ -202,9 +202,8 @@ def test_a_checkpoint_that_cannot_be_written_costs_no_result(monkeypatch, tmp_pa
     where = tmp_path / "afile" if store == "a file" else Path("/proc/clsuite-test")
     if store == "a file":
         where.write_text("x")
-    monkeypatch.setenv("CLSUITE_CHECKPOINTS", str(where))
     out = tmp_path / "run"
-    acc = run_single(make_cfg("method=er", "checkpoint=task_end"), str(out))  # no SystemExit
+    acc = run_single(make_cfg("method=er", "checkpoint=task_end", f"checkpoint_dir={where}"), str(out))  # no SystemExit
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("warning:", "error:"))]
     assert len(warnings) == 1 and warnings[0].startswith("warning: cannot write checkpoints ("), warnings
     assert warnings[0].endswith("the run goes on without checkpoints and writes its results")
@@ -218,9 +217,9 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     from clsuite.cli import run_single
     from clsuite.results import read_run
 
-    monkeypatch.setenv("CLSUITE_CHECKPOINTS", str(tmp_path / "store"))
-    cfg = make_cfg("method=er", "checkpoint=task_end")
-    folder = ck.run_store_dir(identity.identity(cfg, "cpu")["key"])
+    store = f"checkpoint_dir={tmp_path / 'store'}"
+    cfg = make_cfg("method=er", "checkpoint=task_end", store)
+    folder = ck.run_store_dir(cfg, identity.identity(cfg, "cpu")["key"])
     orig = killed_after(monkeypatch, 1)
     with pytest.raises(Killed):
         run_experiment(cfg, tmp_path / "killed", checkpoint_dir=folder)
@@ -234,7 +233,7 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(Path, "unlink", refuse)
     capsys.readouterr()
-    run_single(make_cfg("method=er", "checkpoint=off"), str(tmp_path / "run"))  # no SystemExit
+    run_single(make_cfg("method=er", "checkpoint=off", store), str(tmp_path / "run"))  # no SystemExit
     err = capsys.readouterr().err
     assert "resuming at task 2 of 3" in err
     warnings = [line for line in err.splitlines() if line.startswith(("warning:", "error:"))]
@@ -479,7 +478,7 @@ def test_submitit_requeues_a_signalled_job_which_resumes_from_its_checkpoint(tmp
     assert p.returncode == 0, p.stderr[-3000:]
     logs = "".join(q.read_text() for q in (tmp_path / "requeued/.submitit").rglob("*_log.err"))
     assert "Caught signal SIGUSR2" in logs and "resuming at task 2 of 3" in logs  # requeued, then resumed
-    p = _cli(tmp_path, *args, "hydra.sweep.dir=full", env={"CLSUITE_REUSE": "0"}, timeout=600)  # not a copy
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=full", "reuse=false", timeout=600)  # not a copy
     assert p.returncode == 0, p.stderr[-3000:]
     (requeued,), (full,) = _results(tmp_path / "requeued"), _results(tmp_path / "full")
     assert requeued["resumed_at_task"] == 2 and full["resumed_at_task"] is None
@@ -516,7 +515,6 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_KILL_IN_TASK_2)
     env = {"PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]), "ONCE": str(tmp_path / "once")}
-    env["CLSUITE_GPU_LOCK_DIR"] = str(tmp_path / "locks")
     args = ["-m", "method=adaer", "seed=0,1", "checkpoint=task_end", "launcher=joblib", "hydra.launcher.n_jobs=2"]
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)
     assert p.returncode == -signal.SIGKILL and (tmp_path / "once").exists(), p.stderr[-3000:]
@@ -526,7 +524,7 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun
     assert p.returncode == 0 and "resuming at task 2 of 3 from" in p.stderr, p.stderr[-3000:]
     assert not list((tmp_path / "k").rglob("checkpoints"))
-    p = _cli(tmp_path, *args, "hydra.sweep.dir=u", env={**env, "CLSUITE_REUSE": "0"}, timeout=600)
+    p = _cli(tmp_path, *args, "hydra.sweep.dir=u", "reuse=false", env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     killed, full = _results(tmp_path / "k"), _results(tmp_path / "u")
     assert killed[1]["resumed_at_task"] == 2 and [r["seed"] for r in killed] == [0, 1]

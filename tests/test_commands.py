@@ -86,6 +86,22 @@ def test_help_and_dash_dash_help_list_every_verb(capsys):
     assert e.value.code == 2 and "unknown verb 'nope'; valid choices: run, sweep, paper" in capsys.readouterr().err
 
 
+def test_a_retired_environment_variable_is_named_with_the_key_that_replaced_it(monkeypatch, capsys):
+    monkeypatch.setenv("CLSUITE_REUSE", "0")
+    monkeypatch.setenv("CLSUITE_CHECKPOINTS", "/tmp/x")
+    with pytest.raises(SystemExit) as e:
+        commands.main(["help"])
+    assert e.value.code == 0 and capsys.readouterr().err == (
+        "note: CLSUITE_REUSE is not read any more; use reuse=false\n"
+        "note: CLSUITE_CHECKPOINTS is not read any more; use checkpoint_dir=...\n"
+    )
+    monkeypatch.delenv("CLSUITE_REUSE")
+    monkeypatch.delenv("CLSUITE_CHECKPOINTS")
+    with pytest.raises(SystemExit):
+        commands.main(["help"])
+    assert capsys.readouterr().err == ""
+
+
 def test_sweep_then_aggregate_through_the_verbs(tmp_path):
     """``run.py sweep`` (a checkout; the console command runs the same main), its hint, then
     ``run.py aggregate`` on what it made: the table names the reading the runs used."""

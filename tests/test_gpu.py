@@ -234,10 +234,9 @@ def test_joblib_sweep_runs_each_job_on_the_gpu(tmp_path):
     """launcher=joblib: each job takes the GPU from the lock-file pool and runs on it."""
     env = {
         **os.environ,
-        "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks"),
+        "TMPDIR": str(tmp_path),  # the GPU slots' lock files (clsuite.sweep.gpus.GPU_LOCK_DIR)
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    env.pop("CLSUITE_GPU", None)
     cmd = [
         sys.executable,
         str(ROOT / "src" / "run.py"),

@@ -230,8 +230,7 @@ def test_a_training_run_never_imports_the_analysis_package(tmp_path):
     cmd = [sys.executable, "-c", _NO_ANALYSIS.replace("RUN", repr(str(ROOT / "src" / "run.py")))]
     cmd += ["--config-dir", str(SWEEPS_DIR), "--config-name", "table2", "-m", "benchmark=synthetic", "logger=csv"]
     cmd += ["trainer=cpu", "trainer.progress_bar=false", "method=er", "seed=0", f"hydra.sweep.dir={tmp_path}/mr"]
-    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
-    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert len(list((tmp_path / "mr").rglob(io.RESULTS_FILE))) == 1
     line = [x for x in p.stdout.splitlines() if x.startswith("MODULES ")][-1]
@@ -316,8 +315,6 @@ def test_strict_resume_reruns_after_a_code_change_and_counts_why(tmp_path, monke
     run_experiment(cfg, again.out_dir)
     monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "fedcba9876543210"})
     assert _job(make_cfg("method=online", "resume=config_only"), sdir).finished()[1] == "skipped"
-    monkeypatch.setenv("CLSUITE_RESUME", "config_only")
-    assert _job(cfg, sdir).finished()[1] == "skipped"
 
 
 def test_threads_and_hand_edits_and_old_files_rerun(tmp_path):
@@ -360,10 +357,9 @@ def test_a_test_and_its_subprocesses_see_no_clsuite_variable():
 
 
 def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
-    """A shell holding CLSUITE_REUSE=0 (docs/PERFORMANCE.md times with it) and the suite's other
-    variables: the reuse test passes, and no test or subprocess of it sees them (tests/conftest.py)."""
-    caller = {"CLSUITE_REUSE": "0", "CLSUITE_RESUME": "0", "CLSUITE_CHECKPOINTS": str(tmp_path / "elsewhere"),
-              "CLSUITE_SWEEP_ID": "other", "CLSUITE_GPU": "7"}  # fmt: skip
+    """A shell holding the suite's variables: the reuse test passes, and no test or subprocess of it
+    sees them (tests/conftest.py)."""
+    caller = {"CLSUITE_SWEEP_ID": "other", "CLSUITE_SWEEP_PID": "1"}
     tests = [test_reuse_needs_the_whole_identity, test_a_test_and_its_subprocesses_see_no_clsuite_variable]
     p = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-rA", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 't'}",
@@ -481,7 +477,7 @@ _TERM = _at_step_2("TERM_SEED", "        os.kill(os.getpid(), signal.SIGTERM)") 
 
 
 def _cli(tmp_path, *args, term_seed=None):
-    env = {**os.environ, "TERM_SEED": str(term_seed), "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    env = {**os.environ, "TERM_SEED": str(term_seed)}
     base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
     flags = [a for a in args if a.startswith("-")]
     return subprocess.run(
@@ -530,7 +526,7 @@ def test_sigterm_of_a_joblib_sweep_says_its_training_jobs_are_recorded(tmp_path)
     hook.mkdir()  # every process of the sweep imports it; the worker training seed 0 signals the sweep at step 2
     kill = "        os.kill(int(os.environ['CLSUITE_SWEEP_PID']), signal.SIGTERM)"
     (hook / "sitecustomize.py").write_text(_at_step_2("TERM_SEED", kill))
-    env = {**os.environ, "PYTHONPATH": str(hook), "TERM_SEED": "0", "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    env = {**os.environ, "PYTHONPATH": str(hook), "TERM_SEED": "0"}
     base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]
     cmd = [sys.executable, str(ROOT / "src/run.py"), "-m", *base, "seed=0,1", "launcher=joblib"]
     cmd += ["hydra.launcher.n_jobs=2", "hydra.sweep.dir=multirun/s"]
@@ -634,7 +630,6 @@ def _sweep_with_a_killer(tmp_path, once: bool, seeds="0,1,2,3"):
         "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]),
         "KILL_SEED": "1",
         "KILL_ONCE": str(tmp_path / "killed-once") if once else "",
-        "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks"),
     }
     cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", "logger=none", "trainer=cpu"]
     cmd += [

@@ -24,9 +24,10 @@ from clsuite.config import ConfigError
 from clsuite.data import imagefolder as IF
 from clsuite.data import sources
 from clsuite.data.files import DataError, md5
+from clsuite.home import data_dir
 from tests.conftest import make_cfg
 
-SHARED = Path(os.environ.get("CLSUITE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+SHARED = Path(data_dir())  # $DATA_DIR, else ../shared/datasets (clsuite.home)
 CLASSES = ("bee", "ant", "cat")  # written in this order; labels follow the sorted names: ant 0, bee 1, cat 2
 FILES = {"train": ("10.png", "2.png", "1.png"), "test": ("b.png", "a.png")}  # sorted: 1, 2, 10 / a, b
 
@@ -251,11 +252,10 @@ def test_an_unwritable_cache_is_a_warning_not_a_lost_run(tmp_path):
 
 
 def test_the_cache_location(tmp_path, monkeypatch):
-    monkeypatch.delenv("CLSUITE_CACHE_DIR", raising=False)
+    """``data.cache_dir`` is the one setting: no environment variable of the suite moves the cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert IF.cache_root(None) == tmp_path / "xdg" / "clsuite"
     monkeypatch.setenv("CLSUITE_CACHE_DIR", str(tmp_path / "env"))
-    assert IF.cache_root(None) == tmp_path / "env"
+    assert IF.cache_root(None) == tmp_path / "xdg" / "clsuite"
     assert IF.cache_root(str(tmp_path / "cfg")) == tmp_path / "cfg"  # data.cache_dir wins
 
 

@@ -273,8 +273,8 @@ def test_a_failing_sweep_callback_fails_the_sweep(tmp_path):
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SUMMARY_FAILS)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")]), "CLSUITE_REUSE": "0"}
-    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", *FAST, *TINY, "method=online", "trainer.threads=1",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT / "src")])}
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", *FAST, *TINY, "method=online", "trainer.threads=1", "reuse=false",
            f"hydra.sweep.dir={tmp_path / 's'}"]  # fmt: skip
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
@@ -450,11 +450,11 @@ def test_an_unwritable_sweep_log_is_one_warning_and_no_false_progress(tmp_path, 
 
 def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
     """Through the real command line (Hydra's callbacks run): one error line, exit 2, nothing written."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CLSUITE_REUSE": "0"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
     def cli(*args):
         multirun = ["-m"] if args[0] == "-m" else []
-        args = args[len(multirun) :]
+        args = ["reuse=false", *args[len(multirun) :]]
         p = subprocess.run([sys.executable, str(ROOT / "src" / "run.py"), *multirun, *FAST, *TINY, *args], cwd=tmp_path,
                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
         return p.returncode, p.stderr.strip().splitlines()

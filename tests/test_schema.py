@@ -6,7 +6,6 @@ docs/CONFIG.md generated from the schema; the signal messages."""
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -521,11 +520,9 @@ cli.main(sys.argv[1:])
 
 def _run_patched(tmp_path, patch: str, *args):
     code = _PATCHED.format(src=str(ROOT / "src"), patch=patch)
-    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
     return subprocess.run(
         [sys.executable, "-c", code, *SYN, "trainer.progress_bar=false", *args],
         cwd=tmp_path,
-        env=env,
         capture_output=True,
         text=True,
         timeout=300,

@@ -159,8 +159,7 @@ def test_launcher_group_sets_hydra_launcher(launcher, target):
         cfg = compose(config_name="config", overrides=[f"launcher={launcher}"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.endswith(target)
     if launcher == "joblib":
-        assert cfg.hydra.launcher.n_jobs >= 1  # one per GPU slot, else one per core
-        assert cfg.hydra.job.env_set.CLSUITE_GPU_POOL == "1"
+        assert cfg.hydra.launcher.n_jobs >= 1  # one per GPU, else one per core
     if launcher == "slurm":
         assert cfg.hydra.launcher.gpus_per_node == 1
 
@@ -204,6 +203,7 @@ def test_an_unknown_option_in_the_grid_names_its_job():
 def test_normalize_ignores_what_does_not_change_the_result():
     a = make_cfg("logger=csv", "trainer=cpu", "experiment=a")
     b = make_cfg("logger=none", "trainer=default", "trainer.progress_bar=true", "experiment=b", "data.root=/x")
+    assert identity.config_hash(a) == identity.config_hash(make_cfg("reuse=false", "checkpoint_dir=/k"))
     assert identity.config_hash(a) == identity.config_hash(b)
     assert identity.config_hash(a) != identity.config_hash(make_cfg("seed=1"))
     assert identity.config_diff(identity.normalize(a), identity.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
@@ -227,10 +227,9 @@ def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp
     assert not job.in_grid()  # the grid of an earlier sweep
 
 
-def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
+def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path):
     from clsuite.experiment import run_experiment
 
-    monkeypatch.delenv("CLSUITE_RESUME", raising=False)
     cfg = make_cfg("method=online")
     sdir = tmp_path / "multirun" / "table2"
     job = _job(cfg, sdir)
@@ -252,17 +251,14 @@ def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path, monkeypatch):
     changed = _job(make_cfg("method=online", "lr=0.05"), sdir)
     assert changed.finished() is None
     assert (job.out_dir / "results.stale-1.json").is_file() and not job.results_path.exists()
-    monkeypatch.setenv("CLSUITE_RESUME", "0")
-    assert _job(cfg, sdir).finished() is None
+    assert _job(make_cfg("method=online", "resume=off"), sdir).finished() is None
     log = [json.loads(line) for line in (sdir / io.LOG_FILE).read_text().splitlines()]
     assert [r["status"] for r in log] == ["failed", "failed", "ran"]
 
 
-def test_reuse_across_experiments(tmp_path, monkeypatch):
+def test_reuse_across_experiments(tmp_path):
     from clsuite.experiment import run_experiment
 
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
     mr = tmp_path / "multirun"
     first = _job(make_cfg("method=online", "experiment=table2"), mr / "table2", "a")
     run_experiment(make_cfg("method=online", "experiment=table2"), first.out_dir)
@@ -273,8 +269,7 @@ def test_reuse_across_experiments(tmp_path, monkeypatch):
     on_disk = json.loads(other.results_path.read_text())
     assert on_disk["config"]["experiment"] == "memory" and on_disk["R"] == res["R"]
     assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "c").finished() is None
-    monkeypatch.setenv("CLSUITE_REUSE", "0")
-    assert _job(make_cfg("method=online", "experiment=tau"), mr / "tau", "d").finished() is None
+    assert _job(make_cfg("method=online", "experiment=tau", "reuse=false"), mr / "tau", "d").finished() is None
 
 
 # ----------------------------------------------------------------------------- GPU pool
@@ -282,17 +277,13 @@ def test_reuse_across_experiments(tmp_path, monkeypatch):
 
 def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep.gpus, "gpu_count", lambda: 2)
-    monkeypatch.setenv("CLSUITE_GPU_POOL", "1")
-    monkeypatch.setenv("CLSUITE_GPU_LOCK_DIR", str(tmp_path))
-    monkeypatch.delenv("CLSUITE_GPU", raising=False)
-    monkeypatch.delenv("CLSUITE_JOBS_PER_GPU", raising=False)
-    got = []
-    with sweep.gpu_slot(None, job_num=0) as a, sweep.gpu_slot(None, job_num=0) as b:
+    monkeypatch.setattr(sweep.gpus, "GPU_LOCK_DIR", tmp_path)
+    auto, got = {"accelerator": "auto"}, []
+    with sweep.gpu_slot(auto, 2, job_num=0) as a, sweep.gpu_slot(auto, 2, job_num=0) as b:
         assert {a, b} == {0, 1}
-        assert os.environ["CLSUITE_GPU"] == str(b)  # read by pick_device
 
         def third():
-            with sweep.gpu_slot(None, job_num=0, poll_s=0.02) as c:
+            with sweep.gpu_slot(auto, 2, job_num=0, poll_s=0.02) as c:
                 got.append(c)
 
         t = threading.Thread(target=third)
@@ -301,22 +292,49 @@ def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
         assert got == []  # both GPUs busy: the third job waits
     t.join(5)
     assert got in ([0], [1])
-    assert "CLSUITE_GPU" not in os.environ
-    # not under the pool, or a device chosen: no slot
-    with sweep.gpu_slot({"accelerator": "cpu"}) as g:
+    # n_jobs=4 on 2 GPUs: two slots each, taken free GPUs first
+    with sweep.gpu_slot(auto, 4, 1) as a, sweep.gpu_slot(auto, 4, 1) as b, sweep.gpu_slot(auto, 4, 1) as c:
+        assert [a, b, c] == [1, 0, 1]
+    # a device chosen: no slot
+    with sweep.gpu_slot({"accelerator": "cpu"}, 2) as g:
         assert g is None
-    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}) as g:
+    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}, 2) as g:
         assert g is None
-    monkeypatch.delenv("CLSUITE_GPU_POOL")
-    with sweep.gpu_slot(None) as g:
-        assert g is None
+
+
+_TWO_GPUS = f"""
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {str(ROOT / "src")!r})
+import clsuite.sweep.gpus as gpus
+gpus.gpu_count = lambda: 2
+gpus.GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "locks"
+"""
+
+
+@pytest.mark.slow
+def test_a_joblib_job_runs_on_its_pool_gpu_and_a_basic_one_takes_none(tmp_path):
+    """launcher=joblib: each job records the GPU of its slot as its trainer.device_index (two GPUs
+    faked, no CUDA: the run itself stays on the CPU); the basic launcher takes no slot."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_TWO_GPUS)
+    env = {**os.environ, "PYTHONPATH": str(hook), "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, str(ROOT / "src" / "run.py"), "-m", "benchmark=synthetic", "logger=none"]
+    cmd += ["trainer.progress_bar=false", "trainer.threads=1", "method=online", "seed=0,1", "reuse=false"]
+    for launcher, want in (("joblib", {0: 0, 1: 1}), ("basic", {0: None, 1: None})):
+        more = ["hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+        run = [*cmd, f"launcher={launcher}", *more, f"hydra.sweep.dir={launcher}"]
+        p = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        results = [json.loads(f.read_text()) for f in (tmp_path / launcher).rglob(io.RESULTS_FILE)]
+        assert {r["seed"]: r["config"]["trainer"]["device_index"] for r in results} == want
 
 
 # ----------------------------------------------------------------------------- whole sweeps (subprocess)
 
 
 def run_sweep(tmp_path: Path, *overrides: str, name: str = "table2") -> subprocess.CompletedProcess:
-    env = {**os.environ, "CLSUITE_GPU_LOCK_DIR": str(tmp_path / "locks")}
     cmd = [
         sys.executable,
         str(ROOT / "src" / "run.py"),
@@ -331,7 +349,7 @@ def run_sweep(tmp_path: Path, *overrides: str, name: str = "table2") -> subproce
         f"hydra.sweep.dir={tmp_path}/multirun/{name}",
         *overrides,
     ]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
 
 def test_sweep_end_to_end_crash_resume_and_tables(tmp_path):
@@ -382,14 +400,12 @@ def test_parallel_launchers_run_two_jobs(tmp_path, launcher):
     assert p.returncode == 0 and "0 ran, 2 skipped" in p.stderr
 
 
-def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reused(tmp_path, monkeypatch):
+def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reused(tmp_path):
     """A results file that reached multirun/ without a sweep's bookkeeping (copied from another
     machine: no .index entry) was retrained by every other experiment; reindex() makes it reusable,
     reads each file once, and leaves hand-edited files out."""
     from clsuite.experiment import run_experiment
 
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
     mr = tmp_path / "multirun"
     copied = mr / "table2" / "a"
     run_experiment(make_cfg("method=online", "experiment=table2"), copied)  # no Job.register: no index

@@ -133,7 +133,8 @@ def test_names_and_groups():
     }
     # the keys a run's identity leaves out (results.IGNORED_KEYS) name no cell, but for the thread count
     overrides = ["benchmark=split_mnist", "tau=0.3", "seed=2", "batch_size=10", "logger=wandb", "trainer=cpu"]
-    overrides += ["checkpoint_every=2", "keep_weights=true", "data.cache_dir=/c", "trainer.threads=2"]
+    overrides += ["checkpoint_every=2", "keep_weights=true", "data.cache_dir=/c", "trainer.threads=2", "reuse=false"]
+    overrides += ["checkpoint_dir=/k"]
     d = describe(cfg, overrides)
     assert d["group"] == "tau split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 trainer.threads=2"
     assert d["name"] == "split_mnist adaer M=100 reading=mir_code tau=0.3 lr=0.1 batch_size=10 trainer.threads=2 seed=2"
@@ -215,14 +216,12 @@ def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
     assert csv_history(job, res | {"steps_per_task": [1, 1]}) == []  # steps past the run's
 
 
-def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_env, tmp_path, monkeypatch):
+def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_env, tmp_path):
     """A sweep in experiment A (CSV logger), then the same grid point with logger=wandb in B: the job
     copies A's results and its ``csv/metrics.csv``, and its W&B run holds A's loss rows."""
     from clsuite.sweep import Job
     from clsuite.wandb_run import mirror_finished
 
-    for k in ("CLSUITE_RESUME", "CLSUITE_REUSE"):
-        monkeypatch.delenv(k, raising=False)
     mr = tmp_path / "multirun"
     first = Job(make_cfg("logger=csv", *TWO_TASKS, "method=er", "experiment=a"), mr / "a" / "job", mr / "a")
     train_logged(first.out_dir, "method=er", "experiment=a", logger="csv")

@@ -7,7 +7,6 @@ When one is written (:class:`Cadence`), how (:class:`AtomicCheckpointIO`), where
 from __future__ import annotations
 
 import io
-import os
 import random
 import sys
 import time
@@ -53,9 +52,9 @@ class Cadence:
         self.write_s = self.last - self.asked
 
 
-def run_store_dir(key: str) -> Path:
-    """A single run's checkpoints: ``$CLSUITE_CHECKPOINTS`` (default ``outputs/.checkpoints``) / key."""
-    return Path(os.environ.get("CLSUITE_CHECKPOINTS") or "outputs/.checkpoints") / key[:20]
+def run_store_dir(cfg, key: str) -> Path:
+    """A single run's checkpoints: ``<checkpoint_dir>/<the identity key's first 20 hex digits>``."""
+    return Path(cfg.checkpoint_dir) / key[:20]
 
 
 def warn(msg: str) -> None:

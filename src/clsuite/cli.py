@@ -206,7 +206,10 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 
                 mirror_finished(cfg, job.out_dir, how, hc.overrides.task)
                 return results["metrics"]["acc"]
-            with sweep.gpu_slot(cfg.trainer, job_num=job.job_num):  # task-end checkpoints in the job's folder
+            pool = sweep.gpu_slot(cfg.trainer, hc.launcher.n_jobs, job.job_num) if joblib_launcher else None
+            with pool or contextlib.nullcontext() as gpu:  # joblib assigns no GPU: the job takes one from the pool
+                if gpu is not None:
+                    cfg.trainer.device_index = gpu  # (an ignored key: the run's identity does not move)
                 results = _train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir, source=job.source)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:

@@ -5,6 +5,7 @@ work (what each does: ``clsuite help``; docs/RUNS.md, "As a package").
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -65,9 +66,30 @@ def split_verb(argv: list[str]) -> tuple[str, list[str]]:
     return "run", argv
 
 
+# Environment variables earlier versions read, and the key that replaced each (docs/RUNS.md).
+RETIRED_ENV = {
+    "CLSUITE_REUSE": "reuse=false",
+    "CLSUITE_RESUME": "resume=...",
+    "CLSUITE_CHECKPOINTS": "checkpoint_dir=...",
+    "CLSUITE_CACHE_DIR": "data.cache_dir=...",
+    "CLSUITE_GPU": "trainer.device_index=...",
+    "CLSUITE_JOBS_PER_GPU": "hydra.launcher.n_jobs=...",
+    "CLSUITE_GPU_POOL": "launcher=joblib",
+    "CLSUITE_GPU_LOCK_DIR": "TMPDIR",
+    "CLSUITE_LOCK_STALE_S": "nothing (a dead holder's lock is freed by the kernel)",
+}
+
+
+def retired_env_notes(env=os.environ) -> list[str]:
+    """A ``note:`` line for each retired variable set in ``env``: it is not read any more."""
+    return [f"note: {k} is not read any more; use {v}" for k, v in RETIRED_ENV.items() if k in env]
+
+
 def main(argv: list[str] | None = None) -> None:
     """``clsuite [verb] ...`` (the console script) and ``python src/run.py [verb] ...``."""
     verb, rest = split_verb(sys.argv[1:] if argv is None else list(argv))
+    for line in retired_env_notes():
+        print(line, file=sys.stderr)
     sys.exit(VERBS[verb](rest))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import platform
 import sys
 import time
@@ -68,10 +67,7 @@ def pick_device(trainer_cfg) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={acc} but no CUDA device is available; valid here: cpu (trainer=cpu)")
-    index = trainer_cfg.get("device_index")
-    if index is None:
-        index = int(os.environ.get("CLSUITE_GPU", 0))
-    return torch.device("cuda", int(index))
+    return torch.device("cuda", int(trainer_cfg.get("device_index") or 0))
 
 
 def memory_capacity(cfg, num_classes: int) -> int:
@@ -215,7 +211,7 @@ def run_experiment(
     passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
     what = f"{cfg.benchmark.name}, {cfg.method.name}, seed {cfg.seed}"  # (the progress lines' first)
     trainer = make_trainer(cfg, device, callbacks, logger, RunClock(*_batches_and_names(dm, schedule, passes), what))
-    store = CheckpointStore(checkpoint_dir or default_store(ident["key"]), ident["key"])
+    store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
     cadence, start = Cadence(cfg, len(schedule)), 0
     if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
         start = restore(found[1], trainer, learner, callbacks)

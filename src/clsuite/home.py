@@ -100,12 +100,7 @@ def gpu_count() -> int:
         return 0
 
 
-def jobs_per_gpu() -> int:
-    return max(1, int(os.environ.get("CLSUITE_JOBS_PER_GPU", "1")))
-
-
 def n_parallel_jobs() -> int:
-    """Default joblib ``n_jobs`` (``${clsuite_n_jobs:}``): one per GPU slot when there are GPUs, else one
-    per CPU core."""
-    n = gpu_count()
-    return n * jobs_per_gpu() if n else cpu_count()
+    """Default joblib ``n_jobs`` (``${clsuite_n_jobs:}``): one per GPU when there are GPUs, else one per
+    CPU core."""
+    return gpu_count() or cpu_count()

@@ -170,8 +170,10 @@ def key_of(identity: dict) -> str:
 IGNORED_KEYS = (
     "experiment",
     "resume",
+    "reuse",
     "checkpoint",  # when a run saves its state (clsuite.checkpoint): a resumed run's numbers are the same
     "checkpoint_every",
+    "checkpoint_dir",
     "keep_weights",
     "logger",
     "launcher",

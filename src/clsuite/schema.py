@@ -145,8 +145,10 @@ KEYS: dict[str, Spec] = {
     # conf/config.yaml
     "experiment": Spec("name", "groups runs: output folder multirun/<experiment>, W&B group"),
     "resume": OneOf(*RESUME_MODES, doc="sweeps: skip a job whose results match (strict: same identity | config_only | off)"),
+    "reuse": Flag("sweeps: copy a result of the same identity from another experiment instead of training"),
     "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: a task end >= 1 min, and >= 50 writes' time, after the start or the previous one)"),
     "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
+    "checkpoint_dir": Spec("path", "a single run's checkpoints, under <checkpoint_dir>/<identity key> (a sweep job's: its folder)"),
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
     "reading": Spec("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
@@ -175,7 +177,7 @@ KEYS: dict[str, Spec] = {
     "data.val_fraction": Real(0, 1, "held out of each task's training samples", hi_open=True),
     "data.imbalance_semantics": OneOf("keep", "ratio", doc="keep: minority keeps (1 - lambda) n | ratio: lambda n"),
     "data.normalize": Flag("standardise inputs with the training set's mean and std"),
-    "data.cache_dir": Spec("path", "decoded image-folder archives; null: $CLSUITE_CACHE_DIR, else ~/.cache/clsuite", null=True),
+    "data.cache_dir": Spec("path", "decoded image-folder archives; null: $XDG_CACHE_HOME/clsuite, else ~/.cache/clsuite", null=True),
     # conf/benchmark/
     "benchmark.name": Spec("name", "the benchmark's name (results, tables)"),
     "benchmark.source": Spec("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
@@ -202,7 +204,7 @@ KEYS: dict[str, Spec] = {
     "model.nf": Whole(1, None, "reduced ResNet-18: width of the first stage", req=False),
     # conf/trainer/
     "trainer.accelerator": OneOf("auto", "cpu", "gpu", doc="auto: the GPU when there is one | cpu | gpu"),
-    "trainer.device_index": Whole(0, None, "GPU index; null: $CLSUITE_GPU or 0", null=True),
+    "trainer.device_index": Whole(0, None, "GPU index; null: 0 (a joblib sweep's job: the GPU of its slot)", null=True),
     "trainer.deterministic": Flag("Lightning's deterministic algorithms"),
     "trainer.numerics": OneOf(
         "native", "portable", doc="native: this CPU's kernels | portable: pinned, a seed's R the same on any x86-64 CPU"

@@ -298,11 +298,9 @@ def content_sha256(arrays) -> str:
 
 
 def cache_root(configured: str | None = None) -> Path:
-    """``data.cache_dir``, else ``$CLSUITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/clsuite``, else ``~/.cache/clsuite``."""
+    """``data.cache_dir``, else ``$XDG_CACHE_HOME/clsuite``, else ``~/.cache/clsuite``."""
     if configured:
         return Path(configured).expanduser()
-    if os.environ.get("CLSUITE_CACHE_DIR"):
-        return Path(os.environ["CLSUITE_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "clsuite"
 

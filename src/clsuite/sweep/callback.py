@@ -22,7 +22,7 @@ from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, wri
 from clsuite.locks import HOST
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import reindex
-from clsuite.sweep.job import env_flag, error_line
+from clsuite.sweep.job import error_line
 from clsuite.sweep.summary import summarize
 
 
@@ -135,7 +135,7 @@ class SweepCallback(Callback):
             },
         )
         print(f"sweep {config.get('experiment')}: {len(grid)} jobs -> {sweep_dir}/", file=sys.stderr)
-        if env_flag("CLSUITE_REUSE"):
+        if config.reuse:
             try:
                 n = reindex(sweep_dir.parent)
             except Exception as e:  # the index only saves training: without it, jobs train

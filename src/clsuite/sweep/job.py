@@ -36,10 +36,8 @@ from clsuite.io import (
 )
 from clsuite.locks import HOST, JobLock
 from clsuite.results import read_run
-from clsuite.schema import RESUME_MODES
 from clsuite.sweep.index import INDEX_DIR, index_result
 
-_OFF = ("0", "false", "no", "off")
 _LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
 
 
@@ -55,8 +53,7 @@ class Job:
         self.norm = normalize(self.cfg)
         self.hash = config_hash(self.norm)
         self.name = self.out_dir.name
-        env = (os.environ.get("CLSUITE_RESUME") or "").lower()  # strict (default), config_only or off
-        self.mode = "off" if env in _OFF else env if env in RESUME_MODES else str(self.cfg.get("resume") or "strict")
+        self.mode = str(self.cfg["resume"])  # strict, config_only or off
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
         self.source = None  # its bound data source (looked up once, with the identity; handed to the run)
         self.rerun_reasons: list[str] = []
@@ -102,7 +99,7 @@ class Job:
             self._set_aside(why)
         elif run.reason != "missing":
             self._set_aside([(rejection_reason(run.data, run.reason), run.reason)])
-        if env_flag("CLSUITE_REUSE"):
+        if self.cfg["reuse"]:
             return self._reuse()
         return None
 
@@ -212,11 +209,6 @@ class Job:
         if self.name.rsplit(",", 1)[-1].startswith("hash="):
             with contextlib.suppress(OSError):
                 write_json_atomic(self.out_dir / OVERRIDES_FILE, self.overrides)
-
-
-def env_flag(name: str, default: bool = True) -> bool:
-    v = os.environ.get(name)
-    return default if v is None or v == "" else v.lower() not in _OFF
 
 
 def os_cause(exc: BaseException) -> OSError | None:
