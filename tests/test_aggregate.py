@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -525,6 +526,32 @@ def test_paper_values_transcribed():
         "adaer",
         "zz",
     ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        ("targets:", "target:", r"expected the keys \['targets', "),
+        ("98.8, -13.3]", "98.8]", r"table2 row si: expected 3 lists of 4 numbers or null"),
+        ("[[89.6,", "[['89.6',", r"table2 row adaer: expected 3 lists of 4 numbers or null"),
+        ("method: gem,", "method: gemm,", r"quotes.memory: unexpected quote \{'quote': \"split-MNIST: GEM's"),
+        (", vs: {memory: 50}}", "}", r"quotes.memory: a gain or decline needs vs: \{'quote': "),
+        ("quotes:", "quotes: [", r"not laid out as expected \(ParserError: "),
+        (
+            "benchmarks: [split_mnist, split_fmnist, split_cifar10, split_cifar100]",
+            "benchmarks: 3",
+            r"not laid out as expected \(TypeError: 'int' object is not subscriptable\)$",
+        ),
+    ],
+)
+def test_paper_values_file_is_checked(tmp_path, old, new, error):
+    """The transcription is data (paper_values.yaml): read back as the module's names; a file not laid
+    out as expected is one error naming it and what is wrong."""
+    assert pv.load_values()["quotes"] == pv.QUOTES and pv.load_values()["table2"] == pv.TABLE2
+    bad = tmp_path / "values.yaml"
+    bad.write_text(pv.VALUES_FILE.read_text().replace(old, new, 1))
+    with pytest.raises(pv.PaperValuesError, match="^" + re.escape(f"{bad}: ") + error):
+        pv.load_values(bad)
 
 
 def test_fmt():

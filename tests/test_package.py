@@ -120,6 +120,7 @@ def test_an_installed_wheel_has_the_checkouts_code_identity(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert (site / "clsuite" / "conf" / "config.yaml").is_file() and not (site / "run.py").exists()
     assert (site / "clsuite" / "sweeps" / "table2.yaml").is_file()  # clsuite paper table2 works installed
+    assert (site / "clsuite" / "analysis" / "paper_values.yaml").is_file()  # the paper's numbers: package data
     assert _identity_in(site, tmp_path) == identity.code_identity()
     p = _installed(site, tmp_path, "paper", "all", "--seeds", "10", "--dry-run")
     assert p.returncode == 0 and f"{site / 'clsuite' / 'sweeps'} --config-name ablation_cifar100" in p.stdout
