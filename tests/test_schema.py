@@ -280,6 +280,31 @@ def test_issue_example_is_one_error_line(tmp_path, monkeypatch, capsys, argv, li
     assert err.strip().startswith(line), err
 
 
+def test_the_cli_composes_a_run_once_and_refuses_it_before_any_folder(tmp_path, monkeypatch, capsys):
+    """The command line composed each run's config twice (a check, then ``hydra.main``): now Hydra's
+    composition is the only one (its run mode, then the run), and a bad value is still refused before
+    Hydra makes the run's folder."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    load, modes = ConfigLoaderImpl.load_configuration, []
+
+    def counted(self, *args, **kwargs):
+        modes.append(kwargs["run_mode"].name)
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    code, _, err = run_cli(tmp_path, monkeypatch, capsys, *SYN, "tau=2")
+    assert_refused(tmp_path, code, err, "error: tau must be in [0, 1], got 2")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text("{}")
+    modes.clear()  # a valid run, refused at its folder (the callback's last check)
+    code, _, err = run_cli(tmp_path, monkeypatch, capsys, *SYN, "hydra.run.dir=run")
+    assert code == 2 and err.startswith("error: hydra.run.dir 'run' already holds another run's results"), err
+    assert modes == ["MULTIRUN", "RUN"]  # Hydra's own: the run mode (get_mode), then the run
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["run", "run/results.json"]
+
+
 def test_a_sweep_refuses_a_bad_grid_point_before_grid_json(tmp_path, monkeypatch, capsys):
     """scenario=domain_il method=hal fails when the grid is checked: no job, no grid.json."""
     code, _, err = run_cli(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
-from clsuite.compose import parse_args, precompose
+from clsuite import compose as _compose
 from clsuite.config import ConfigError, validate
 
 __all__ = ["ConfigError", "compose", "run"]
@@ -19,7 +19,7 @@ __all__ = ["ConfigError", "compose", "run"]
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The suite's config with ``overrides`` (Hydra syntax, e.g. ``"memory=200"``), checked as the CLI checks it."""
-    cfg, _ = precompose(parse_args(list(overrides)), config_name)
+    cfg = _compose.compose(list(overrides), config_name=config_name)
     with open_dict(cfg):
         del cfg["hydra"]  # (as Hydra hands a run its config)
     validate(cfg)

@@ -1,11 +1,13 @@
 """The command line: ``clsuite [overrides]`` = ``python src/run.py [overrides]`` (docs/RUNS.md, "Using it").
 
-:func:`precheck` runs before ``hydra.main`` (a refused run leaves no folder), :func:`run_single` trains
-one run, :func:`run_job` one sweep job (docs/ARCHITECTURE.md, "The path of one run"; exit statuses: docs/RUNS.md).
+:func:`precheck` checks the overrides before ``hydra.main`` composes once (a refused run leaves no
+folder), :func:`run_single` trains one run, :func:`run_job` one sweep job (docs/ARCHITECTURE.md, "The
+path of one run"; exit statuses: docs/RUNS.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import os
@@ -127,7 +129,7 @@ def _rerun(e: BaseException) -> str:
 
 
 def run_single(cfg: DictConfig, out_dir: str) -> float:
-    """A single run; its config was validated before Hydra made its folder (:func:`precheck`)."""
+    """A single run; its config was validated before Hydra made its folder (``SweepCallback.on_run_start``)."""
     from clsuite.callbacks import Diverged
     from clsuite.identity import CodeChanged
     from clsuite.loggers import LoggerUnavailable
@@ -168,7 +170,6 @@ def _watch_sweep(stop: threading.Event) -> None:
 
 
 _ORPHANED = threading.Event()
-_MODE: list[RunMode | None] = [None]  # this invocation's run mode, once composed
 _JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal before any: nothing ran)
 
 
@@ -244,27 +245,20 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return run_job(cfg, hc)
 
 
-def precheck(argv: list[str]) -> RunMode | None:
-    """The steps before ``hydra.main`` (docs/ARCHITECTURE.md, "The path of one run", step 2): the run
-    mode, or None (Hydra's own ``--cfg`` / ``--info`` / ``--hydra-help``)."""
-    from clsuite.compose import parse_args, precompose
+def precheck(argv: list[str]) -> argparse.Namespace:
+    """The steps before ``hydra.main`` (docs/ARCHITECTURE.md, "The path of one run", step 2): ``--help``,
+    the overrides checked (``clsuite.compose.check``); the parsed command line."""
+    from clsuite.compose import check
 
+    if "--help" in argv or "-h" in argv:
+        from clsuite.confighelp import help_text
+
+        print(help_text())
+        sys.exit(0)
     try:
-        args = parse_args(argv)
-        if args.help:
-            from clsuite.confighelp import help_text
-
-            print(help_text())
-            sys.exit(0)
-        if args.hydra_help or args.cfg or args.info or args.shell_completion:
-            return None
-        cfg, mode = precompose(args)
-        _MODE[:] = [mode]  # (a signal during the validation below is reported as the run's)
-        if mode == RunMode.RUN:
-            validate(cfg)
-    except (ConfigError, DataError) as e:
+        return check(argv)[0]
+    except ConfigError as e:
         fail(str(e))
-    return mode
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -274,17 +268,24 @@ def main(argv: list[str] | None = None) -> None:
     _SIGNALS.clear()
     _JOBS_STARTED.clear()
     _EXITING.clear()
-    _MODE[:] = [None]
+    sweep.STARTED.clear()
     with interruptible():  # (the handlers stay ours until _stopped has made the signals ignored)
         try:
-            precheck(sys.argv[1:])
+            args = precheck(sys.argv[1:])
+            os.environ["HYDRA_FULL_ERROR"] = "1"  # hydra.main raises its errors (printed below) instead of exiting 1
             _hydra_main()
         except Interrupted as e:
-            mode = _MODE[0]
+            mode = sweep.STARTED[-1] if sweep.STARTED else None
             if mode == RunMode.MULTIRUN and (_JOBS_STARTED or getattr(e, "jobs_recorded", 0)):  # (joblib: in workers)
                 _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
             where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
             _stopped(e, f"{where} stopped during start-up, before any training; no results written")
+        except Exception as e:
+            if sweep.STARTED:  # (the run's own failure: Hydra's line and the traceback, exit 1)
+                raise
+            from clsuite.compose import error_line
+
+            fail(error_line(e, args.overrides, args.config_name or "config"))  # (Hydra's composition: nothing started)
     s = sweep.last_summary()
     if sweep.callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
         sys.exit(1)

@@ -1,6 +1,6 @@
-"""Compose the config exactly as ``hydra.main`` will, before it runs (for the command line and
-``clsuite.api``), and turn Hydra's errors into one line naming the key and the valid choices
-(docs/ARCHITECTURE.md, "The path of one run", step 2).
+"""Check a command line before Hydra composes it, compose one that is not run (``clsuite.api``), and
+turn Hydra's errors into one line naming the key and the valid choices (docs/ARCHITECTURE.md, "The
+path of one run", step 2).
 """
 
 from __future__ import annotations
@@ -32,44 +32,39 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise ConfigError(f"{why[0].split(': error: ', 1)[-1]}; see --help") from None
 
 
-def precompose(args: argparse.Namespace, config_name: str = "config") -> tuple[DictConfig, RunMode]:
-    """(composed config, run mode) of this command line, its overrides checked first
-    (``clsuite.config.check_overrides``); ``ConfigError`` (one line) when it fails."""
+def check(argv: list[str]) -> tuple[argparse.Namespace, list[Path]]:
+    """A command line parsed, its config folders and overrides checked (``clsuite.config.check_overrides``)
+    before Hydra reads them: (its arguments, its ``--config-dir`` folders); ``ConfigError`` (one line)."""
+    args = parse_args(argv)
+    extra = [] if args.config_dir is None else [Path(args.config_dir).resolve()]
+    if extra and not extra[0].is_dir():
+        raise ConfigError(f"--config-dir {args.config_dir!r} is not a folder")
+    check_overrides(list(args.overrides), extra_dirs=extra)
+    return args, extra
+
+
+def compose(argv: list[str], mode: RunMode = RunMode.RUN, config_name: str = "config") -> DictConfig:
+    """The config of a command line that is not run (``clsuite.api.compose``, ``clsuite.paper.count``),
+    composed as ``hydra.main`` composes it (``--config-dir``, and a sweep's overrides with ``mode``
+    MULTIRUN, which ``hydra.compose`` lacks); ``ConfigError`` (one line) when it fails."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_automatic_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    name, parser = args.config_name or config_name, OverridesParser.create()
-    overrides = list(args.overrides)
-    extra = [] if args.config_dir is None else [Path(args.config_dir).resolve()]
-    if extra and not extra[0].is_dir():
-        raise ConfigError(f"--config-dir {args.config_dir!r} is not a folder")
-    check_overrides(overrides, extra_dirs=extra)
+    args, extra = check(argv)
+    name, overrides = args.config_name or config_name, list(args.overrides)
     search_path = create_automatic_config_search_path(None, None, str(CONF_DIR))
     for folder in extra:
         search_path.prepend(provider="command-line", path=f"file://{folder}", anchor=SearchPathQuery(provider="schema"))
     try:
         hydra = Hydra.create_main_hydra2(task_name="run", config_search_path=search_path)
         try:
-            mode = hydra.get_mode(config_name=name, overrides=overrides)
-            mode = mode or (RunMode.MULTIRUN if args.multirun else RunMode.RUN)
-            swept = [o.input_line for o in parser.parse_overrides(overrides) if o.is_sweep_override()]
-            if mode == RunMode.RUN and swept:
-                arg, key = swept[0], swept[0].split("=", 1)[0]
-                raise ConfigError(
-                    f"{arg} sweeps over several values: add -m (--multirun) to run each one, or quote a "
-                    f"string ({key}='{arg.split('=', 1)[1]}'); a single run takes one value"
-                )
-            cfg = hydra.compose_config(name, overrides, run_mode=mode, with_log_configuration=False, from_shell=True)
+            return hydra.compose_config(name, overrides, run_mode=mode, with_log_configuration=False, from_shell=True)
         finally:
             GlobalHydra.instance().clear()
-    except ConfigError:
-        raise
     except Exception as e:
         raise ConfigError(error_line(e, overrides, name)) from None
-    return cfg, mode
 
 
 # ----------------------------------------------------------------------------- Hydra's errors
@@ -82,6 +77,12 @@ def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "
     if isinstance(e, yaml.MarkedYAMLError) and (mark := e.problem_mark or e.context_mark):
         why = f"{e.problem} ({e.context})" if e.problem and e.context else e.problem or e.context
         return f"bad YAML in {mark.name}, line {mark.line + 1}, column {mark.column + 1}: {why}"
+    if m := re.match(r"(?:Ambiguous value for argument|Sweep parameters) '(([^'=]+)=([^']*))'", text):  # no -m
+        arg, key, value = m.groups()
+        return (
+            f"{arg} sweeps over several values: add -m (--multirun) to run each one, or quote a "
+            f"string ({key}='{value}'); a single run takes one value"
+        )
     if m := re.match(r"Could not override '([^']+)'", text):
         return _cannot_override(m.group(1), text, overrides, config_name)
     if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):  # (an option named by a yaml's defaults)

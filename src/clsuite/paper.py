@@ -197,9 +197,10 @@ def count(parts: list[list[str]], multirun: Path) -> tuple[int, int, int]:
     several sweeps share is trained once), a run finished when a sealed results file of its config hash
     and this code's hash is there (its data and threads not compared: an estimate)."""
     from hydra import initialize_config_dir
+    from hydra.types import RunMode
 
     from clsuite import sweep
-    from clsuite.compose import parse_args, precompose
+    from clsuite.compose import compose
     from clsuite.config import CONF_DIR
     from clsuite.identity import code_identity, config_hash
     from clsuite.results import read_run
@@ -207,7 +208,7 @@ def count(parts: list[list[str]], multirun: Path) -> tuple[int, int, int]:
     jobs, hashes = 0, set()
     for part in parts:
         for _, cmd in [s for s in plan(part) if s[0] == "sweep"]:
-            cfg, _ = precompose(parse_args([*cmd[3:], f"hydra.searchpath=[file://{CONF_DIR}]"]))
+            cfg = compose([*cmd[3:], f"hydra.searchpath=[file://{CONF_DIR}]"], RunMode.MULTIRUN)
             grid = sweep.expand_grid(cfg)
             with initialize_config_dir(config_dir=str(SWEEPS_DIR), version_base="1.3"):
                 sweep.validate_grid(cfg, grid)

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from clsuite import identity as ident
-from clsuite.config import ConfigError, check_names
+from clsuite.config import ConfigError, check_names, validate
 from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.locks import HOST
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
@@ -51,6 +52,7 @@ def _check_run_dir(run_dir: Path) -> None:
 
 
 _LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
+STARTED: list[RunMode] = []  # the run mode once this process's run or sweep has begun (clsuite.cli clears it)
 
 
 def last_summary() -> dict | None:
@@ -64,8 +66,8 @@ def callback_failed() -> str | None:
 
 
 def _counted(stage: str):
-    """A callback method whose failure counts (Hydra would only warn): at the start nothing runs, at
-    the end the sweep exits 1."""
+    """A callback method whose failure counts (Hydra would only warn): at the start of a run or a sweep
+    nothing runs, at the end the sweep exits 1."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -77,7 +79,8 @@ def _counted(stage: str):
             except Exception as e:
                 _LAST["error"] = error_line(e)
                 if stage == "start":
-                    print(f"error: the sweep could not start ({error_line(e)}); nothing run", file=sys.stderr)
+                    what = "sweep" if config.hydra.mode == RunMode.MULTIRUN else "run"
+                    print(f"error: the {what} could not start ({error_line(e)}); nothing run", file=sys.stderr)
                     sys.exit(1)
                 print(f"error: the sweep's summary failed ({error_line(e)}); the sweep exits 1", file=sys.stderr)
 
@@ -92,13 +95,17 @@ class SweepCallback(Callback):
     def __init__(self) -> None:
         self.grid: list[dict] | None = None
 
+    @_counted("start")
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run, before Hydra makes its folder: refused when it holds another run's results;
-        made now and written to once (a full disk is one line, not Hydra's traceback)."""
+        """A single run, before Hydra makes its folder: its config validated; refused when its folder holds
+        another run's results; made now and written to once (a full disk is one line, not Hydra's traceback)."""
+        STARTED.append(RunMode.RUN)
+        _refuse(validate, config)
         _refuse(_check_run_dir, Path(str(config.hydra.run.dir)))
 
     @_counted("start")
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        STARTED.append(RunMode.MULTIRUN)
         _refuse(check_names, config)  # the sweep's folder (its jobs' names: validate_grid)
         sweep_id = uuid.uuid4().hex[:12]
         os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
