@@ -556,11 +556,12 @@ def _run_patched(tmp_path, patch: str, *args):
 
 def test_a_single_run_signalled_during_start_up_says_so(tmp_path):
     patch = (
-        "_v = cli.validate\n"
+        "import clsuite.sweep.callback as cb\n"  # a single run is validated in the run callback's start
+        "_v = cb.validate\n"
         "def validate(cfg):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return _v(cfg)\n"
-        "cli.validate = validate\n"
+        "cb.validate = validate\n"
     )
     p = _run_patched(tmp_path, patch, "method=online")
     assert p.returncode == 143, p.stderr[-2000:]
