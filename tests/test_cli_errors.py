@@ -331,3 +331,16 @@ def test_an_outside_config_named_as_one_of_the_suite_is_refused(tmp_path):
             check_overrides([*overrides, "method=mir"], extra_dirs=extra)
         assert str(e.value).startswith(line)
     check_overrides([f"hydra.searchpath=[file://{CONF_DIR}]", "method=er"])  # the suite's own folder: itself
+
+
+def test_a_bug_in_the_checks_before_hydra_surfaces_as_itself(monkeypatch):
+    """An unexpected exception before composition (a bug, not bad input) reaches the caller as it was
+    raised, its traceback intact, instead of a NameError about the command line it never parsed."""
+    from clsuite import cli, compose
+
+    def broken(argv):
+        raise RuntimeError("a bug in the checks")
+
+    monkeypatch.setattr(compose, "check", broken)
+    with pytest.raises(RuntimeError, match="a bug in the checks"):
+        cli.main(["method=er"])

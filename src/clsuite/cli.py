@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     _JOBS_STARTED.clear()
     _EXITING.clear()
     sweep.STARTED.clear()
+    args = None
     with interruptible():  # (the handlers stay ours until _stopped has made the signals ignored)
         try:
             args = precheck(sys.argv[1:])
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
             where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
             _stopped(e, f"{where} stopped during start-up, before any training; no results written")
         except Exception as e:
-            if sweep.STARTED:  # (the run's own failure: Hydra's line and the traceback, exit 1)
+            if sweep.STARTED or args is None:  # (the run's own failure, or a bug before composition: traceback, exit 1)
                 raise
             from clsuite.compose import error_line
 
