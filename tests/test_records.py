@@ -120,6 +120,22 @@ def test_packing_the_same_runs_twice_gives_the_same_bytes(tmp_path):
     )
 
 
+def test_a_record_holds_every_job_folder_a_sweep_makes():
+    """A job folder is named by ``paths.job_dirname`` (up to ``MAX_DIRNAME`` bytes, hashed beyond):
+    every such name is a member a record can hold, and nothing longer is."""
+    from clsuite.paths import MAX_DIRNAME, job_dirname
+
+    cell = (
+        "benchmark=split_mnist,method.update.per_task=null,method=agem,reading=mir_code,seed=6,"
+        "trainer.numerics=portable,update@method.update=task_reservoir"
+    )  # (a job of sweeps/cells_agem_per_task.yaml: 148 bytes)
+    for overrides in (cell, ",".join(f"key{i}=value{i}" for i in range(40)), "a/b,c=%"):
+        job = job_dirname(overrides)
+        assert rec.member_problem(f"{job}/results.json") is None, job
+    assert len(job_dirname(cell).encode()) > 100
+    assert "longer than" in rec.member_problem(f"{'x' * (MAX_DIRNAME + 1)}/results.json")
+
+
 @needs_git
 def test_pack_refuses_what_the_report_would_not_count_and_writes_nothing(tmp_path, capsys):
     mr = tmp_path / "multirun"

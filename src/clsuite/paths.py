@@ -18,8 +18,9 @@ MAX_DIRNAME = 200  # a job folder name longer than this is hashed
 RUN_ID = uuid.uuid4().hex[:6]  # this process's run: the last part of a single run's folder name
 
 
-def safe_name(value, what: str = "name") -> str:
-    """``value`` when it can be a folder name, else ``ConfigError`` naming it and the rule."""
+def safe_name(value, what: str = "name", limit: int = MAX_NAME) -> str:
+    """``value`` when it can be a folder name of at most ``limit`` bytes (:data:`MAX_DIRNAME` for a job
+    folder), else ``ConfigError`` naming it and the rule."""
     name = value if isinstance(value, str) else str(value)
     why = None
     if name in ("", ".", ".."):
@@ -30,11 +31,11 @@ def safe_name(value, what: str = "name") -> str:
         why = "it holds a control character"
     elif name.startswith("."):
         why = "it starts with '.' (hidden and bookkeeping folders)"
-    elif len(name.encode()) > MAX_NAME:
-        why = f"it is longer than {MAX_NAME} bytes"
+    elif len(name.encode()) > limit:
+        why = f"it is longer than {limit} bytes"
     if why:
         raise ConfigError(
-            f"{what} {name!r} cannot be a folder name: {why}; valid: 1 to {MAX_NAME} bytes without path "
+            f"{what} {name!r} cannot be a folder name: {why}; valid: 1 to {limit} bytes without path "
             "separators or control characters, not starting with '.'"
         )
     return name

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from clsuite.errors import ConfigError
 from clsuite.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadable, parse_json, read_regular, sha256
-from clsuite.paths import safe_name
+from clsuite.paths import MAX_DIRNAME, safe_name
 
 MANIFEST_FILE = "MANIFEST.json"
 PARITY_FILE = "parity.json"  # the parity record (scripts/parity/harness.py writes it; clsuite.analysis.parity)
@@ -30,14 +30,14 @@ class RecordsError(Exception):
 
 def member_problem(name: str) -> str | None:
     """Why ``name`` cannot be a member of a record (None when it can): ``grid.json`` or
-    ``<job>/<results.json | failed.json>`` with ``<job>`` a folder name (``clsuite.paths.safe_name``)."""
+    ``<job>/<results.json | failed.json>`` with ``<job>`` a job folder's name (``clsuite.paths.safe_name``, up to the sweep's ``MAX_DIRNAME``)."""
     if name == GRID_FILE:
         return None
     job, _, leaf = name.partition("/")
     if leaf not in JOB_FILES:
         return f"not {GRID_FILE} nor <job>/{' or <job>/'.join(JOB_FILES)}"
     try:
-        safe_name(job, "job folder")
+        safe_name(job, "job folder", MAX_DIRNAME)
     except ConfigError as e:
         return str(e)
     return None
