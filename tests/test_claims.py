@@ -8,6 +8,7 @@ fails when the adjustment is removed.
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -132,3 +133,38 @@ def test_claims_table_from_the_runs(tmp_path, capsys):
     assert "(contradicted: Holm" in capsys.readouterr().out
     assert main_claims(["--multirun-dir", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.startswith("error: --multirun-dir")
+
+
+def test_an_open_claim_gets_the_seeds_its_deciding_comparison_would_need():
+    """Inconclusive and partly reproduced claims get one row: the seeds that would decide their deciding
+    comparison at its observed mean and sd (support for d > 0 at 95%; contradiction after Holm for
+    d <= 0, one-sided at 0.025 / m); identical arms get none; a decided claim no row."""
+    import types
+
+    from clsuite.analysis import tables as tb
+    from clsuite.analysis.stats import seeds_needed
+
+    def judged(text, diffs):
+        j = _judged(diffs)
+        j.claim = types.SimpleNamespace(text=text)
+        return j
+
+    ahead = [1.0, 3.0, -1.0]  # mean +1, sd 2: unresolved, on the claim's side
+    behind = [-1.0, 0.5, -2.5, 0.0]  # mean -0.75, sd 1.26: unresolved, against the claim
+    inconclusive = judged("ahead", [ahead])
+    partly = judged("partly", [[2.0, 2.1, 1.9], behind])  # one supported, the weakest against it
+    identical = judged("identical", [[0.0, 0.0, 0.0]])
+    decided = judged("decided", [[2.0, 2.1, 1.9]])
+    assert (inconclusive.verdict, partly.verdict, identical.verdict, decided.verdict) == (
+        cl.INCONCLUSIVE, cl.PARTLY, cl.INCONCLUSIVE, cl.REPRODUCED,
+    )  # fmt: skip
+    t = tb.open_claims([inconclusive, partly, identical, decided])
+    rows = {r[0]: r for r in t.rows}
+    assert set(rows) == {"ahead", "partly", "identical"}
+    assert rows["ahead"][4:] == ["3", "+1.0 ± 2.0", f"{seeds_needed(1.0, 2.0, level=0.95)} to support"]
+    sd = statistics.stdev(behind)
+    n = seeds_needed(0.75, sd, level=1 - 0.05 / 2)  # Holm over the claim's m = 2 comparisons
+    assert n > seeds_needed(0.75, sd, level=0.95)  # (the family's level is the stricter one)
+    assert rows["partly"][3:] == ["c1, split-MNIST", "4", f"-0.8 ± {sd:.1f}", f"{n} to contradict after Holm (m = 2)"]
+    assert rows["identical"][6] == "none: the two arms agree in every seed"
+    assert tb.open_claims([decided]) is None

@@ -9,17 +9,15 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import outcome
 from clsuite.analysis.load import distinct_runs
-from clsuite.analysis.stats import one_sample
+from clsuite.analysis.stats import POWER, one_sample, seeds_needed
 from clsuite.analysis.tables import Table
 
 PAIRS = (("adaer", "mir"), ("adaer", "ccmr"), ("adaer", "ebrs"), ("adaer", "er"), ("mir", "er"))
 DELTAS = (1.0, 2.0, 5.0)  # points of Acc
-POWER = 0.8
 
 
 def noise_runs(experiments: dict) -> pd.DataFrame:
@@ -55,19 +53,6 @@ def noise_table(runs: pd.DataFrame) -> pd.DataFrame:
             "identical_seeds": int((a.max(axis=1) == a.min(axis=1)).sum()),
         })  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def seeds_needed(delta: float, sd_d: float, power: float = POWER, level: float = 0.95, n_max: int = 1000) -> int:
-    """The smallest n (>= 2) whose paired two-sided t test at ``level`` rejects d = 0 with probability
-    ``power`` when the true mean difference is ``delta`` and its per-seed sd is ``sd_d``."""
-    if sd_d <= 0:
-        return 2
-    for n in range(2, n_max + 1):
-        crit = stats.t.ppf(0.5 + level / 2, n - 1)
-        nc = delta * math.sqrt(n) / sd_d
-        if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
-            return n
-    return n_max
 
 
 def _differences(runs: pd.DataFrame, pairs):

@@ -124,3 +124,19 @@ def paired(x: dict, y: dict) -> Paired:
 def smallest_signflip_p(n: int) -> float:
     """The smallest two-sided p the exact sign-flip test can give with n seeds."""
     return min(1.0, 2.0 / 2**n) if n else 1.0
+
+
+POWER = 0.8  # the chance of deciding that seeds_needed plans for
+
+
+def seeds_needed(delta: float, sd_d: float, power: float = POWER, level: float = 0.95, n_max: int = 1000) -> int:
+    """The smallest n (>= 2) whose paired two-sided t test at ``level`` rejects d = 0 with probability
+    ``power`` when the true mean difference is ``delta`` and its per-seed sd is ``sd_d``."""
+    if sd_d <= 0:
+        return 2
+    for n in range(2, n_max + 1):
+        crit = stats.t.ppf(0.5 + level / 2, n - 1)
+        nc = delta * math.sqrt(n) / sd_d
+        if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
+            return n
+    return n_max

@@ -15,7 +15,9 @@ from clsuite.analysis.claims import (
     ALPHA,
     CONTRADICTED,
     IDENTICAL,
+    INCONCLUSIVE,
     MISSING,
+    PARTLY,
     RAW_ONLY,
     SUPPORTED,
     UNRESOLVED,
@@ -25,7 +27,7 @@ from clsuite.analysis.claims import (
     sign_flip_floor_note,
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
-from clsuite.analysis.stats import COSTS, n_range
+from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, seeds_needed
 from clsuite.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
 
 NOTE = (
@@ -341,6 +343,40 @@ def claim_details(j: Judged) -> Table:
     return t
 
 
+def seeds_to_decide(j: Judged) -> str:
+    """The seeds that would decide ``j``'s deciding comparison at its observed mean and sd: to support it
+    (d > 0: its 95% interval above 0), or to contradict it after Holm (d <= 0: Bonferroni's bound on
+    Holm's first step, one-sided at ALPHA / m), each with probability POWER."""
+    w = j.deciding
+    r = w.result
+    if j.outcomes[j.comparisons.index(w)] == IDENTICAL:
+        return "none: the two arms agree in every seed"
+    level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / max(j.m, 1)
+    n = seeds_needed(abs(r.mean), r.sd, level=level)
+    goal = "support" if r.mean > 0 else f"contradict after Holm (m = {j.m})"
+    return f"{'more than 1000' if n >= 1000 else n} to {goal}"
+
+
+def open_claims(judged: list[Judged]) -> Table | None:
+    """Per claim left inconclusive or partly reproduced: the seeds its deciding comparison would need."""
+    t = Table(
+        "Seeds that would decide each open claim",
+        ["claim", "reading", "verdict", "deciding comparison", "n", "mean d ± sd over seeds", "seeds it would need"],
+        note=f"Seeds it would need: the smallest n whose paired t test decides the deciding comparison with "
+        f"probability {POWER:g} if its true mean difference and per-seed sd are the ones observed (a planning "
+        "estimate: the observed mean of a comparison the seeds cannot separate is itself uncertain); d > 0 "
+        f"needs its 95% interval above 0 (supported), d <= 0 a one-sided p below {ALPHA:g} / m (contradicted "
+        "after Holm, Bonferroni's bound on Holm's first step). A partly reproduced claim needs every "
+        "unresolved comparison supported, the deciding one being the weakest.",
+    )  # fmt: skip
+    for j in judged:
+        if j.verdict in (INCONCLUSIVE, PARTLY) and (w := j.deciding) is not None:
+            r = w.result
+            t.add([j.claim.text, j.reading, j.verdict, f"{w.label}, {pv.bench_label(w.benchmark)}", r.n,
+                   f"{r.mean:+.1f} ± {r.sd:.1f}", seeds_to_decide(j)])  # fmt: skip
+    return t if t.rows else None
+
+
 def claims_markdown(judged: list[Judged]) -> str:
     """The verdict table, what the seeds cannot separate, and every comparison (folded)."""
     out = [claims(judged).markdown()]
@@ -358,6 +394,8 @@ def claims_markdown(judged: list[Judged]) -> str:
                 + "."
             )
     out.append("")
+    if (t := open_claims(judged)) is not None:
+        out.append(t.markdown())
     for j in judged:
         if j.comparisons:
             out += [f"<details><summary>{j.claim.text} ({j.reading}): {j.verdict}</summary>", ""]
