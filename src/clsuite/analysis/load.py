@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from clsuite.analysis.stats import CONDITIONS, COSTS, KEYS
+from clsuite.core.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.identity import code_identity, config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, Unreadable, load_json, read_failure
-from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.numerics import label as numerics_label
 from clsuite.paths import dirname_text
 from clsuite.results import read_run
