@@ -101,7 +101,7 @@ def test_code_hash_is_the_content_of_the_files_a_run_executes(tmp_path):
     assert len(h0) == 16 and int(h0, 16) >= 0
     assert sorted(identity.code_files(pkg, conf)) == [
         "clsuite/__init__.py",
-        "clsuite/core/methods/er.py",
+        "clsuite/methods/er.py",
         "conf/config.yaml",
         "conf/method/er.yaml",
     ]

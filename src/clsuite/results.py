@@ -49,7 +49,7 @@ _MOVED = re.compile(r"clsuite\.(data|memory|replay|methods|models|learner|metric
 def as_today(config):
     """A recorded config (or one value of it) naming today's modules: a run made before the science moved
     into ``clsuite.core`` (docs/ARCHITECTURE.md) names ``clsuite.methods.er.ER`` for
-    ``clsuite.core.methods.er.ER``; for the code that builds or matches a recorded run (replay, eval, cells)."""
+    ``clsuite.core.methods.er.ER``; for the code that builds or reads a recorded run (replay, eval, the analysis' flat configs)."""
     if isinstance(config, dict):
         return {k: as_today(v) for k, v in config.items()}
     if isinstance(config, list):

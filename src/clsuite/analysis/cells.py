@@ -16,7 +16,6 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
 from clsuite.analysis.stats import Paired, paired
-from clsuite.results import as_today
 
 ENV = ("code", "torch_threads", "device", "torch", "numerics")
 NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
@@ -37,9 +36,9 @@ def _agem_default(flat: dict, reading: str) -> bool:
     """conf/method/agem.yaml as it is: |R| 256, uniform draw over past tasks, reservoir."""
     return (
         flat.get("method.replay_size") == 256
-        and as_today(flat.get("method.replay._target_")) == "clsuite.core.replay.random.RandomReplay"
+        and flat.get("method.replay._target_") == "clsuite.core.replay.random.RandomReplay"
         and flat.get("method.replay.exclude_current_task") is True
-        and as_today(flat.get("method.update._target_")) == "clsuite.core.memory.reservoir.Reservoir"
+        and flat.get("method.update._target_") == "clsuite.core.memory.reservoir.Reservoir"
     )
 
 
