@@ -53,7 +53,7 @@ bench-numerics: setup ## each method's time per batch under trainer.numerics=nat
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
 # memory/, replay/, methods/ one change at a time and runs the fast tests that cover each change;
 # prints the survivors. Slow (about 20 mutants a minute on 2 cores), so not part of `make test` or CI.
-#   make mutants MUTANTS='clsuite.metrics*'      # one module;  .venv/bin/mutmut show <name>: its diff
+#   make mutants MUTANTS='clsuite.core.metrics*'      # one module;  .venv/bin/mutmut show <name>: its diff
 MUTANTS ?=
 .PHONY: mutants
 mutants: setup        ## mutation testing of the core modules; prints surviving mutants (slow, not in CI)

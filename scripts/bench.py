@@ -416,9 +416,9 @@ def samples(x) -> int:
 def setup_jobs(args):
     import torch
 
-    import clsuite.callbacks as callbacks
+    import clsuite.core.callbacks as callbacks
+    from clsuite.core.models.nets import MLP, ReducedResNet18
     from clsuite.experiment import run_experiment
-    from clsuite.models.nets import MLP, ReducedResNet18
 
     torch.set_num_threads(1)
     count = {"on": True, "work": 0, "eval_s": 0.0}  # forward-equivalents through the network, evaluations' time
@@ -486,7 +486,7 @@ def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], read
 def time_one(args, bname, method, cuda) -> dict:
     import torch
 
-    from clsuite.callbacks import MemoryUpdate, evaluate
+    from clsuite.core.callbacks import MemoryUpdate, evaluate
 
     sync = torch.cuda.synchronize if cuda else None  # (Clock: None syncs nothing)
     if cuda:
@@ -541,7 +541,7 @@ def setup_checkpoint(args):
     import torch
 
     from clsuite import checkpoint as ck
-    from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+    from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
     from clsuite.identity import identity
 
     def built(c) -> Run:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from clsuite.core.metrics import all_metrics
 from clsuite.identity import canonical, normalize, seal, sha256
-from clsuite.metrics import all_metrics
 
 CODE_HASH = "0123456789abcdef"  # the made-up code of the made-up runs
 

@@ -421,7 +421,7 @@ def test_table2_readings_side_by_side_with_the_paper(table2_runs):
     assert "| AdaER | 90.0 ± 0.0 | – | 89.6 |" in md  # no mir_code run of AdaER
     assert "| ER | 70.0 (n=1) | – | 69.6 |" in md  # split-FMNIST: one seed (no std), one reading
     assert md.index("| ER |") < md.index("| AdaER |")
-    assert "BWT" in md and "Bwt" not in md.split("### Notes")[0]  # labels from clsuite.metrics.METRICS
+    assert "BWT" in md and "Bwt" not in md.split("### Notes")[0]  # labels from clsuite.core.metrics.METRICS
     assert r"82.0 $\pm$ 2.0" in tex and r"\multicolumn{3}{c}{Acc}" in tex
     assert res["runs"] == 10 and (table2_runs / "results" / "table2" / "runs.csv").read_text().count("\n") == 11
 
@@ -444,7 +444,7 @@ def test_adhoc_sweep_gets_a_plain_table_of_its_axes(tmp_path):
 def test_adhoc_table_and_csvs_give_task_il_acc_time_and_memory_where_the_runs_recorded_them(tmp_path):
     """Results files since the task-IL matrix and the peaks carry them to the tables and CSVs; older
     ones (no R_task_il, no peaks) are read as before, their cells N/A, and alone they add no column."""
-    from clsuite.metrics import task_il_metrics
+    from clsuite.core.metrics import task_il_metrics
 
     def newer(res, acc_task_il, ram):
         res["R_task_il"] = fake_R(5, acc_task_il).tolist()
@@ -842,7 +842,7 @@ def test_figures_say_seed_in_the_singular_for_one(tmp_path, monkeypatch):
 
 
 def test_tables_with_fwt_say_it_cannot_rank_methods(table2_runs):
-    from clsuite.metrics import FWT_CLASS_IL
+    from clsuite.core.metrics import FWT_CLASS_IL
 
     res = aggregate("table2", table2_runs / "multirun", table2_runs / "results")
     assert all(f"FWT: {FWT_CLASS_IL}" in t.note for t in res["tables"])  # Table II per benchmark

@@ -128,7 +128,7 @@ def test_tuned_values_reach_the_composed_method(tuned):
 
 @pytest.mark.parametrize("update", UPDATES)
 def test_update_policy_keeps_the_memory_contract(update):
-    """Seam contract (clsuite.memory.base): every offered sample counts in ``seen``, the memory never
+    """Seam contract (clsuite.core.memory.base): every offered sample counts in ``seen``, the memory never
     exceeds M, and every stored (x, y, t) is one of the offered samples."""
     dm, learner, _ = build(
         make_cfg("method=er", f"update@method.update={update}", "memory=15", "memory_per_class=false", "batch_size=10")

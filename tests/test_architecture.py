@@ -82,3 +82,13 @@ def test_the_house_has_at_most_12_floors():
 def test_the_cycle_finder_finds_a_circle():
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_core_imports_nothing_outside_it():
+    """``clsuite.core`` (the science: data, memory, replay, methods, models, learner, metrics, the
+    callbacks that make R) knows nothing of the lab: no import of another ``clsuite`` module."""
+    graph = import_graph()
+    core = {m for m in graph if m == "clsuite.core" or m.startswith("clsuite.core.")}
+    assert len(core) > 30 and "clsuite.core.memory.buffer" in graph["clsuite.core.memory.base"]  # (the graph is read)
+    out = sorted(f"{m} -> {w}" for m in core for w in graph[m] if w not in core)
+    assert not out, "the core imports outside it: " + "; ".join(out)

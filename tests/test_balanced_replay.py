@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import torch
 
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.replay.balanced import BalancedReplay
+from clsuite.core.replay.random import RandomReplay
 from clsuite.experiment import build
-from clsuite.memory.buffer import Memory
-from clsuite.replay.balanced import BalancedReplay
-from clsuite.replay.random import RandomReplay
 from tests.conftest import make_cfg
 
 

@@ -11,16 +11,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clsuite.callbacks import MemoryUpdate
+from clsuite.core.callbacks import MemoryUpdate
+from clsuite.core.learner import ContinualLearner
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.class_ring import ClassRingBuffer
+from clsuite.core.memory.gss_greedy import GSSGreedy
+from clsuite.core.memory.herding import HerdingMemory, herding
+from clsuite.core.memory.reservoir import Reservoir
+from clsuite.core.methods.icarl import ICaRL
+from clsuite.core.models.nets import MLP
 from clsuite.experiment import build, make_trainer
-from clsuite.learner import ContinualLearner
-from clsuite.memory.buffer import Memory
-from clsuite.memory.class_ring import ClassRingBuffer
-from clsuite.memory.gss_greedy import GSSGreedy
-from clsuite.memory.herding import HerdingMemory, herding
-from clsuite.memory.reservoir import Reservoir
-from clsuite.methods.icarl import ICaRL
-from clsuite.models.nets import MLP
 from tests.conftest import make_cfg, run_cfg
 
 

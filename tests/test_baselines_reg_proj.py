@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.task_ring import TaskRingBuffer
-from clsuite.methods.agem import AGEM, agem_project
-from clsuite.methods.gem import GEM, gem_project
-from clsuite.methods.oewc import OnlineEWC, empirical_fisher
-from clsuite.methods.si import SI
-from clsuite.models.grads import flat_grad, flat_params, grad_vector, write_grad
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.task_ring import TaskRingBuffer
+from clsuite.core.methods.agem import AGEM, agem_project
+from clsuite.core.methods.gem import GEM, gem_project
+from clsuite.core.methods.oewc import OnlineEWC, empirical_fisher
+from clsuite.core.methods.si import SI
+from clsuite.core.models.grads import flat_grad, flat_params, grad_vector, write_grad
 from tests.conftest import run_cfg
 
 

@@ -1,4 +1,4 @@
-"""The benchmark seam (clsuite.data.sources): a benchmark added from outside ``src/`` with one yaml
+"""The benchmark seam (clsuite.core.data.sources): a benchmark added from outside ``src/`` with one yaml
 file in a config directory of its own and one reader registered by name, run as a user would."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from clsuite import api, config, io
 from clsuite.config import ConfigError
-from clsuite.data import sources
+from clsuite.core.data import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["logger=none", "trainer=cpu", "trainer.progress_bar=false"]
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.data.sources import register
+from clsuite.core.data.sources import register
 
 
 @register("tiny_npz", classes="npz.classes", train_per_class="npz.train_per_class", files=lambda b: [b["npz"]["file"]])
@@ -89,7 +89,7 @@ def test_a_benchmark_from_a_yaml_and_a_reader_outside_src(tmp_path, reader_in_th
     assert np.asarray(res["R"]).shape == (2, 2) and res["benchmark"] == "tiny_npz"
     assert res["steps_per_task"] == [2 * 30 // 10] * 2  # train_per_class 30 of the file's 40, |B_t| = 10
     assert res["metrics"]["acc"] > 40  # learned (chance over the 4-way head: 25%)
-    from clsuite.data.files import md5
+    from clsuite.core.data.files import md5
 
     assert res["identity"]["data"] == {"files": {"tiny/data.npz": md5(npz)}}  # the data identity: the reader's file
     # the config check uses the reader's sizes: more samples per class than the data have is bad input

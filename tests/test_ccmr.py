@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from clsuite.memory.buffer import Memory
-from clsuite.replay import ccmr
-from clsuite.replay.ccmr import CCMRReplay, largest_remainder, sample_per_group
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.replay import ccmr
+from clsuite.core.replay.ccmr import CCMRReplay, largest_remainder, sample_per_group
 
 
 def fake_learner(tasks, scores, monkeypatch):

@@ -142,10 +142,10 @@ def test_a_variant_run_under_other_cpu_kernels_is_not_paired_with_the_default(tm
 def test_agem_memory_layouts_are_named_by_their_reference(tmp_path):
     # a label names only the keys whose value differs from the default's (reservoir), so
     # TaskReservoir's per_task=null (absent from the default) does not enter it
-    replay = {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": True}
+    replay = {"_target_": "clsuite.core.replay.random.RandomReplay", "exclude_current_task": True}
     base = {"method": {"name": "agem", "replay_size": 256, "replay": replay,
-                       "update": {"_target_": "clsuite.memory.reservoir.Reservoir"}}}  # fmt: skip
-    task = {"_target_": "clsuite.memory.task_reservoir.TaskReservoir", "per_task": None, "n_tasks": None}
+                       "update": {"_target_": "clsuite.core.memory.reservoir.Reservoir"}}}  # fmt: skip
+    task = {"_target_": "clsuite.core.memory.task_reservoir.TaskReservoir", "per_task": None, "n_tasks": None}
     root = tmp_path / "cells_agem_layout"
     put(root, "agem", base, (31.0, 32.0, 30.0, 33.0), tag="res")
     put(root, "agem", {"method": {**base["method"], "update": task}}, (31.5, 32.5, 30.0, 33.5), tag="tr")

@@ -1,5 +1,5 @@
 """Task-end checkpoints and exact resume (clsuite.checkpoint, docs/CHECKPOINTS.md), and the
-per-slot fields a policy declares on the memory (clsuite.memory.buffer.Memory.declare)."""
+per-slot fields a policy declares on the memory (clsuite.core.memory.buffer.Memory.declare)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import clsuite.checkpoint as ck
 import clsuite.experiment as ex
 from clsuite import identity
 from clsuite.config import ConfigError, validate
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.reservoir import Reservoir
 from clsuite.experiment import run_experiment
-from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import Reservoir
 from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,7 +273,7 @@ def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, 
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [
         f"warning: ignoring checkpoint {store / 'after-task-0001.ckpt'}: its state does not fit this run (its replay "
-        "state is clsuite.replay.random.RandomReplay's, this run's replay is clsuite.replay.ccmr.CCMRReplay)"
+        "state is clsuite.core.replay.random.RandomReplay's, this run's replay is clsuite.core.replay.ccmr.CCMRReplay)"
     ]
     full = run_experiment(make_cfg("method=adaer"), tmp_path / "full", checkpoint_dir=tmp_path / "ck-full")
     assert resumed["resumed_at_task"] is None and all(resumed[k] == full[k] for k in SAME)
@@ -493,7 +493,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.experiment as ex
-from clsuite.callbacks import DivergenceGuard
+from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
 def run(cfg, out, logger=None, **kw):
     os.environ["SEED_NOW"] = str(cfg.seed)

@@ -225,7 +225,7 @@ _STOP_AT_TASK_2 = """
 import os, signal, sys
 sys.path.insert(0, {src!r})
 import clsuite.cli as cli
-from clsuite.callbacks import DivergenceGuard
+from clsuite.core.callbacks import DivergenceGuard
 _step = DivergenceGuard.on_train_batch_end
 def step(self, trainer, learner, *a):
     _step(self, trainer, learner, *a)

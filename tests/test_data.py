@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from clsuite.config import ConfigError, validate
-from clsuite.data import files
-from clsuite.data.benchmarks import split_tasks
-from clsuite.data.datamodule import ContinualDataModule
-from clsuite.data.files import DataError, load_cifar, load_mnist_like, md5
-from clsuite.data.sources import bind
-from clsuite.models.nets import build_model
+from clsuite.core.data import files
+from clsuite.core.data.benchmarks import split_tasks
+from clsuite.core.data.datamodule import ContinualDataModule
+from clsuite.core.data.files import DataError, load_cifar, load_mnist_like, md5
+from clsuite.core.data.sources import bind
+from clsuite.core.models.nets import build_model
 from tests.conftest import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.ebrs import EBRS
-from clsuite.memory.reservoir import Reservoir
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.ebrs import EBRS
+from clsuite.core.memory.reservoir import Reservoir
 
 
 def filled(labels, scores):
@@ -26,7 +26,7 @@ def test_evicts_lowest_score_slot_of_most_frequent_class(monkeypatch):
     policy = EBRS()
     # force acceptance: the draw j is below M
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
     )
     policy.update(mem, torch.tensor([[100.0]]), torch.tensor([7]), torch.tensor([1]))
     assert mem.y.tolist() == [1, 3, 2, 3, 7, 1]
@@ -37,7 +37,7 @@ def test_evicts_lowest_score_slot_of_most_frequent_class(monkeypatch):
 def test_class_tie_goes_to_lowest_label_and_counts_update_within_a_batch(monkeypatch):
     mem = filled([5, 2, 5, 2], [1.0, 3.0, 0.0, 2.0])
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
     )
     EBRS().update(mem, torch.tensor([[50.0], [60.0]]), torch.tensor([8, 9]), torch.tensor([1, 1]))
     # 1st: tie 2 vs 5 -> class 2, lowest score slot 3; then class 5 (2 slots) vs 2 (1) -> class 5, slot 2
@@ -46,7 +46,7 @@ def test_class_tie_goes_to_lowest_label_and_counts_update_within_a_batch(monkeyp
 
 def test_rejected_samples_do_not_enter(monkeypatch):
     mem = filled([1, 1, 2], [0.0, 0.0, 0.0])
-    monkeypatch.setattr("clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.full((n,), -1))
+    monkeypatch.setattr("clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.full((n,), -1))
     EBRS().update(mem, torch.tensor([[9.0]]), torch.tensor([4]), torch.tensor([0]))
     assert mem.y.tolist() == [1, 1, 2] and mem.seen == 4
 
@@ -80,7 +80,7 @@ def test_ebrs_memory_is_more_balanced_than_reservoir_on_a_9_to_1_stream():
 
 def accept_all(monkeypatch):
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
     )
 
 

@@ -52,8 +52,8 @@ def test_results_file_complete(tmp_path):
 def test_task_il_matrix_beside_class_il_and_in_the_summary(tmp_path):
     """Masking to the evaluated task's classes only removes competitors: every entry of R_task_il is
     at least R's; its metrics are its own; the summary prints its last row and metrics."""
+    from clsuite.core.metrics import task_il_metrics
     from clsuite.experiment import format_report
-    from clsuite.metrics import task_il_metrics
 
     res = run_cfg(tmp_path, "method=er", "reading=paper_text")
     R, Rt = np.asarray(res["R"]), np.asarray(res["R_task_il"])
@@ -106,8 +106,8 @@ def test_joint_is_one_pass_over_the_union(tmp_path):
 
 def test_task_end_hook_runs_before_the_row_is_measured(tmp_path, monkeypatch):
     """A plugin's task-end work (Fisher, herding, anchors) must be in place when R[k] is measured."""
-    from clsuite.callbacks import AccuracyMatrix
-    from clsuite.methods.base import Plugin
+    from clsuite.core.callbacks import AccuracyMatrix
+    from clsuite.core.methods.base import Plugin
 
     events = []
     monkeypatch.setattr(Plugin, "on_task_end", lambda self, learner, task, dm: events.append(("task_end", task)))

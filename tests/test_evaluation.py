@@ -53,7 +53,7 @@ def test_eval_prints_every_tasks_class_il_and_task_il_accuracy_the_runs_own(runs
 
 def move_the_last_bits(monkeypatch) -> None:
     """The class-IL accuracies, each off by 1e-12 (what another machine may give)."""
-    from clsuite import callbacks
+    from clsuite.core import callbacks
 
     real = callbacks.evaluate
 

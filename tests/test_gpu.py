@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from clsuite.callbacks import MemoryUpdate, evaluate
+from clsuite.core.callbacks import MemoryUpdate, evaluate
 from clsuite.experiment import build, run_experiment
 from tests.conftest import make_cfg
 
@@ -107,7 +107,7 @@ class SyncCounter(L.Callback):
 
 def test_the_sync_counter_sees_a_sync():
     """Positive control for the two tests below: a bincount on the GPU (it reads its maximum back)."""
-    from clsuite.memory.buffer import Memory
+    from clsuite.core.memory.buffer import Memory
 
     mem = Memory(4, (1,), 3, device="cuda")
     mem.append(
@@ -160,7 +160,7 @@ def test_adaer_syncs_are_bounded():
 
 
 def _score_on(device, cfg_args, x, y, t):
-    from clsuite.replay.virtual import score_slots
+    from clsuite.core.replay.virtual import score_slots
 
     dm, learner, _ = build(make_cfg(f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *cfg_args))
     mx, my, mt = dm.split(0, "train")

@@ -16,9 +16,9 @@ import torch
 from omegaconf import OmegaConf
 
 from clsuite import identity, io, sweep
-from clsuite.callbacks import Diverged, DivergenceGuard
 from clsuite.cli import Interrupted, interruptible
 from clsuite.config import ConfigError
+from clsuite.core.callbacks import Diverged, DivergenceGuard
 from clsuite.experiment import run_experiment
 from tests.conftest import CONF_DIR, make_cfg
 
@@ -239,7 +239,7 @@ def test_a_training_run_never_imports_the_analysis_package(tmp_path):
 
 
 def test_data_identity_is_the_md5_of_the_files_read(tmp_path):
-    from clsuite.data.files import MNIST_LIKE, md5
+    from clsuite.core.data.files import MNIST_LIKE, md5
 
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
@@ -457,7 +457,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.experiment as ex
-from clsuite.callbacks import DivergenceGuard
+from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
 def run(cfg, out, logger=None, **kw):
     os.environ["SEED_NOW"] = str(cfg.seed)

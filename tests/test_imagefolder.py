@@ -1,4 +1,4 @@
-"""The image-folder reader (clsuite.data.imagefolder, source ``image_folder``) on tiny archives made
+"""The image-folder reader (clsuite.core.data.imagefolder, source ``image_folder``) on tiny archives made
 here: exact pixels (PNG: lossless) and labels in their documented order, from a folder, a .tar and a
 .tar.gz; the member rule (links, special members) in both kinds; the disk cache keyed by the
 archive's checksum (a hit decodes nothing) and checked against its arrays' sha256; its checks, made
@@ -21,9 +21,9 @@ from PIL import Image
 
 from clsuite import api, identity
 from clsuite.config import ConfigError
-from clsuite.data import imagefolder as IF
-from clsuite.data import sources
-from clsuite.data.files import DataError, md5
+from clsuite.core.data import imagefolder as IF
+from clsuite.core.data import sources
+from clsuite.core.data.files import DataError, md5
 from clsuite.home import data_dir
 from tests.conftest import make_cfg
 
@@ -216,7 +216,7 @@ def test_a_cache_write_killed_with_sigkill_leaves_no_temporary_file(tmp_path):
     data, cache = tmp_path / "data", tmp_path / "cache"
     arc = write_archive(data / "tiny", "tar", members())
     code = (
-        "import sys, time\nimport numpy as np\nfrom clsuite.data import imagefolder as IF\n"
+        "import sys, time\nimport numpy as np\nfrom clsuite.core.data import imagefolder as IF\n"
         "def stuck(f, **arrays):\n    f.write(b'x' * 4096); f.flush(); print('writing', flush=True); time.sleep(120)\n"
         "np.savez = stuck\n"
         f"IF.read_image_folder({str(data)!r}, {bench(arc.name)!r}, download=False, verify=True, cache_dir={str(cache)!r})\n"
@@ -437,7 +437,7 @@ def test_a_run_on_an_archive_records_its_md5_and_decoder_and_uses_data_cache_dir
 def test_the_config_check_and_the_run_hash_and_decode_the_archive_once(tmp_path, monkeypatch):
     """The config check reads the archive (md5, members, images) before any folder is made; the run
     and its identity reuse that read: one md5 and one decode per process."""
-    from clsuite.data import files
+    from clsuite.core.data import files
 
     data = tmp_path / "data"
     write_archive(data / "tiny", "tar.gz", members())

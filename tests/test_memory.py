@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import Reservoir
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.reservoir import Reservoir
 
 
 def stream(n, d=3, classes=10):
@@ -95,7 +95,7 @@ def two_task_stream(n_per_task=60):
 def test_task_reservoir_keeps_each_sample_of_a_task_with_probability_n_over_its_count():
     """M = 20, T = 2: task k owns 10 slots, in which each of its 60 samples sits with probability
     10 / 60, whatever the other task does; the regions never mix (chi-square per task, as above)."""
-    from clsuite.memory.task_reservoir import TaskReservoir
+    from clsuite.core.memory.task_reservoir import TaskReservoir
 
     torch.manual_seed(0)
     reps, bs = 2_000, 20
@@ -119,7 +119,7 @@ def test_task_reservoir_keeps_each_sample_of_a_task_with_probability_n_over_its_
 def test_task_reservoir_per_task_is_the_size_of_each_tasks_share():
     """per_task = 5 (Mammoth's one batch per task): 5 + 5 slots filled of M = 20; per_task = null:
     M // T = 10 each (fails when per_task is ignored)."""
-    from clsuite.memory.task_reservoir import TaskReservoir
+    from clsuite.core.memory.task_reservoir import TaskReservoir
 
     torch.manual_seed(0)
     x, y, t = two_task_stream()

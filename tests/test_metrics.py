@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from clsuite.metrics import (
+from clsuite.core.metrics import (
     all_metrics,
     average_accuracy,
     backward_transfer,

@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 
 from clsuite.config import ConfigError, validate
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.ebrs import EBRS
+from clsuite.core.replay import ccmr
+from clsuite.core.replay.ccmr import CCMRReplay
+from clsuite.core.replay.mir import MIRReplay
 from clsuite.experiment import build
-from clsuite.memory.buffer import Memory
-from clsuite.memory.ebrs import EBRS
-from clsuite.replay import ccmr
-from clsuite.replay.ccmr import CCMRReplay
-from clsuite.replay.mir import MIRReplay
 from tests.conftest import make_cfg, run_cfg
 from tests.test_options import D, ce_per_sample, toy_batch, toy_learner, toy_memory
 
@@ -163,7 +163,7 @@ def filled(labels, scores, classes=10):
 
 def accept_all(monkeypatch):
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
     )
 
 

@@ -15,19 +15,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from clsuite.callbacks import evaluate
+from clsuite.core.callbacks import evaluate
+from clsuite.core.learner import ContinualLearner
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.methods.gem import GEM, gem_project
+from clsuite.core.methods.oewc import OnlineEWC
+from clsuite.core.methods.si import SI
+from clsuite.core.models.grads import flat_grad, grad_vector
+from clsuite.core.models.nets import MLP
+from clsuite.core.replay import ccmr, mir
+from clsuite.core.replay.ccmr import CCMRReplay
+from clsuite.core.replay.mir import MIRReplay
+from clsuite.core.replay.random import RandomReplay
 from clsuite.experiment import build
-from clsuite.learner import ContinualLearner
-from clsuite.memory.buffer import Memory
-from clsuite.methods.gem import GEM, gem_project
-from clsuite.methods.oewc import OnlineEWC
-from clsuite.methods.si import SI
-from clsuite.models.grads import flat_grad, grad_vector
-from clsuite.models.nets import MLP
-from clsuite.replay import ccmr, mir
-from clsuite.replay.ccmr import CCMRReplay
-from clsuite.replay.mir import MIRReplay
-from clsuite.replay.random import RandomReplay
 from tests.conftest import make_cfg, run_cfg
 
 TASK_CLASSES = torch.tensor([[0, 1], [2, 3], [4, 5]])
@@ -750,7 +750,7 @@ def test_eval_split_val_measures_on_the_validation_samples(tmp_path):
 
 # -- a plugin's own loss replaces the replay loss (A-GEM, iCaRL) ----------------------------------
 def test_learner_steps_on_the_plugins_loss_when_it_has_one():
-    from clsuite.methods.base import Plugin
+    from clsuite.core.methods.base import Plugin
 
     class SquaredLogits(Plugin):
         def loss(self, learner, x, y, t, idx):

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
 
 POLICY = """\
-from clsuite.replay.base import ReplayPolicy
+from clsuite.core.replay.base import ReplayPolicy
 from my_helpers import newest
 
 
@@ -111,7 +111,7 @@ def test_an_outside_replay_policy_sweeps_beside_a_built_in_one(outside, how):
     targets = {name: r["config"]["method"]["replay"]["_target_"] for name, r in runs.items()}
     assert targets == {
         "benchmark=synthetic,method=er,replay@method.replay=newest": "my_policies.NewestReplay",
-        "benchmark=synthetic,method=er,replay@method.replay=random": "clsuite.replay.random.RandomReplay",
+        "benchmark=synthetic,method=er,replay@method.replay=random": "clsuite.core.replay.random.RandomReplay",
     }
 
 
@@ -122,7 +122,10 @@ def test_outside_modules_are_those_a_config_names_outside_the_package(tmp_path, 
     (tmp_path / "my_readers.py").write_text("x = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     config = {
-        "method": {"replay": {"_target_": "my_pkg.policy.NewestReplay"}, "plugin": {"_target_": "clsuite.methods.x"}},
+        "method": {
+            "replay": {"_target_": "my_pkg.policy.NewestReplay"},
+            "plugin": {"_target_": "clsuite.core.methods.x"},
+        },
         "benchmark": {"source": "my_readers:tiny"},
         "model": {"_target_": "numpy.ndarray"},
         "other": {"_target_": "no_such_module.X"},
@@ -208,7 +211,7 @@ def test_an_edit_after_this_process_imported_the_module_is_refused(modules):
 EDITING = """\
 from pathlib import Path
 
-from clsuite.replay.random import RandomReplay
+from clsuite.core.replay.random import RandomReplay
 
 
 class EditingReplay(RandomReplay):

@@ -21,10 +21,10 @@ from clsuite import records as rec
 from clsuite.analysis import figures as fg
 from clsuite.analysis import parity
 from clsuite.analysis.report import SECTIONS, main_report
-from clsuite.callbacks import evaluate
+from clsuite.core.callbacks import evaluate
+from clsuite.core.learner import ContinualLearner
 from clsuite.experiment import build
 from clsuite.io import Unreadable
-from clsuite.learner import ContinualLearner
 from tests.results_fixtures import fake_R, parity_record, write_run
 
 PARITY = Path(__file__).resolve().parents[1] / "scripts" / "parity"

@@ -1,7 +1,7 @@
 """The speed paths give the numbers of the paths they replace.
 
 GSS's scores and oEWC's Fisher take per-sample gradients from one batched backward
-(``clsuite.models.grads.per_sample_grads``) instead of ``torch.func.vmap``; dataset files are
+(``clsuite.core.models.grads.per_sample_grads``) instead of ``torch.func.vmap``; dataset files are
 decoded once per process. Each test compares with the slow path, forced, on real-shaped data.
 
 Bit for bit where both paths run the same kernels in the same order whatever the CPU picks
@@ -19,12 +19,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import clsuite.methods.oewc as oewc
-from clsuite.data.files import load_mnist_like
-from clsuite.memory.buffer import Memory
-from clsuite.memory.gss_greedy import GSSGreedy, _vmap_grads, flat_grads
-from clsuite.models.grads import per_sample_grads
-from clsuite.models.nets import build_model
+import clsuite.core.methods.oewc as oewc
+from clsuite.core.data.files import load_mnist_like
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.gss_greedy import GSSGreedy, _vmap_grads, flat_grads
+from clsuite.core.models.grads import per_sample_grads
+from clsuite.core.models.nets import build_model
 from tests.conftest import in_portable_process
 from tests.test_data import fake_mnist
 

@@ -116,7 +116,7 @@ def test_the_bar_shows_the_runs_share_and_time_left_in_place_of_the_tasks(tmp_pa
 def test_an_archive_being_decoded_says_so_once(tmp_path, capsys):
     """The decode of CIFAR-10's JPEG copy (about half a minute) was a silent start: a line names it, and
     a run that reads the cache prints nothing."""
-    from clsuite.data import imagefolder
+    from clsuite.core.data import imagefolder
     from tests.test_imagefolder import bench, members, read, write_archive
 
     arc = write_archive(tmp_path / "data" / "tiny", "tar.gz", members())

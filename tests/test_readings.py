@@ -12,16 +12,16 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
+from clsuite.core.memory.class_ring import ClassRingBuffer
+from clsuite.core.memory.ebrs import EBRS
+from clsuite.core.memory.gss_greedy import GSSGreedy
+from clsuite.core.memory.herding import HerdingMemory
+from clsuite.core.memory.reservoir import Reservoir
+from clsuite.core.memory.task_ring import TaskRingBuffer
+from clsuite.core.replay.ccmr import CCMRReplay
+from clsuite.core.replay.mir import MIRReplay
+from clsuite.core.replay.random import RandomReplay
 from clsuite.experiment import build
-from clsuite.memory.class_ring import ClassRingBuffer
-from clsuite.memory.ebrs import EBRS
-from clsuite.memory.gss_greedy import GSSGreedy
-from clsuite.memory.herding import HerdingMemory
-from clsuite.memory.reservoir import Reservoir
-from clsuite.memory.task_ring import TaskRingBuffer
-from clsuite.replay.ccmr import CCMRReplay
-from clsuite.replay.mir import MIRReplay
-from clsuite.replay.random import RandomReplay
 from tests.conftest import make_cfg
 
 READINGS = {

@@ -33,11 +33,12 @@ from clsuite.analysis.choices import CHOICES
 from clsuite.analysis.docs_gate import code_at
 from clsuite.analysis.records import check, compare, main, pack, rebuild
 from clsuite.analysis.report import ORIGIN, SECTIONS
+from clsuite.core.metrics import all_metrics
 from clsuite.identity import normalize
 from clsuite.io import sha256
-from clsuite.metrics import all_metrics
 from clsuite.replay_records import first_difference
 from clsuite.replay_records import main as replay_main
+from clsuite.results import as_today as rec_as_today
 from tests.results_fixtures import _R, edit_run, fake_R, parity_record, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -614,3 +615,25 @@ def test_records_without_the_data_says_so_in_one_line_before_counting(tmp_path, 
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "nowhere" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no multirun/, no results/
+
+
+def test_a_config_recorded_before_the_core_layout_names_todays_modules():
+    """Records made before the science moved into ``clsuite.core`` name ``clsuite.methods...``: replay,
+    eval and the cell checks read them as today's modules, and nothing else in the config changes."""
+    old = {
+        "method": {"replay": {"_target_": "clsuite.replay.random.RandomReplay"}, "name": "er"},
+        "model": {"_target_": "clsuite.models.nets.MLP", "sizes": [784, 100]},
+        "plugins": [{"_target_": "clsuite.methods.gem.GEM"}, {"_target_": "my_pkg.clsuite.methods.X"}],
+        "benchmark": {"source": "MNIST"},
+        "note": "clsuite.analysis.cells",
+    }
+    new = rec_as_today(old)
+    assert new["method"] == {"replay": {"_target_": "clsuite.core.replay.random.RandomReplay"}, "name": "er"}
+    assert new["model"] == {"_target_": "clsuite.core.models.nets.MLP", "sizes": [784, 100]}
+    assert new["plugins"] == [{"_target_": "clsuite.core.methods.gem.GEM"}, {"_target_": "my_pkg.clsuite.methods.X"}]
+    assert new["benchmark"] == old["benchmark"] and new["note"] == old["note"]
+    assert rec_as_today(new) == new  # (today's configs pass unchanged)
+    import importlib
+
+    module, _, name = new["model"]["_target_"].rpartition(".")
+    assert getattr(importlib.import_module(module), name).__name__ == "MLP"

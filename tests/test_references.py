@@ -16,16 +16,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.ebrs import EBRS
-from clsuite.memory.gss_greedy import GSSGreedy
-from clsuite.memory.herding import herding
-from clsuite.memory.reservoir import Reservoir
-from clsuite.methods.hal import HAL
-from clsuite.methods.icarl import ICaRL
-from clsuite.replay import ccmr
-from clsuite.replay.ccmr import CCMRReplay, largest_remainder
-from clsuite.replay.mir import MIRReplay
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.ebrs import EBRS
+from clsuite.core.memory.gss_greedy import GSSGreedy
+from clsuite.core.memory.herding import herding
+from clsuite.core.memory.reservoir import Reservoir
+from clsuite.core.methods.hal import HAL
+from clsuite.core.methods.icarl import ICaRL
+from clsuite.core.replay import ccmr
+from clsuite.core.replay.ccmr import CCMRReplay, largest_remainder
+from clsuite.core.replay.mir import MIRReplay
 from tests.test_options import TASK_CLASSES, D, assert_params, attach_sgd, toy_batch, toy_learner, toy_memory, toy_net
 
 
@@ -201,7 +201,7 @@ def test_ebrs_update_against_a_sequential_reference(monkeypatch):
         (v,) = reference_victims(ref_labels, ref_scores)  # scores distinct, new samples score 0 > ...
         ref_labels[v], ref_scores[v], ref_x[v] = c, 0.0, 100 + k
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, k, cap, dev: torch.zeros(k, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, k, cap, dev: torch.zeros(k, dtype=torch.long)
     )
     EBRS().update(mem, 100 + torch.arange(4.0)[:, None], torch.tensor(new_y), torch.ones(4, dtype=torch.long))
     assert mem.y[:n].tolist() == ref_labels
@@ -318,7 +318,7 @@ def test_icarl_loss_uses_the_frozen_nets_sigmoid_as_old_class_targets():
 def test_hal_step_adds_the_anchoring_gradient_and_updates_phi():
     mem = toy_memory([0, 0, 0])
     learner = toy_learner(memory=mem, plugin=HAL(hal_lambda=0.3, beta=0.25), lr=0.2, replay_size=5)
-    from clsuite.replay.random import RandomReplay
+    from clsuite.core.replay.random import RandomReplay
 
     learner.replay = RandomReplay()
     g = torch.Generator().manual_seed(11)
@@ -368,7 +368,7 @@ def test_hal_anchor_gradient_is_lambda_over_C_times_the_summed_squares():
     former sum over logits added 10 times more."""
     from types import SimpleNamespace
 
-    from clsuite.models.nets import MLP
+    from clsuite.core.models.nets import MLP
 
     torch.manual_seed(21)
     net = MLP((D,), 10, hidden=5, depth=1)
@@ -530,7 +530,7 @@ def test_gss_gate_is_the_batchs_not_the_samples():
 # -- class-balanced replay: equal shares per class, shortfall from the rest -------------------------
 @pytest.mark.parametrize("seed", range(20))
 def test_balanced_replay_against_a_reference(seed):
-    from clsuite.replay.balanced import BalancedReplay
+    from clsuite.core.replay.balanced import BalancedReplay
 
     g = torch.Generator().manual_seed(seed)
     size = int(torch.randint(10, 30, (1,), generator=g))
@@ -595,7 +595,7 @@ def test_ccmr_candidates_respect_exclude_current_task(monkeypatch, C):
 
 
 def test_class_ring_buffer_with_one_slot_per_class():
-    from clsuite.memory.class_ring import ClassRingBuffer
+    from clsuite.core.memory.class_ring import ClassRingBuffer
 
     mem, policy = Memory(3, (1,), 3), ClassRingBuffer()  # m = M // classes = 1
     x = torch.arange(6, dtype=torch.float)[:, None]

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf, open_dict
 
 from clsuite import cli, confighelp, schema
 from clsuite.config import ConfigError, group_options, validate
-from clsuite.replay.base import ReplayPolicy
+from clsuite.core.replay.base import ReplayPolicy
 from tests.conftest import make_cfg
 from tests.test_imagefolder import TINY as IMAGES
 from tests.test_imagefolder import members, write_archive
@@ -391,9 +391,10 @@ def test_every_cpu_precision_trains(tmp_path):
 def test_an_undeclared_class_must_at_least_exist():
     cfg = make_cfg("method=er")
     with open_dict(cfg):
-        cfg.method.replay._target_ = "clsuite.replay.nope.Nope"
+        cfg.method.replay._target_ = "clsuite.core.replay.nope.Nope"
     with pytest.raises(
-        ConfigError, match=r"^unknown method.replay._target_ 'clsuite.replay.nope.Nope'; valid classes: RandomReplay"
+        ConfigError,
+        match=r"^unknown method.replay._target_ 'clsuite.core.replay.nope.Nope'; valid classes: RandomReplay",
     ):
         validate(cfg)
 
@@ -431,20 +432,20 @@ def test_a_class_declared_from_outside_has_its_keys_checked():
     "slot,node,line",
     [
         ("replay", {"_target_": "collections.OrderedDict"},
-         "method.replay._target_ 'collections.OrderedDict' is not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "method.replay._target_ 'collections.OrderedDict' is not a subclass of clsuite.core.replay.base.ReplayPolicy; "
          "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
-        ("plugin", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False},
-         "method.plugin._target_ 'clsuite.replay.random.RandomReplay' is not a subclass of clsuite.methods.base.Plugin; "
+        ("plugin", {"_target_": "clsuite.core.replay.random.RandomReplay", "exclude_current_task": False},
+         "method.plugin._target_ 'clsuite.core.replay.random.RandomReplay' is not a subclass of clsuite.core.methods.base.Plugin; "
          "valid classes: NoMemory, AGEM, ICaRL, GEM, HAL, OnlineEWC, SI"),
         ("update", {"_target_": "os.path.join"},
-         "method.update._target_ 'os.path.join' is a function, not a subclass of clsuite.memory.base.UpdatePolicy; "
+         "method.update._target_ 'os.path.join' is a function, not a subclass of clsuite.core.memory.base.UpdatePolicy; "
          "valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, ClassRingBuffer, TaskRingBuffer, TaskReservoir"),
         ("replay", {"_target_": "os.path"},
-         "method.replay._target_ 'os.path' is a module, not a subclass of clsuite.replay.base.ReplayPolicy; "
+         "method.replay._target_ 'os.path' is a module, not a subclass of clsuite.core.replay.base.ReplayPolicy; "
          "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
-        ("replay", {"_target_": "clsuite.replay.random.RandomReplay", "exclude_current_task": False, "bogus": 1},
+        ("replay", {"_target_": "clsuite.core.replay.random.RandomReplay", "exclude_current_task": False, "bogus": 1},
          "unknown key 'method.replay.bogus'; valid keys of method.replay: exclude_current_task"),
-        ("update", {"_target_": "clsuite.memory.reservoir.Reservoir", "n_tasks": 3},
+        ("update", {"_target_": "clsuite.core.memory.reservoir.Reservoir", "n_tasks": 3},
          "unknown key 'method.update.n_tasks'; valid keys of method.update: none"),
         ("replay", {"_target_": f"{__name__}.WideReplay", "height": 1},
          f"method.replay cannot build {__name__}.WideReplay: got an unexpected keyword argument 'height'"),
@@ -573,7 +574,7 @@ def test_a_single_run_signalled_during_start_up_says_so(tmp_path):
 
 def test_sigint_then_sigterm_reports_sigint_and_exits_130(tmp_path):
     patch = (
-        "from clsuite.callbacks import DivergenceGuard\n"
+        "from clsuite.core.callbacks import DivergenceGuard\n"
         "_step = DivergenceGuard.on_train_batch_end\n"
         "def step(self, trainer, learner, *a):\n"
         "    _step(self, trainer, learner, *a)\n"
@@ -597,7 +598,7 @@ def test_a_signal_after_the_stop_message_cannot_change_the_exit_status(tmp_path)
     the handlers were restored to the defaults on the way out. The first signal decides: 130."""
     patch = (
         "import atexit\n"
-        "from clsuite.callbacks import DivergenceGuard\n"
+        "from clsuite.core.callbacks import DivergenceGuard\n"
         "_step = DivergenceGuard.on_train_batch_end\n"
         "def step(self, trainer, learner, *a):\n"
         "    _step(self, trainer, learner, *a)\n"

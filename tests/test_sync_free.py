@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.memory.buffer import Memory
-from clsuite.memory.ebrs import EBRS
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.ebrs import EBRS
 
 
 def full_memory(capacity=8, seed=0):
@@ -51,7 +51,7 @@ def test_ebrs_slot_chosen_twice_in_one_batch_keeps_the_later_sample(monkeypatch)
     mem.score[:] = torch.tensor([5.0, -1.0, 0.5])
     mem.seen = 3
     monkeypatch.setattr(
-        "clsuite.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
+        "clsuite.core.memory.reservoir.reservoir_slots", lambda seen, n, cap, dev: torch.zeros(n, dtype=torch.long)
     )
     # class 0 is the most frequent before and after the first placement; slot 1 (score -1, then
     # the new sample's 0) is its lowest both times

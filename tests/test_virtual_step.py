@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from clsuite.callbacks import MemoryUpdate
+from clsuite.core.callbacks import MemoryUpdate
+from clsuite.core.replay.virtual import interference_scores, score_slots, virtual_params
 from clsuite.experiment import build
-from clsuite.replay.virtual import interference_scores, score_slots, virtual_params
 from tests.conftest import make_cfg
 
 RESNET = ["model=resnet18", "model.nf=4", "benchmark.synthetic.shape=[3,8,8]", "momentum=0.9"]

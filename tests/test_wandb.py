@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf, open_dict
 
+from clsuite.core.metrics import METRICS
 from clsuite.io import sha256
-from clsuite.metrics import METRICS
 from clsuite.progress import keep_report, sweep_progress
 from clsuite.wandb_run import describe, log_from_results
 from clsuite.wandb_sync import sync_experiment
@@ -353,8 +353,8 @@ def test_report_kept_in_run_log(tmp_path):
 
 def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank(tmp_path):
     """``M=100`` alone reads as 100 slots to a Mammoth user; under mir_code it is 100 per class."""
+    from clsuite.core.metrics import FWT_CLASS_IL
     from clsuite.experiment import format_report, run_experiment
-    from clsuite.metrics import FWT_CLASS_IL
 
     res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "reading=mir_code"), tmp_path / "a")  # 4 classes
     lines = format_report(res).splitlines()

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from clsuite.errors import ConfigError
+    from clsuite.core.errors import ConfigError
     from clsuite.numerics import apply
 
     try:

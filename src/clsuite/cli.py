@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from clsuite import sweep
 from clsuite.config import CONF_DIR, ConfigError, validate
-from clsuite.data.files import DataError
+from clsuite.core.data.files import DataError
 from clsuite.io import RESULTS_FILE, os_error_line
 from clsuite.progress import keep_report
 
@@ -130,7 +130,7 @@ def _rerun(e: BaseException) -> str:
 
 def run_single(cfg: DictConfig, out_dir: str) -> float:
     """A single run; its config was validated before Hydra made its folder (``SweepCallback.on_run_start``)."""
-    from clsuite.callbacks import Diverged
+    from clsuite.core.callbacks import Diverged
     from clsuite.identity import CodeChanged
     from clsuite.loggers import LoggerUnavailable
 

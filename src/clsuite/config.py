@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.errors import import_outside
+from clsuite.core.errors import import_outside
 from clsuite.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.numerics import check_environment
 from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
@@ -147,7 +147,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
     if source.files is None:  # generated data: no files
         return
-    from clsuite.data.files import DataError, absent, unreadable
+    from clsuite.core.data.files import DataError, absent, unreadable
 
     d = cfg.data
     root = Path(str(d.root))

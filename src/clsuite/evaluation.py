@@ -10,8 +10,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from clsuite.data.files import DataError
-from clsuite.errors import ConfigError
+from clsuite.core.data.files import DataError
+from clsuite.core.errors import ConfigError
 
 CKPT_PATH = "ckpt_path="  # lightning-hydra-template's key for the weights to evaluate
 
@@ -36,7 +36,7 @@ def load(path: Path, split: str = "test", data_root: str | None = None):
     file); a ``ConfigError`` when there is none, it kept no weights, or it has no ``split``."""
     from clsuite.checkpoint import WEIGHTS_FILE
     from clsuite.io import RESULTS_FILE
-    from clsuite.results import read_run
+    from clsuite.results import as_today, read_run
 
     folder, weights = (path.parent, path) if path.is_file() else (path, path / WEIGHTS_FILE)
     run = read_run(folder / RESULTS_FILE)
@@ -46,7 +46,7 @@ def load(path: Path, split: str = "test", data_root: str | None = None):
     if not weights.is_file():
         raise ConfigError(f"{folder} holds no saved weights ({weights.name} is missing); "
                           "a run keeps them with keep_weights=true")  # fmt: skip
-    cfg = OmegaConf.create(run.data["config"])
+    cfg = OmegaConf.create(as_today(run.data["config"]))
     if split == "val" and not cfg.data.val_fraction:
         raise ConfigError(f"{folder}'s run has no validation split (data.val_fraction=0); valid: --split test")
     cfg.trainer.accelerator = "auto"  # the device at hand, whatever the run's (not part of its identity)
@@ -86,8 +86,8 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     """Per task, the class-IL and the task-IL accuracy (%) of the run's saved model on ``split``
     (``columns``), with the run's last rows of R and R_task_il where ``split`` is the one R was
     measured on; ``code``: :func:`other_code` (None: the run's code)."""
-    from clsuite.callbacks import evaluate
     from clsuite.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
+    from clsuite.core.callbacks import evaluate
     from clsuite.experiment import build
     from clsuite.identity import pin_threads, threads_of
     from clsuite.numerics import apply, check
@@ -126,7 +126,7 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
 def report(ev: dict) -> str:
     """A row per task and Acc (the mean over the tasks), a column per accuracy; whether the run's
     last rows came back bit for bit."""
-    from clsuite.metrics import average_accuracy
+    from clsuite.core.metrics import average_accuracy
 
     res, cols = ev["results"], ev["columns"]
     width = [max(8, len(name)) for name in cols]

@@ -27,7 +27,6 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
 from clsuite.checkpoint import (
     WEIGHTS_FILE,
     AtomicCheckpointIO,
@@ -39,15 +38,16 @@ from clsuite.checkpoint import (
 )
 from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
-from clsuite.data import sources
-from clsuite.data.datamodule import ContinualDataModule
+from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.core.data import sources
+from clsuite.core.data.datamodule import ContinualDataModule
+from clsuite.core.learner import ContinualLearner
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
+from clsuite.core.models.nets import build_model
 from clsuite.identity import check_unchanged, identity, pin_threads, seal, threads_of
 from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
-from clsuite.learner import ContinualLearner
 from clsuite.loggers import RunLogger
-from clsuite.memory.buffer import Memory
-from clsuite.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
-from clsuite.models.nets import build_model
 from clsuite.numerics import apply as apply_numerics
 from clsuite.numerics import check as check_numerics
 from clsuite.numerics import summary as numerics_summary

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clsuite.errors import ConfigError
+from clsuite.core.errors import ConfigError
 from clsuite.home import CONF_DIR, cpu_count
 from clsuite.io import canonical, sha256  # noqa: F401  (re-exported)
 from clsuite.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
@@ -299,12 +299,12 @@ def provenance() -> dict:
 def data_identity(cfg, source=None) -> dict:
     """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data); a
     folder of a source that reads folders: the md5 of its files' (path, md5) lines
-    (``clsuite.data.imagefolder.checksum``); ``"decoder"`` too where the source names one, and
+    (``clsuite.core.data.imagefolder.checksum``); ``"decoder"`` too where the source names one, and
     ``"decoded"``, the sha256 of the arrays as read, where it keeps them between runs (a cache).
-    ``source``: the run's bound source (``clsuite.data.sources.bind``), else bound here."""
-    from clsuite.data import sources
-    from clsuite.data.files import file_md5
-    from clsuite.data.imagefolder import checksum
+    ``source``: the run's bound source (``clsuite.core.data.sources.bind``), else bound here."""
+    from clsuite.core.data import sources
+    from clsuite.core.data.files import file_md5
+    from clsuite.core.data.imagefolder import checksum
 
     c = _container(cfg)
     root = Path(str(c["data"]["root"]))

@@ -9,7 +9,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from clsuite.errors import ConfigError
+from clsuite.core.errors import ConfigError
 
 MODES = ("native", "portable")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}

@@ -120,7 +120,7 @@ def _data_problem(benchmark: str, overrides: list[str]) -> str | None:
     """Why ``benchmark`` cannot run here with the data overrides among ``overrides`` (its data is
     missing: ``clsuite.config.validate``'s line), else None."""
     from clsuite.api import ConfigError, compose
-    from clsuite.data.files import DataError
+    from clsuite.core.data.files import DataError
 
     keep = [o for o in overrides if o.lstrip("+").startswith(("data.", "hydra.searchpath="))]
     try:

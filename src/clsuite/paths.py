@@ -10,7 +10,7 @@ import hashlib
 import urllib.parse
 import uuid
 
-from clsuite.errors import ConfigError
+from clsuite.core.errors import ConfigError
 
 MAX_NAME = 100
 NAMED = ("experiment", "benchmark.name", "method.name")  # config keys whose values name folders

@@ -12,7 +12,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clsuite.errors import ConfigError
+from clsuite.core.errors import ConfigError
 from clsuite.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadable, parse_json, read_regular, sha256
 from clsuite.paths import MAX_DIRNAME, safe_name
 

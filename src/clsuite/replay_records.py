@@ -66,8 +66,9 @@ def replay(res: dict, out: Path, data_dir: str) -> dict:
     from omegaconf import OmegaConf
 
     from clsuite.experiment import run_experiment
+    from clsuite.results import as_today
 
-    cfg = OmegaConf.create(res["config"])
+    cfg = OmegaConf.create(as_today(res["config"]))
     cfg.data.root, cfg.data.download = data_dir, False
     cfg.trainer.accelerator, cfg.trainer.progress_bar = "cpu", False
     cfg.logger, cfg.checkpoint, cfg.keep_weights = {"name": "none"}, "off", False
@@ -116,7 +117,7 @@ def main(argv: list[str]) -> int:
 
 def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) -> int:
     """Steps 3-4."""
-    from clsuite.errors import ConfigError
+    from clsuite.core.errors import ConfigError
     from clsuite.numerics import apply, check
 
     try:

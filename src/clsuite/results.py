@@ -15,8 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from clsuite.core.metrics import METRICS, all_metrics, task_il_metrics
 from clsuite.io import Unreadable, canonical, load_json, sha256
-from clsuite.metrics import METRICS, all_metrics, task_il_metrics
 
 TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -41,6 +41,22 @@ class Rejected:
     data: dict | None = None  # the parsed file when it was a JSON object (to say why, never to count)
 
     ok = False
+
+
+_MOVED = re.compile(r"clsuite\.(data|memory|replay|methods|models|learner|metrics|callbacks|errors)\.")
+
+
+def as_today(config):
+    """A recorded config (or one value of it) naming today's modules: a run made before the science moved
+    into ``clsuite.core`` (docs/ARCHITECTURE.md) names ``clsuite.methods.er.ER`` for
+    ``clsuite.core.methods.er.ER``; for the code that builds or reads a recorded run (replay, eval, the analysis' flat configs)."""
+    if isinstance(config, dict):
+        return {k: as_today(v) for k, v in config.items()}
+    if isinstance(config, list):
+        return [as_today(v) for v in config]
+    return (
+        _MOVED.sub(r"clsuite.core.\1.", config, count=1) if isinstance(config, str) and _MOVED.match(config) else config
+    )
 
 
 def read_run(path) -> SealedRun | Rejected:

@@ -1,7 +1,6 @@
 """What a training process does around the arithmetic; none of it moves a number: freed memory reused and
-the garbage collector frozen (docs/PERFORMANCE.md, "What the profile showed", items 1 and 6), the run's
-peak memory (docs/PROTOCOL.md, section 5), the seams' checkpointed state (docs/CHECKPOINTS.md, "What a
-checkpoint holds").
+the garbage collector frozen (docs/PERFORMANCE.md, "What the profile showed", items 1 and 6), and the run's
+peak memory (docs/PROTOCOL.md, section 5).
 """
 
 from __future__ import annotations
@@ -57,14 +56,3 @@ def peak_memory_mb(device: torch.device) -> dict[str, float | None]:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     gpu = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     return {"peak_ram_mb": rss / 2**20, "peak_gpu_mb": None if gpu is None else gpu / 2**20}
-
-
-class AttributeState:
-    def state_dict(self) -> dict:
-        """The object's attributes (saved with ``torch.save`` inside the run's checkpoint)."""
-        return dict(vars(self))
-
-    def load_state_dict(self, state: dict, learner=None) -> None:
-        """Restore :meth:`state_dict`'s attributes (``learner``: the restored learner, for classes
-        that rebuild an object from it)."""
-        vars(self).update(state)

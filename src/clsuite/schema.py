@@ -16,7 +16,7 @@ from types import ModuleType
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from clsuite.errors import ConfigError, import_outside
+from clsuite.core.errors import ConfigError, import_outside
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
@@ -180,7 +180,7 @@ KEYS: dict[str, Spec] = {
     "data.cache_dir": Spec("path", "decoded image-folder archives; null: $XDG_CACHE_HOME/clsuite, else ~/.cache/clsuite", null=True),
     # conf/benchmark/
     "benchmark.name": Spec("name", "the benchmark's name (results, tables)"),
-    "benchmark.source": Spec("text", "dataset the tasks are cut from: a reader of clsuite.data.sources (or module:name)"),
+    "benchmark.source": Spec("text", "dataset the tasks are cut from: a reader of clsuite.core.data.sources (or module:name)"),
     "benchmark.n_tasks": Whole(1, None, "T: number of tasks (at most classes // classes_per_task)"),
     "benchmark.classes_per_task": Whole(1, None, "classes per task (at most the source's classes)"),
     "benchmark.train_per_class": Whole(1, None, "training samples per class; null = all (at most the smallest class)", null=True),
@@ -236,51 +236,51 @@ KEYS: dict[str, Spec] = {
 # ``scenarios``: the scenarios a plugin supports (default: all).
 NODES: dict[str, dict] = {
     # conf/replay/
-    "clsuite.replay.random.RandomReplay": dict(
+    "clsuite.core.replay.random.RandomReplay": dict(
         exclude_current_task=Flag("replay only from past tasks' slots")),
-    "clsuite.replay.balanced.BalancedReplay": dict(
+    "clsuite.core.replay.balanced.BalancedReplay": dict(
         exclude_current_task=Flag("replay only from past tasks' slots"),
         by=OneOf("class", "task", doc="equal shares of |R| per class | per task")),
-    "clsuite.replay.ccmr.CCMRReplay": dict(
+    "clsuite.core.replay.ccmr.CCMRReplay": dict(
         tau=Real(0, 1, "p = round(tau |R|) interfered (R_e), q = |R| - p task-associated (R_t)"),
         candidates=Whole(1, None, "null = score all of M | C random candidates", null=True),
         exclude_current_task=Flag("score and replay only past tasks' slots"),
         compare_to_old_logits=Flag("score against the logits stored with the sample (as MIR)"),
         scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics"),
         R_t_from=OneOf("candidates", "memory", doc="R_t from the scored pool - R_e | all of M - R_e")),
-    "clsuite.replay.mir.MIRReplay": dict(
+    "clsuite.core.replay.mir.MIRReplay": dict(
         candidates=Whole(1, None, "C: random candidates scored by the virtual step"),
         exclude_current_task=Flag("candidates only from past tasks' slots"),
         compare_to_old_logits=Flag("score against the logits stored with the sample"),
         scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics")),
     # conf/update/
-    "clsuite.memory.reservoir.Reservoir": dict(),
-    "clsuite.memory.ebrs.EBRS": dict(
+    "clsuite.core.memory.reservoir.Reservoir": dict(),
+    "clsuite.core.memory.ebrs.EBRS": dict(
         class_ties=OneOf("lowest", "random", doc="most frequent classes tied: lowest label | random"),
         victim=OneOf("lowest_score", "random", doc="lowest-score slot of the class (Alg. 2) | a random one"),
         unscored=OneOf(0, "inf", "insertion", math.inf, doc="s(m) of a sample until first scored")),
-    "clsuite.memory.gss_greedy.GSSGreedy": dict(
+    "clsuite.core.memory.gss_greedy.GSSGreedy": dict(
         n_mem_grads=Whole(1, None, "n: memory gradient vectors G_j per incoming batch"),
         mem_batch=Whole(1, None, "memory samples per G_j"),
         empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory"),
         cosines=OneOf("exact", "gram", doc="gram: per-layer Gram products (MLP) | exact: flattened per-sample gradients; last bits")),
-    "clsuite.memory.herding.HerdingMemory": dict(slots="class"),
-    "clsuite.memory.class_ring.ClassRingBuffer": dict(slots="class"),
-    "clsuite.memory.task_ring.TaskRingBuffer": dict(
+    "clsuite.core.memory.herding.HerdingMemory": dict(slots="class"),
+    "clsuite.core.memory.class_ring.ClassRingBuffer": dict(slots="class"),
+    "clsuite.core.memory.task_ring.TaskRingBuffer": dict(
         slots="task",
         n_tasks=Whole(1, None, "T of the ring layout; null = benchmark.n_tasks (at least that)", null=True)),
-    "clsuite.memory.task_reservoir.TaskReservoir": dict(
+    "clsuite.core.memory.task_reservoir.TaskReservoir": dict(
         slots="task",
         per_task=Whole(1, None, "slots per task, a reservoir over the task; null = M // T", null=True),
         n_tasks=Whole(1, None, "T of M // T; null = benchmark.n_tasks (at least that)", null=True)),
     # conf/method/ plugins
-    "clsuite.methods.base.NoMemory": dict(),
-    "clsuite.methods.agem.AGEM": dict(),
-    "clsuite.methods.icarl.ICaRL": dict(scenarios=("class_il", "task_il")),
-    "clsuite.methods.gem.GEM": dict(
+    "clsuite.core.methods.base.NoMemory": dict(),
+    "clsuite.core.methods.agem.AGEM": dict(),
+    "clsuite.core.methods.icarl.ICaRL": dict(scenarios=("class_il", "task_il")),
+    "clsuite.core.methods.gem.GEM": dict(
         memory_strength=Real(0, None, "margin of the dual QP (GEM's gamma)"),
         eps=Real(0, None, "ridge added to G G' before the QP", lo_open=True)),
-    "clsuite.methods.hal.HAL": dict(
+    "clsuite.core.methods.hal.HAL": dict(
         scenarios=("class_il", "task_il"),
         hal_lambda=Real(0, None, "weight of the anchor loss"),
         beta=Real(0, 1, "EMA factor of the mean embedding phi"),
@@ -289,20 +289,20 @@ NODES: dict[str, dict] = {
         finetune_steps=Whole(0, None, "fine-tuning steps on the memory for theta_M"),
         finetune_batch=Whole(1, None, "memory batch of those steps"),
         anchor_lr=Real(0, None, "anchor SGD learning rate; null = the method's lr", lo_open=True, null=True)),
-    "clsuite.methods.oewc.OnlineEWC": dict(
+    "clsuite.core.methods.oewc.OnlineEWC": dict(
         e_lambda=Real(0, None, "weight of the EWC penalty"),
         gamma=Real(0, 1, "decay of the online Fisher at each task end"),
         chunk=Whole(1, None, "samples per vmap call for the Fisher (memory vs speed only)")),
-    "clsuite.methods.si.SI": dict(
+    "clsuite.core.methods.si.SI": dict(
         c=Real(0, None, "weight of the surrogate loss"),
         xi=Real(0, None, "damping of Omega's denominator", lo_open=True),
         clip=Real(0, None, "gradient entries clipped to [-clip, clip]; null = no clipping", lo_open=True, null=True)),
 }
 # fmt: on
 BASES = {  # method.<slot>: null or a node whose _target_ subclasses this (named: the schema imports no policy)
-    "replay": "clsuite.replay.base.ReplayPolicy",
-    "update": "clsuite.memory.base.UpdatePolicy",
-    "plugin": "clsuite.methods.base.Plugin",
+    "replay": "clsuite.core.replay.base.ReplayPolicy",
+    "update": "clsuite.core.memory.base.UpdatePolicy",
+    "plugin": "clsuite.core.methods.base.Plugin",
 }
 SLOTS = tuple(BASES)
 META = ("slots", "scenarios")  # NODES entries that are not keys
@@ -318,14 +318,14 @@ def node_keys(target: str) -> dict[str, Spec]:
 
 
 def targets(slot: str) -> list[str]:
-    prefix = BASES[slot].rsplit(".", 2)[0] + "."  # (clsuite.replay.)
+    prefix = BASES[slot].rsplit(".", 2)[0] + "."  # (clsuite.core.replay.)
     return [t for t in NODES if t.startswith(prefix)]
 
 
 def locate(target: str, what: str):
     """The object a dotted ``_target_`` names, found as ``hydra.utils.instantiate`` finds it (a module,
     then attributes or submodules), or None where there is none; a module that fails to import is a
-    ``ConfigError`` naming ``what`` (``clsuite.errors.import_outside``)."""
+    ``ConfigError`` naming ``what`` (``clsuite.core.errors.import_outside``)."""
     parts = target.split(".")
     if not all(parts):
         return None
@@ -395,7 +395,7 @@ def _rule_benchmark(cfg, sizes) -> str | None:
 
 
 def source_size(src) -> tuple[int, int]:
-    """(classes, training samples of the smallest class) of a bound source (``clsuite.data.sources``:
+    """(classes, training samples of the smallest class) of a bound source (``clsuite.core.data.sources``:
     its registration holds a number, or a key of the benchmark config that holds it)."""
 
     def size(v, what: str) -> int:
@@ -567,7 +567,7 @@ def check(cfg: DictConfig):
         _check(cfg, key, spec, spec.req)
     for slot in SLOTS:
         _check_slot(cfg, slot)
-    from clsuite.data import sources  # (here: numpy only for a config that is checked, not for --help)
+    from clsuite.core.data import sources  # (here: numpy only for a config that is checked, not for --help)
 
     source = sources.bind(value(cfg, "benchmark"))
     sizes = source_size(source)

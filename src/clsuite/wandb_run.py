@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from clsuite.config import dotted_get, wandb_settings
+from clsuite.core.metrics import METRICS
 from clsuite.home import child_env
 from clsuite.io import METRICS_CSV, RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
-from clsuite.metrics import METRICS
 from clsuite.results import IGNORED_KEYS, read_run
 
 MIRROR_FILE = "mirror.json"  # <folder>/wandb/: the W&B run that mirrors the folder's results file

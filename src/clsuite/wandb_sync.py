@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from clsuite.config import ConfigError, wandb_settings
+from clsuite.core.metrics import METRICS
 from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, Unreadable, os_error_line, read_json, sha256
-from clsuite.metrics import METRICS
 from clsuite.paths import dirname_text, safe_name
 from clsuite.results import read_run
 from clsuite.wandb_run import finishing, log_from_results, mirrored, open_run

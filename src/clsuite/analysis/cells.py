@@ -36,9 +36,9 @@ def _agem_default(flat: dict, reading: str) -> bool:
     """conf/method/agem.yaml as it is: |R| 256, uniform draw over past tasks, reservoir."""
     return (
         flat.get("method.replay_size") == 256
-        and flat.get("method.replay._target_") == "clsuite.replay.random.RandomReplay"
+        and flat.get("method.replay._target_") == "clsuite.core.replay.random.RandomReplay"
         and flat.get("method.replay.exclude_current_task") is True
-        and flat.get("method.update._target_") == "clsuite.memory.reservoir.Reservoir"
+        and flat.get("method.update._target_") == "clsuite.core.memory.reservoir.Reservoir"
     )
 
 

@@ -57,7 +57,7 @@ import pandas as pd
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.load import CONDITIONS, order_readings, select
 from clsuite.analysis.stats import LEVEL, Paired, one_sample, paired, smallest_signflip_p
-from clsuite.metrics import QUANTITIES
+from clsuite.core.metrics import QUANTITIES
 
 SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING = (
     "supported",

@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.load import CONDITIONS, select, short
 from clsuite.analysis.stats import n_range
-from clsuite.metrics import QUANTITIES
+from clsuite.core.metrics import QUANTITIES
 
 METHOD_STYLE = {
     "adaer": ("#d62728", "o"), "ccmr": ("#ff7f0e", "s"), "ebrs": ("#e377c2", "D"), "mir": ("#1f77b4", "^"),

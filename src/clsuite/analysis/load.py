@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from clsuite.analysis.stats import CONDITIONS, COSTS, KEYS
+from clsuite.core.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.identity import code_identity, config_hash, normalize
 from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, Unreadable, load_json, read_failure
-from clsuite.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
 from clsuite.numerics import label as numerics_label
 from clsuite.paths import dirname_text
-from clsuite.results import read_run
+from clsuite.results import as_today, read_run
 from clsuite.schema import dotted_get
 
 
@@ -151,7 +151,7 @@ def run_row(res: dict, job: str) -> dict:
         "reused_from": res.get("reused_from"),
         "R": R,
         "b": np.asarray(res.get("b", []), dtype=float),
-        "flat": {k: v for k, v in flatten(normalize(cfg)).items() if k not in _FLAT_SKIP},
+        "flat": {k: v for k, v in flatten(normalize(as_today(cfg))).items() if k not in _FLAT_SKIP},  # (today's names)
         "versions": versions,
     }
 

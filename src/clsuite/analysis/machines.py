@@ -16,7 +16,7 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import CLAIMS, UNRESOLVED, judge
 from clsuite.analysis.load import select
 from clsuite.analysis.tables import UNSEPARATED, Table
-from clsuite.metrics import METRICS
+from clsuite.core.metrics import METRICS
 
 READING = "mir_code"
 QUANTITIES = ("acc", "forget", "bwt")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from clsuite.metrics import METRICS, QUANTITIES
+from clsuite.core.metrics import METRICS, QUANTITIES
 
 VALUES_FILE = Path(__file__).with_name("paper_values.yaml")  # the transcription, each value with its line in the paper
 _KINDS = ("abs", "gain", "decline")  # a Quote's kind

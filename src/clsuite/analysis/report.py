@@ -45,9 +45,9 @@ from clsuite.analysis.load import (
 from clsuite.analysis.paper_values import TARGETS
 from clsuite.analysis.stats import summarize
 from clsuite.config import ConfigError
+from clsuite.core.metrics import FWT_CLASS_IL
 from clsuite.home import for_readers, hint
 from clsuite.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
-from clsuite.metrics import FWT_CLASS_IL
 from clsuite.paths import safe_name
 
 Built = tuple[list[tb.Table], list[Path]]

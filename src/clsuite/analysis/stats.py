@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from clsuite.metrics import QUANTITIES
+from clsuite.core.metrics import QUANTITIES
 
 CONDITIONS = ("memory", "tau", "lambda")  # the swept conditions of the paper's figures
 KEYS = ("benchmark", "method", "reading", *CONDITIONS, "variant")  # one table cell = one value of KEYS

@@ -28,7 +28,7 @@ from clsuite.analysis.claims import (
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
 from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, seeds_needed
-from clsuite.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
+from clsuite.core.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
 
 NOTE = (
     "Cells: mean ± std over seeds (sample std), the single run's value where n = 1; n: the seeds of the row's "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from clsuite import identity as ident
 from clsuite.config import dotted_get
-from clsuite.data import sources
+from clsuite.core.data import sources
 from clsuite.identity import config_diff, config_hash, normalize
 from clsuite.io import (
     CHECKPOINT_DIR,

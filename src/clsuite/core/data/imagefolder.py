@@ -1,6 +1,6 @@
 """Image-folder archives: ``train/<class>/<image>`` and ``test/<class>/<image>``, decoded once.
 
-The reader of source ``image_folder`` (registered in ``clsuite.data.sources``; docs/EXTENDING.md,
+The reader of source ``image_folder`` (registered in ``clsuite.core.data.sources``; docs/EXTENDING.md,
 "Your own images": the layout, the member rule, the cache). The config check runs it before any
 folder is made (:func:`check`); the run reuses its arrays. Steps of :func:`read_image_folder`:
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.data.files import DataError, file_md5, kind, open_regular
+from clsuite.core.data.files import DataError, file_md5, kind, open_regular
 
 FORMAT = 2  # version of the cache layout and of the decoding steps: bump it when either changes
 SPLITS = ("train", "test")
@@ -68,7 +68,7 @@ def archive_files(benchmark: dict) -> list[str]:
 
 def checksum(path: str | Path) -> str:
     """md5 of a file; of a directory, md5 of its files' sorted ``<relative path> <md5>`` lines (the
-    files :func:`_folder_files` lists; each hashed once per process: ``clsuite.data.files.file_md5``)."""
+    files :func:`_folder_files` lists; each hashed once per process: ``clsuite.core.data.files.file_md5``)."""
     path = Path(path)
     if not path.is_dir():
         return file_md5(path)

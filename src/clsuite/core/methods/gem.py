@@ -30,8 +30,8 @@ import quadprog
 import torch
 import torch.nn.functional as F
 
-from clsuite.methods.base import Plugin
-from clsuite.models.grads import flat_grad, grad_vector, write_grad
+from clsuite.core.methods.base import Plugin
+from clsuite.core.models.grads import flat_grad, grad_vector, write_grad
 
 
 def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: float = 1e-3) -> torch.Tensor:

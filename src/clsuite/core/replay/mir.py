@@ -7,8 +7,8 @@ Options from the official code that the paper is silent on (PROTOCOL section 8):
 - ``exclude_current_task``: candidates only from past tasks (``buffer.sample(..., exclude_task=task)``);
 - ``compare_to_old_logits``: its split-MNIST script, not its CIFAR-10 one;
 - ``scoring_updates_bn``: its forward of the candidates under theta (``model(bx)``, train mode)
-  updates BatchNorm's running statistics; false keeps them out (``clsuite.replay.virtual``);
-- ``logits_on_overwrite`` (``clsuite.memory.buffer``): ``keep`` leaves the previous occupant's
+  updates BatchNorm's running statistics; false keeps them out (``clsuite.core.replay.virtual``);
+- ``logits_on_overwrite`` (``clsuite.core.memory.buffer``): ``keep`` leaves the previous occupant's
   stored logits in an overwritten slot, as its ``buffer.add_reservoir(data, target, None, task)``
   (``er_main.py`` l.182); ``reset`` starts them at 0 (``make cell-logits``);
 - the replay-loss form (mean over R + B_t, or mean(B_t) + mean(R) as its code): ``replay_loss``.
@@ -20,8 +20,8 @@ function (``score_slots``), so the E-BRS ablation and AdaER evict by one score.
 
 from __future__ import annotations
 
-from clsuite.replay.base import ReplayPolicy
-from clsuite.replay.virtual import score_slots
+from clsuite.core.replay.base import ReplayPolicy
+from clsuite.core.replay.virtual import score_slots
 
 
 class MIRReplay(ReplayPolicy):

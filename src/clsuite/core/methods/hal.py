@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from clsuite.methods.base import Plugin
+from clsuite.core.methods.base import Plugin
 
 
 class HAL(Plugin):

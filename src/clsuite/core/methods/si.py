@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.methods.base import Plugin
-from clsuite.models.grads import flat_grad, flat_params, write_grad
+from clsuite.core.methods.base import Plugin
+from clsuite.core.models.grads import flat_grad, flat_params, write_grad
 
 
 class SI(Plugin):

@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
 
 
 @torch.no_grad()

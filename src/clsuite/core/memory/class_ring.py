@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
 
 
 class ClassRingBuffer(UpdatePolicy):

@@ -12,7 +12,7 @@ tau = 1: q = 0, pure top-|R| (MIR-like). tau = 0: no p_j, R_t is drawn with
 equal quotas over the tasks in memory. Memory smaller than |R| (or than the
 scored pool): all of it.
 
-Scores: MIR's function (``clsuite.replay.virtual.score_slots``) with the reading's
+Scores: MIR's function (``clsuite.core.replay.virtual.score_slots``) with the reading's
 ``compare_to_old_logits`` and ``scoring_updates_bn``, since the paper builds C-CMR on MIR
 (Sec. IV-A; PROTOCOL section 8); AdaER's E-BRS evicts by these scores.
 
@@ -28,8 +28,8 @@ import math
 
 import torch
 
-from clsuite.replay.base import ReplayPolicy
-from clsuite.replay.virtual import score_slots
+from clsuite.core.replay.base import ReplayPolicy
+from clsuite.core.replay.virtual import score_slots
 
 
 def largest_remainder(weights: torch.Tensor, total: int) -> torch.Tensor:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from clsuite.data.benchmarks import split_tasks
-from clsuite.data.sources import Source
+from clsuite.core.data.benchmarks import split_tasks
+from clsuite.core.data.sources import Source
 
 SCENARIOS = ("class_il", "task_il", "domain_il")
 
@@ -40,7 +40,7 @@ class TensorStream:
 
 class ContinualDataModule(L.LightningDataModule):
     def __init__(self, source: Source, data: dict, scenario: str = "class_il", batch_size: int = 20, seed: int = 0):
-        """``source``: the benchmark's source bound to its config (``clsuite.data.sources.bind``)."""
+        """``source``: the benchmark's source bound to its config (``clsuite.core.data.sources.bind``)."""
         super().__init__()
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; valid: {', '.join(SCENARIOS)}")

@@ -1,6 +1,6 @@
 """The memory-update seam: which incoming samples the memory M keeps.
 
-Call order (``clsuite.callbacks.MemoryUpdate`` and ``ContinualLearner``), for a
+Call order (``clsuite.core.callbacks.MemoryUpdate`` and ``ContinualLearner``), for a
 method whose plugin ``uses_memory``:
 
 1. after every incoming batch B_t = (x, y, t) has been trained on (all its
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from clsuite.memory.buffer import Memory
-from clsuite.runtime import AttributeState
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.state import AttributeState
 
 
 class UpdatePolicy(AttributeState, ABC):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
 
 
 def reservoir_slots(seen_before: int, n: int, capacity: int, device) -> torch.Tensor:

@@ -40,9 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
-from clsuite.models.grads import linear_factors, per_sample_grads
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.models.grads import linear_factors, per_sample_grads
 
 COSINES = ("exact", "gram")
 

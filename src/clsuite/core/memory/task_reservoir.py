@@ -6,7 +6,7 @@ samples (Vitter 1985): the first n are written, the i-th (i > n, from 1 within t
 a uniform slot of its task with probability n / i. At the task's end its slots hold a uniform
 random n-subset, what a task-end draw gives, while the update stays online (PROTOCOL section 2).
 
-A-GEM's layouts (``clsuite.methods.agem``), each from a reference:
+A-GEM's layouts (``clsuite.core.methods.agem``), each from a reference:
 - ``per_task: null`` (M // T): Avalanche ``AGEMPlugin.update_memory`` (a random
   ``patterns_per_experience`` subset of each experience) and Mammoth ``models/agem.py``
   ``end_task``'s ``samples_per_task = buffer_size // N_TASKS``;
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import reservoir_slots
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.reservoir import reservoir_slots
 
 
 class TaskReservoir(UpdatePolicy):

@@ -12,7 +12,7 @@ choose the next victim), on the host, on a copy of the labels and scores, the su
 written in one batch (on a GPU: no host-device sync for a batch without an acceptance).
 
 Scores: the replay policy's (C-CMR for AdaER, MIR for the E-BRS ablation), both from
-``clsuite.replay.virtual.score_slots``. Under a reading (PROTOCOL 8) only the capacity changes.
+``clsuite.core.replay.virtual.score_slots``. Under a reading (PROTOCOL 8) only the capacity changes.
 
 The paper's open choices, each a key (conf/update/ebrs.yaml; values: PROTOCOL section 8):
 ``victim`` (``lowest_score``, Alg. 2 line 8 | ``random`` slot of that class), ``unscored``
@@ -27,10 +27,10 @@ from types import SimpleNamespace
 
 import torch
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
-from clsuite.memory.reservoir import fill_then_draw
-from clsuite.replay.virtual import insertion_scores
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.memory.reservoir import fill_then_draw
+from clsuite.core.replay.virtual import insertion_scores
 
 VICTIMS = ("lowest_score", "random")
 UNSCORED = (0, "inf", "insertion")

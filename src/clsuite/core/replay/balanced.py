@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from clsuite.replay.base import ReplayPolicy
-from clsuite.replay.ccmr import largest_remainder, sample_per_group
+from clsuite.core.replay.base import ReplayPolicy
+from clsuite.core.replay.ccmr import largest_remainder, sample_per_group
 
 GROUPS = ("class", "task")
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from clsuite.methods.base import Plugin
-from clsuite.models.grads import flat_grad, grad_vector, write_grad
+from clsuite.core.methods.base import Plugin
+from clsuite.core.models.grads import flat_grad, grad_vector, write_grad
 
 
 def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 One incoming batch B_t -> ``iters_per_batch`` updates, each re-selecting its
 replay batch R from the memory (PROTOCOL section 2). The memory itself is
 updated after the batch by the ``MemoryUpdate`` callback. The three seams a
-method fills, and the order they are called in: ``clsuite.methods.base``.
+method fills, and the order they are called in: ``clsuite.core.methods.base``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.base import UpdatePolicy
-from clsuite.memory.buffer import Memory
-from clsuite.methods.base import Plugin
-from clsuite.replay.base import ReplayPolicy
+from clsuite.core.memory.base import UpdatePolicy
+from clsuite.core.memory.buffer import Memory
+from clsuite.core.methods.base import Plugin
+from clsuite.core.replay.base import ReplayPolicy
 
 LOSS_FORMS = ("concat", "split")
 
@@ -117,7 +117,7 @@ class ContinualLearner(L.LightningModule):
     # -- the step ------------------------------------------------------------
     def shared_batch_grads(self, x, y, t):
         """grad_theta l(f_theta; B_t) of the update under way, for the virtual step
-        (``clsuite.replay.virtual``), when the update's loss is the learner's own split loss: one
+        (``clsuite.core.replay.virtual``), when the update's loss is the learner's own split loss: one
         forward and one backward of B_t then serve both, as in MIR's code (``mir.py`` l.304-313,
         before the candidates are scored), so BatchNorm sees B_t once, before the candidates and R,
         and the update's backward takes this gradient as it is. None otherwise (the concatenated

@@ -1,8 +1,8 @@
 """The method-plugin seam: the hooks a method plugs into the learner's step.
 
 A method is three parts, each chosen in its config (``conf/method/<name>.yaml``):
-a replay policy (which memory slots to replay: ``clsuite.replay.base.ReplayPolicy``),
-a memory-update policy (which samples to keep: ``clsuite.memory.base.UpdatePolicy``)
+a replay policy (which memory slots to replay: ``clsuite.core.replay.base.ReplayPolicy``),
+a memory-update policy (which samples to keep: ``clsuite.core.memory.base.UpdatePolicy``)
 and, for methods that change the loss, the gradient or the classifier, a
 ``Plugin`` from this package. Every hook is optional: the base class does nothing.
 
@@ -29,7 +29,7 @@ Call order::
 
 from __future__ import annotations
 
-from clsuite.runtime import AttributeState
+from clsuite.core.state import AttributeState
 
 
 class Plugin(AttributeState):

@@ -6,7 +6,7 @@ batch B_t = (x, y, t), ``iters_per_batch`` times per batch:
 1. the learner skips replay while the memory is empty (``select`` is not called);
 2. ``idx = policy.select(learner, x, y, t, n)`` with n = |R| (``replay_size``);
 3. the learner (or the method's ``Plugin.loss``) trains on R + B_t;
-4. after the optimizer step, the update policy (``clsuite.memory.base``) writes
+4. after the optimizer step, the update policy (``clsuite.core.memory.base``) writes
    B_t into the memory.
 
 A policy may read anything on the learner (``learner.memory``, ``learner.net``,
@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from clsuite.runtime import AttributeState
+from clsuite.core.state import AttributeState
 
 
 class ReplayPolicy(AttributeState, ABC):

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.data import files as F
-from clsuite.data import imagefolder as IF
-from clsuite.errors import ConfigError, import_outside
+from clsuite.core.data import files as F
+from clsuite.core.data import imagefolder as IF
+from clsuite.core.errors import ConfigError, import_outside
 
 Reader = Callable[..., tuple]  # (root, benchmark: dict, *, download, verify[, cache_dir]) -> 4 arrays
 
@@ -106,7 +106,7 @@ def get(source: str) -> Source:
     if name not in SOURCES:
         raise ConfigError(
             f"unknown benchmark.source {source!r}; valid choices: {', '.join(SOURCES)} "
-            "(or module:name of a reader registered with clsuite.data.sources.register)"
+            "(or module:name of a reader registered with clsuite.core.data.sources.register)"
         )
     return SOURCES[name]
 

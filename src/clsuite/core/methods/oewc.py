@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
-from clsuite.methods.base import Plugin
-from clsuite.models.grads import flat_params, linear_factors
+from clsuite.core.methods.base import Plugin
+from clsuite.core.models.grads import flat_params, linear_factors
 
 
 def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:

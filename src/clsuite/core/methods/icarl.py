@@ -11,7 +11,7 @@
 - Classification (Alg. 1): nearest mean of exemplars, y* = argmin_y ||phi(x) - mu_y||
   with phi L2-normalised and mu_y the renormalised mean of phi over the exemplars
   of class y. Classes without exemplars score -inf.
-- Exemplars: ``update: herding`` (``clsuite.memory.herding``, default: Alg. 4 and 5 at each
+- Exemplars: ``update: herding`` (``clsuite.core.memory.herding``, default: Alg. 4 and 5 at each
   task end, through ``on_task_end``) or ``update: reservoir`` (online iCaRL, Mai et al. 2021).
 
 Departures (why: docs/PARITY.md):
@@ -37,8 +37,8 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from clsuite.memory.herding import features
-from clsuite.methods.base import Plugin
+from clsuite.core.memory.herding import features
+from clsuite.core.methods.base import Plugin
 
 
 class ICaRL(Plugin):

@@ -8,7 +8,7 @@ to false (their own codes; conf/method/*.yaml).
 
 from __future__ import annotations
 
-from clsuite.replay.base import ReplayPolicy
+from clsuite.core.replay.base import ReplayPolicy
 
 
 class RandomReplay(ReplayPolicy):
