@@ -354,7 +354,7 @@ def seeds_to_decide(j: Judged) -> str:
     level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / max(j.m, 1)
     n = seeds_needed(abs(r.mean), r.sd, level=level)
     goal = "support" if r.mean > 0 else f"contradict after Holm (m = {j.m})"
-    return f"{'more than 1000' if n >= 1000 else n} to {goal}"
+    return f"{'1000 or more' if n >= 1000 else n} to {goal}"
 
 
 def open_claims(judged: list[Judged]) -> Table | None:
