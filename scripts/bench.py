@@ -383,7 +383,8 @@ class Run:
     suite's Trainer with ``callbacks(dm)``; ``fit(task, n)``: one fit of ``task``, its first ``n`` batches."""
 
     def __init__(self, c, callbacks):
-        from clsuite.experiment import build, make_trainer
+        from clsuite.core.train import build
+        from clsuite.experiment import make_trainer
 
         with Clock() as t:
             self.dm, self.learner, device = build(c)

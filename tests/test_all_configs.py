@@ -13,7 +13,7 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import CONF_DIR, make_cfg, run_cfg
 
 METHODS = sorted(p.stem for p in Path(CONF_DIR, "method").glob("*.yaml"))

@@ -9,7 +9,7 @@ import torch
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.replay.balanced import BalancedReplay
 from clsuite.core.replay.random import RandomReplay
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg
 
 

@@ -20,7 +20,8 @@ from clsuite.core.memory.herding import HerdingMemory, herding
 from clsuite.core.memory.reservoir import Reservoir
 from clsuite.core.methods.icarl import ICaRL
 from clsuite.core.models.nets import MLP
-from clsuite.experiment import build, make_trainer
+from clsuite.core.train import build
+from clsuite.experiment import make_trainer
 from tests.conftest import make_cfg, run_cfg
 
 

@@ -29,7 +29,7 @@ from clsuite.core.memory.ebrs import EBRS
 from clsuite.core.replay import ccmr
 from clsuite.core.replay.ccmr import CCMRReplay
 from clsuite.core.replay.mir import MIRReplay
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg, run_cfg
 from tests.test_options import D, ce_per_sample, toy_batch, toy_learner, toy_memory
 

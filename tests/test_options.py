@@ -27,7 +27,7 @@ from clsuite.core.replay import ccmr, mir
 from clsuite.core.replay.ccmr import CCMRReplay
 from clsuite.core.replay.mir import MIRReplay
 from clsuite.core.replay.random import RandomReplay
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg, run_cfg
 
 TASK_CLASSES = torch.tensor([[0, 1], [2, 3], [4, 5]])

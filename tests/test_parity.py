@@ -23,7 +23,7 @@ from clsuite.analysis import parity
 from clsuite.analysis.report import SECTIONS, main_report
 from clsuite.core.callbacks import evaluate
 from clsuite.core.learner import ContinualLearner
-from clsuite.experiment import build
+from clsuite.core.train import build
 from clsuite.io import Unreadable
 from tests.results_fixtures import fake_R, parity_record, write_run
 

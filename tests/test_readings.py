@@ -1,6 +1,6 @@
 """Readings (PROTOCOL 8), config groups and per-method values: what each policy actually receives.
 
-Every method is composed under every reading and built (``clsuite.experiment.build``) on the
+Every method is composed under every reading and built (``clsuite.core.train.build``) on the
 synthetic stream; the replay policy, the update policy, the memory and the learner are then
 inspected: a reading's key must reach every method that has the notion, and a method that fixes
 it itself (A-GEM's past-tasks-only R, GEM's ring per task, HAL's ring per class, iCaRL's
@@ -21,7 +21,7 @@ from clsuite.core.memory.task_ring import TaskRingBuffer
 from clsuite.core.replay.ccmr import CCMRReplay
 from clsuite.core.replay.mir import MIRReplay
 from clsuite.core.replay.random import RandomReplay
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg
 
 READINGS = {

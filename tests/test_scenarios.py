@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg, run_cfg
 
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from clsuite.core.callbacks import MemoryUpdate
 from clsuite.core.replay.virtual import interference_scores, score_slots, virtual_params
-from clsuite.experiment import build
+from clsuite.core.train import build
 from tests.conftest import make_cfg
 
 RESNET = ["model=resnet18", "model.nf=4", "benchmark.synthetic.shape=[3,8,8]", "momentum=0.9"]

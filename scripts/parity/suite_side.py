@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from clsuite import api
-from clsuite.experiment import build, run_experiment
+from clsuite.core.train import build
+from clsuite.experiment import run_experiment
 
 THREADS = ["trainer.threads=1", "logger=none", "trainer.progress_bar=false"]
 

@@ -88,7 +88,7 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     measured on; ``code``: :func:`other_code` (None: the run's code)."""
     from clsuite.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
     from clsuite.core.callbacks import evaluate
-    from clsuite.experiment import build
+    from clsuite.core.train import build
     from clsuite.identity import pin_threads, threads_of
     from clsuite.numerics import apply, check
     from clsuite.schema import check as check_config

@@ -1,15 +1,6 @@
-"""One continual-learning run: config -> accuracy matrix -> results file.
-
-The runner builds the data module, the network, the memory and the method from
-the composed config, then for each task: ``set_task(k)``, raise the fit loop's
-epoch budget by one (a reused Trainer would otherwise train zero steps on every
-task after the first), ``trainer.fit``. Joint is one "task", the union of all
-tasks, trained for ``method.epochs`` passes (1 by default, as every method; each
-pass reshuffles the union) and measured once after the last. Callbacks update the memory and fill R.
-Before the first task a valid checkpoint of the run's identity, if any, is restored
-and the stream continues after it; after a task a checkpoint is written when the
-``checkpoint`` key asks (``clsuite.checkpoint``, docs/CHECKPOINTS.md).
-"""
+"""One run's bookkeeping around the core's training (``clsuite.core.train``): numerics, threads and
+identity first, the Trainer with its callbacks and loggers, resume from a checkpoint of the run's
+identity and task-end checkpoints (docs/CHECKPOINTS.md), then the sealed results file."""
 
 from __future__ import annotations
 
@@ -24,7 +15,6 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.checkpoint import (
@@ -39,12 +29,8 @@ from clsuite.checkpoint import (
 from clsuite.checkpoint import run_store_dir as default_store
 from clsuite.config import ConfigError
 from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-from clsuite.core.data import sources
-from clsuite.core.data.datamodule import ContinualDataModule
-from clsuite.core.learner import ContinualLearner
-from clsuite.core.memory.buffer import Memory
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
-from clsuite.core.models.nets import build_model
+from clsuite.core.train import build, pick_device, schedule_of, train_tasks
 from clsuite.identity import check_unchanged, identity, pin_threads, seal, threads_of
 from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
 from clsuite.loggers import RunLogger
@@ -59,91 +45,6 @@ for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
 warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # lightning's own deprecation, not ours
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")  # tensors on device: no workers needed
-
-
-def pick_device(trainer_cfg) -> torch.device:
-    acc = str(trainer_cfg.get("accelerator", "auto"))
-    if acc == "cpu" or (acc == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ConfigError(f"trainer.accelerator={acc} but no CUDA device is available; valid here: cpu (trainer=cpu)")
-    return torch.device("cuda", int(trainer_cfg.get("device_index") or 0))
-
-
-def memory_capacity(cfg, num_classes: int) -> int:
-    """M total, or M per class (MIR's ``--mem_size``) times the number of classes."""
-    return int(cfg.memory) * (num_classes if cfg.memory_per_class else 1)
-
-
-def method_lr(cfg) -> float:
-    """The method's own ``lr`` when its config sets one, else the run's ``lr`` (the reading's)."""
-    lr = cfg.method.get("lr")
-    lr = float(cfg.lr if lr is None else lr)
-    if not lr > 0:
-        raise ValueError(f"learning rate must be > 0, got {lr!r} (method.lr or lr)")
-    return lr
-
-
-def _build(method_cfg, slot: str):
-    """``method.<slot>`` instantiated (None when null); a class that refuses its arguments is a ``ConfigError``."""
-    from hydra.errors import InstantiationException
-
-    node = method_cfg.get(slot)
-    if not node:
-        return None
-    try:
-        return instantiate(node)
-    except InstantiationException as e:
-        why = " ".join(str(e).split("\n")[0].split())
-        raise ConfigError(f"method.{slot} could not be built: {why}") from None
-
-
-def build(cfg: DictConfig, source=None):
-    """(datamodule, learner, device) from a composed config: the benchmark's source is looked up
-    once (``dm.source``, also the run's data identity) unless the caller hands it down (a sweep's
-    job looked it up for its expected identity: ``source``); the method's replay policy
-    (``method.replay``), update policy (``method.update``) and plugin (``method.plugin``)
-    are instantiated from their config groups (conf/replay, conf/update, conf/method)."""
-    dm = ContinualDataModule(
-        source or sources.bind(OmegaConf.to_container(cfg.benchmark, resolve=True)),
-        {**OmegaConf.to_container(cfg.data, resolve=True), "imbalance": float(cfg["lambda"])},
-        scenario=cfg.scenario,
-        batch_size=int(cfg.batch_size),
-        seed=int(cfg.seed),
-    ).prepare()
-    device = pick_device(cfg.trainer)
-    if cfg.trainer.get("threads"):
-        torch.set_num_threads(int(cfg.trainer.threads))
-    dm.to(device)
-    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
-    model_kw = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "arch"}
-    net = build_model(arch, dm.input_shape, dm.num_classes, **model_kw)
-    m = cfg.method
-    plugin = _build(m, "plugin")
-    uses_memory = plugin.uses_memory if plugin is not None else True
-    capacity = memory_capacity(cfg, dm.n_tasks * dm.classes_per_task) if uses_memory else 0
-    memory = Memory(
-        capacity, dm.input_shape, dm.num_classes, device=device, logits_on_overwrite=cfg.logits_on_overwrite
-    )
-    learner = ContinualLearner(
-        net,
-        memory=memory,
-        replay=_build(m, "replay"),
-        update=_build(m, "update"),
-        plugin=plugin,
-        lr=method_lr(cfg),
-        momentum=float(cfg.momentum),
-        weight_decay=float(cfg.weight_decay),
-        iters_per_batch=int(cfg.benchmark.iters_per_batch),
-        replay_size=int(cfg.method.get("replay_size") or cfg.replay_size),  # a method's own (A-GEM), else the reading's
-        replay_loss=cfg.method.get("replay_loss") or cfg.replay_loss,  # a method's own, else the reading's
-        scenario=cfg.scenario,
-        task_classes=dm.task_classes,
-        eval_mask=cfg.eval_mask,
-    ).to(device)
-    learner.plugin.setup(learner)
-    return dm, learner, device
 
 
 def make_trainer(cfg, device, callbacks, logger, clock: RunClock | None = None) -> L.Trainer:
@@ -207,8 +108,7 @@ def run_experiment(
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)
     guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
     callbacks = [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
-    schedule = ["joint"] if cfg.method.get("joint", False) else list(range(dm.n_tasks))
-    passes = int(cfg.method.get("epochs") or 1)  # Joint's passes over the union (method.epochs); 1 per task otherwise
+    schedule, passes = schedule_of(cfg, dm)
     what = f"{cfg.benchmark.name}, {cfg.method.name}, seed {cfg.seed}"  # (the progress lines' first)
     trainer = make_trainer(cfg, device, callbacks, logger, RunClock(*_batches_and_names(dm, schedule, passes), what))
     store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
@@ -217,21 +117,14 @@ def run_experiment(
         start = restore(found[1], trainer, learner, callbacks)
         done = "task 1" if start == 1 else f"tasks 1-{start}"
         print(f"resuming at task {start + 1} of {len(schedule)} ({done} done) from {found[0]}", file=sys.stderr)
+
+    def task_done(done: int) -> None:  # after each task: the run's clock, and a checkpoint when due
+        saver.next_task = done
+        if cadence.due(done) and store.save(trainer, done):  # (a failed write: a warning, once)
+            cadence.saved()
+
     try:
-        for epoch, task in enumerate(schedule):
-            if epoch < start:
-                continue
-            dm.set_task(task)
-            learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
-            trainer.fit_loop.max_epochs = (epoch + 1) * passes  # the next task's passes (one per task; Joint: epochs)
-            try:
-                trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
-            except Exception:
-                guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
-                raise
-            saver.next_task = epoch + 1
-            if cadence.due(epoch + 1) and store.save(trainer, epoch + 1):  # (a failed write: a warning, once)
-                cadence.saved()
+        train_tasks(trainer, learner, dm, schedule, passes, guard, start, task_done)
     except BaseException as e:  # a stop or a failure: what a rerun does (clsuite.cli prints it on a stop)
         e.add_note(rerun_note(store, len(schedule)))
         raise

@@ -357,7 +357,7 @@ def blas_threads() -> int | list[int] | None:
 
 
 def device_type(cfg) -> str:
-    """``cpu`` or ``cuda``: what ``clsuite.experiment.pick_device`` will choose for this config."""
+    """``cpu`` or ``cuda``: what ``clsuite.core.train.pick_device`` will choose for this config."""
     import torch
 
     acc = str(_trainer(cfg).get("accelerator", "auto"))

@@ -10,7 +10,7 @@ this package).
 :func:`bind` is the one lookup of a benchmark's source: the registered :class:`Source` with the
 benchmark config bound to it. Each entry binds once and hands it down: the config check
 (``clsuite.schema.check``: its sizes; ``clsuite.config.validate``: its files, :meth:`Source.check_files`)
-and the run's build (``clsuite.experiment.build``: the data module reads through :meth:`Source.read`,
+and the run's build (``clsuite.core.train.build``: the data module reads through :meth:`Source.read`,
 the run's data identity hashes :meth:`Source.file_list` and records :meth:`Source.decoded_sha256`).
 """
 
