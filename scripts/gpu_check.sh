@@ -31,7 +31,7 @@ print("cuda available:", torch.cuda.is_available(), "|", torch.cuda.get_device_n
 EOF
 
 echo "== GPU tests (pytest -m gpu; a skip here is a failure)"
-timeout "${TEST_TIMEOUT:-600}" $PY -m pytest -m gpu -p no:cacheprovider -q -rs --durations=0 tests/test_gpu.py 2>&1 \
+timeout "${TEST_TIMEOUT:-600}" $PY -m pytest -m gpu -p no:cacheprovider -q -rs --durations=0 tests/lab/test_gpu.py 2>&1 \
   | tee "$OUT/pytest_gpu.log"
 test_rc=${PIPESTATUS[0]}
 if grep -q "^SKIPPED" "$OUT/pytest_gpu.log"; then echo "error: GPU tests were skipped"; test_rc=1; fi

@@ -1,6 +1,6 @@
 """The suite's side of a parity run: its config, the materials the reference is driven with (split,
 initial weights, batches, read from the suite itself), and its own R and Acc (docs/PARITY.md, "Making
-the record"). Nothing here imports the reference: a test runs it on synthetic data (tests/test_parity.py).
+the record"). Nothing here imports the reference: a test runs it on synthetic data (tests/analysis/test_parity.py).
 """
 
 from __future__ import annotations

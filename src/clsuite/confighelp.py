@@ -1,6 +1,6 @@
 """``clsuite --help`` and docs/CONFIG.md, generated from the schema (``clsuite.schema``) and conf/.
 
-``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the doc; ``tests/test_schema.py`` fails when
+``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the doc; ``tests/lab/test_schema.py`` fails when
 the file differs.
 """
 
@@ -143,7 +143,7 @@ def markdown() -> str:
         "# Configuration reference",
         "",
         "Generated from `src/clsuite/schema.py` by `python -m clsuite.confighelp > docs/CONFIG.md`",
-        "(`tests/test_schema.py` fails when this file is out of date). `clsuite --help` prints the same.",
+        "(`tests/lab/test_schema.py` fails when this file is out of date). `clsuite --help` prints the same.",
         "Every key is checked before a run (and before any job of a sweep) against the range below and",
         "the cross-key rules at the end; a bad value is one `error:` line and exit status 2.",
         "",
@@ -174,7 +174,7 @@ def markdown() -> str:
         '(`"data.foo": Flag("what it does")`), in `NODES` under its class for a parameter of a replay',
         'policy, update policy or method plugin (`foo=Whole(1, None, "what it does")`); then',
         "`python -m clsuite.confighelp > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
-        "`tests/test_schema.py`.",
+        "`tests/lab/test_schema.py`.",
         "",
     ]
     return "\n".join(lines)

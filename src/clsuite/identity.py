@@ -45,7 +45,7 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # clsuite/ (src/clsuite in a checkout)
 CODE_SUFFIXES = (".py", ".yaml")
-NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/test_identity.py checks it)
+NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/lab/test_identity.py checks it)
 PACKAGED_SWEEPS = "sweeps"  # clsuite/sweeps/ of a wheel (pyproject force-include): configs, not code
 
 

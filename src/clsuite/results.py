@@ -182,7 +182,7 @@ def key_of(identity: dict) -> str:
 
 
 # Keys that cannot change a run's result (docs/RUNS.md, "Identity"), also left out of sweep folder names
-# (conf/config.yaml exclude_keys; tests/test_identity.py checks the two agree). Threads, device: the env part.
+# (conf/config.yaml exclude_keys; tests/lab/test_identity.py checks the two agree). Threads, device: the env part.
 IGNORED_KEYS = (
     "experiment",
     "resume",

@@ -21,7 +21,7 @@ from clsuite.core.errors import ConfigError, import_outside
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
 CHECKPOINT_MODES = ("auto", "task_end", "every_k", "off")  # clsuite.checkpoint: when a run writes one
-# Lightning precisions that run the suite end to end (tests/test_schema.py: each trains on the CPU);
+# Lightning precisions that run the suite end to end (tests/lab/test_schema.py: each trains on the CPU);
 # "64-true" / "16-true" / "bf16-true" cast the network but not the data, the aliases (32, "16") are
 # second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")

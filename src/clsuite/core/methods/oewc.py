@@ -73,7 +73,7 @@ def _add_weighted_squares(acc, w, a, d, block_bytes: int = 1 << 21) -> None:
     bias, g_n = d_n), built and squared a few output rows at a time (``block_bytes``, in cache)
     instead of as one [c, out * in] tensor. Each entry of w @ g^2 is the same dot product over
     the c samples whatever the block, so the sum is bit-identical to the unblocked one
-    (tests/test_perf_exact.py)."""
+    (tests/core/test_perf_exact.py)."""
     if a is None:
         acc += w @ d.pow(2)
         return
@@ -107,7 +107,7 @@ class OnlineEWC(Plugin):
         """Adds the penalty's gradient to the loss's, as the very products autograd forms for it:
         the scalar's and the sum's backward give e_lambda (float32) times F, pow's backward times
         2 (theta - theta*); one addition to each ``.grad`` as autograd's accumulation (bit-identical,
-        tests/test_perf_exact.py), without the graph and its backward passes."""
+        tests/core/test_perf_exact.py), without the graph and its backward passes."""
         diff = vars(self).pop("_diff", None)  # (never part of the plugin's checkpointed state)
         if diff is None:
             return

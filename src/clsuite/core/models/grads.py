@@ -58,7 +58,7 @@ def linear_factors(net, x: torch.Tensor, per_sample_loss):
     delta_n (bias; ``a`` None). These are the very products ``vmap(grad(l))`` forms (its
     per-sample mm over a batch of one makes one product per entry, and its forward is mm then
     + b, as here), so gradients built from them are bit-identical to vmap's
-    (tests/test_perf_exact.py), without vmap's batching rules.
+    (tests/core/test_perf_exact.py), without vmap's batching rules.
     """
     leaves = [m for m in net.modules() if not list(m.children())]
     if not all(isinstance(m, _PER_SAMPLE_LEAVES) for m in leaves):

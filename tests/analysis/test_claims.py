@@ -1,0 +1,170 @@
+"""Rule 4 of clsuite.analysis.claims: "contradicted" under Holm's family-wise control, on hand-made per-seed differences.
+
+Every expected p is computed here by hand: Holm's step-down written out, the one-sided t p from
+the numerical integration of the t density in test_aggregate (never scipy's t), and each test
+fails when the adjustment is removed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from clsuite.analysis import claims as cl
+from clsuite.analysis import tables as tb
+from clsuite.analysis.load import load_runs
+from clsuite.analysis.report import _claim_json, _rules, main_claims
+from clsuite.analysis.stats import Paired, one_sample
+from tests.analysis.test_aggregate import _t4_two_sided_p
+from tests.results_fixtures import fake_R, write_run
+
+BORDERLINE = [-1.0, -2.0, -3.0, -0.5, -1.5]  # mean -1.6, interval [-2.79, -0.41]: below 0, but only just
+CLEAR = [-3.0, -2.5, -3.5, -3.0, -2.8]  # mean -2.96, interval [-3.41, -2.51]
+NULL = [4.0, -4.0, 3.0, -3.5, 0.5]  # mean 0: the seeds cannot separate the arms
+# BORDERLINE by hand: squared deviations from -1.6: 0.36 + 0.16 + 1.96 + 1.21 + 0.01 = 3.7, sd = sqrt(3.7 / 4)
+P_BORDERLINE = _t4_two_sided_p(1.6 / math.sqrt(3.7 / 4 / 5)) / 2  # one-sided p for d < 0, about 0.0102
+
+
+def _judged(diffs: list[list[float]]) -> cl.Judged:
+    comps = [cl.Comparison("split_mnist", f"c{i}", one_sample(d)) for i, d in enumerate(diffs)]
+    return cl.Judged(claim=None, reading="mir_code", comparisons=comps)
+
+
+def test_holm_adjusted_p_by_hand():
+    # sorted 0.01, 0.03, 0.04, 0.2: 4 x 0.01 = 0.04; 3 x 0.03 = 0.09; 2 x 0.04 = 0.08 -> kept at 0.09; 1 x 0.2
+    assert cl.holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
+    # capped at 1 and non-decreasing in the order of p: 3 x 0.01; 2 x 0.5 = 1.0; 0.9 -> kept at 1.0
+    assert cl.holm([0.5, 0.9, 0.01]) == pytest.approx([1.0, 1.0, 0.03])
+    assert cl.holm([0.02]) == [0.02] and cl.holm([]) == []
+
+
+def test_one_sided_p_is_the_t_test_the_interval_inverts():
+    p = one_sample(BORDERLINE)
+    assert p.p_below == pytest.approx(P_BORDERLINE, abs=1e-6) and 0.010 < P_BORDERLINE < 0.011
+    assert one_sample([-x for x in BORDERLINE]).p_below == pytest.approx(1 - P_BORDERLINE, abs=1e-6)
+    assert p.high < 0 and P_BORDERLINE < cl.ALPHA == 0.025  # below 0 <=> p < 0.025, one tail of the 95%
+    assert one_sample([-1.0, -1.0]).p_below == 0.0 and one_sample([2.0, 2.0]).p_below == 1.0  # sd = 0
+    assert one_sample([0.0, 0.0]).p_below == 1.0 and math.isnan(one_sample([-1.0]).p_below)
+
+
+def test_many_null_comparisons_and_one_borderline_negative_is_not_not_reproduced():
+    diffs = [BORDERLINE] + [[x + 0.2 * k for x in NULL] for k in range(-5, 6)]  # 1 + 11 comparisons
+    j = _judged(diffs)
+    assert j.m == 12 and j.outcomes[0] == cl.RAW_ONLY and set(j.outcomes[1:]) == {cl.UNRESOLVED}
+    assert j.p_adj[0] == pytest.approx(12 * P_BORDERLINE, abs=1e-5)  # the smallest of 12 p: times 12
+    assert j.verdict == cl.INCONCLUSIVE and j.deciding is j.comparisons[0]
+    supported = [[x + 5.0 for x in CLEAR]]  # with a supported comparison beside: partly reproduced
+    assert _judged(diffs + supported).verdict == cl.PARTLY
+
+
+def test_a_clearly_negative_comparison_still_falsifies_among_many_nulls():
+    j = _judged([CLEAR] + [[x + 0.2 * k for x in NULL] for k in range(-5, 6)])
+    assert j.outcomes[0] == cl.CONTRADICTED and j.verdict == cl.NOT and j.outcomes.count(cl.CONTRADICTED) == 1
+    assert j.p_adj[0] < cl.ALPHA and j.p_adj[0] == pytest.approx(12 * one_sample(CLEAR).p_below)
+
+
+def test_the_adjustment_is_holm_over_the_claims_comparisons():
+    """Three comparisons, Holm by hand on their one-sided p: p_B < p_A < p_C."""
+    a, b, c = BORDERLINE, CLEAR, [x + 1.0 for x in NULL]
+    j = _judged([a, b, c, [1.0]])  # the fourth has one seed: no interval, not in the family
+    p_a, p_b, p_c = (one_sample(d).p_below for d in (a, b, c))
+    assert p_b < p_a < p_c and j.m == 3
+    expected = [max(3 * p_b, 2 * p_a), 3 * p_b, max(3 * p_b, 2 * p_a, p_c)]
+    assert j.p_adj[:3] == pytest.approx(expected) and math.isnan(j.p_adj[3])
+    # 2 p_a = 0.0205 < 0.025: with three in the family the borderline one stays contradicted
+    assert j.outcomes == [cl.CONTRADICTED, cl.CONTRADICTED, cl.UNRESOLVED, cl.MISSING]
+
+
+def _at_p(p: float, n: int = 5) -> Paired:
+    """Per-seed differences mean + sd z (z: mean 0, sample sd 1) whose one-sided t p for d < 0 is ``p``."""
+    z = np.arange(n) - (n - 1) / 2
+    z = z / z.std(ddof=1)
+    return one_sample(stats.t.ppf(p, n - 1) / math.sqrt(n) + z)
+
+
+@pytest.mark.parametrize(
+    ("p", "other", "expected"),
+    [
+        (0.0249, None, cl.CONTRADICTED),  # m = 1: Holm is the interval's rule, at its 2.5% tail
+        (0.0251, None, cl.UNRESOLVED),  # ... the interval just contains 0
+        (0.0124, 0.3, cl.CONTRADICTED),  # m = 2: 2 x 0.0124 = 0.0248 < 0.025
+        (0.0126, 0.3, cl.RAW_ONLY),  # 2 x 0.0126 = 0.0252: below 0 raw, not after Holm
+    ],
+)
+def test_the_level_boundary(p, other, expected):
+    comps = [_at_p(p)] + ([_at_p(other)] if other else [])
+    assert comps[0].p_below == pytest.approx(p, rel=1e-9)
+    outcomes, p_adj = cl.family(comps)
+    assert outcomes[0] == expected and p_adj[0] == pytest.approx(p * len(comps), rel=1e-9)
+
+
+def test_supported_keeps_the_per_comparison_interval():
+    """An intersection-union test needs no correction: 12 comparisons each just above 0 reproduce the claim."""
+    j = _judged([[-x for x in BORDERLINE]] * 12)
+    assert j.verdict == cl.REPRODUCED and j.outcomes.count(cl.SUPPORTED) == 12
+
+
+def test_claims_table_from_the_runs(tmp_path, capsys):
+    """AdaER against 12 methods, one borderline: the table shows the raw interval and the adjusted decision."""
+    root = tmp_path / "multirun" / "table2"
+    others = ["online", "oewc", "si", "er", "gem", "agem", "icarl", "hal", "gss", "mir", "ccmr", "ebrs"]
+    diffs = {m: [x + 0.2 * k for x in NULL] for k, m in enumerate(others, -5)} | {"mir": BORDERLINE}
+    for s in range(5):
+        adaer = 75.0 + 3 * math.sin(s)
+        write_run(root, method="adaer", seed=s, R=fake_R(5, adaer))
+        for m, d in diffs.items():
+            write_run(root, method=m, seed=s, R=fake_R(5, adaer - d[s]))
+    runs = load_runs(root)[0]
+    claim = cl.Claim("t", "table2", "test", "AdaER beats all", cl.beats("acc", ["adaer"]), {"memory": 100})
+    (new,) = cl.judge(claim, runs)
+    assert new.verdict == cl.INCONCLUSIVE and new.deciding.label == "AdaER vs MIR, Acc"
+    row = tb.claims([new]).markdown()
+    assert f"AdaER vs MIR, Acc, split-MNIST: -1.6 [-2.8, -0.4], n=5 | contradicted raw, not after Holm (p_adj = {12 * P_BORDERLINE:.3f} ≥ 0.025, m = 12) |" in row  # fmt: skip
+    assert "| 0 / 0 / 1 / 11 / 0 / 0 |" in row
+    (mir,) = [c for c in _claim_json(new)["comparisons"] if c["label"] == "AdaER vs MIR, Acc"]  # claims.json
+    assert (mir["outcome"], mir["outcome_raw"]) == (cl.RAW_ONLY, cl.CONTRADICTED) and mir["p_adj"] > cl.ALPHA
+    assert "Holm's step-down" in _rules() and "contradicted raw, not after Holm" in _rules()  # the report says so
+    # `clsuite claims` prints the claims table of the runs
+    assert main_claims(["--multirun-dir", str(tmp_path / "multirun")]) == 0
+    assert "(contradicted: Holm" in capsys.readouterr().out
+    assert main_claims(["--multirun-dir", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.startswith("error: --multirun-dir")
+
+
+def test_an_open_claim_gets_the_seeds_its_deciding_comparison_would_need():
+    """Inconclusive and partly reproduced claims get one row: the seeds that would decide their deciding
+    comparison at its observed mean and sd (support for d > 0 at 95%; contradiction after Holm for
+    d <= 0, one-sided at 0.025 / m); identical arms get none; a decided claim no row."""
+    import types
+
+    from clsuite.analysis import tables as tb
+    from clsuite.analysis.stats import seeds_needed
+
+    def judged(text, diffs):
+        j = _judged(diffs)
+        j.claim = types.SimpleNamespace(text=text)
+        return j
+
+    ahead = [1.0, 3.0, -1.0]  # mean +1, sd 2: unresolved, on the claim's side
+    behind = [-1.0, 0.5, -2.5, 0.0]  # mean -0.75, sd 1.26: unresolved, against the claim
+    inconclusive = judged("ahead", [ahead])
+    partly = judged("partly", [[2.0, 2.1, 1.9], behind])  # one supported, the weakest against it
+    identical = judged("identical", [[0.0, 0.0, 0.0]])
+    decided = judged("decided", [[2.0, 2.1, 1.9]])
+    assert (inconclusive.verdict, partly.verdict, identical.verdict, decided.verdict) == (
+        cl.INCONCLUSIVE, cl.PARTLY, cl.INCONCLUSIVE, cl.REPRODUCED,
+    )  # fmt: skip
+    t = tb.open_claims([inconclusive, partly, identical, decided])
+    rows = {r[0]: r for r in t.rows}
+    assert set(rows) == {"ahead", "partly", "identical"}
+    assert rows["ahead"][4:] == ["3", "+1.0 ± 2.0", f"{seeds_needed(1.0, 2.0, level=0.95)} to support"]
+    sd = statistics.stdev(behind)
+    n = seeds_needed(0.75, sd, level=1 - 0.05 / 2)  # Holm over the claim's m = 2 comparisons
+    assert n > seeds_needed(0.75, sd, level=0.95)  # (the family's level is the stricter one)
+    assert rows["partly"][3:] == ["c1, split-MNIST", "4", f"-0.8 ± {sd:.1f}", f"{n} to contradict after Holm (m = 2)"]
+    assert rows["identical"][6] == "none: the two arms agree in every seed"
+    assert tb.open_claims([decided]) is None

@@ -1,0 +1,42 @@
+"""The TensorBoard logger (``logger=tensorboard``): what a run writes to it (W&B: tests/lab/test_wandb.py)."""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from clsuite import api
+
+FAST = ["benchmark=synthetic", "trainer=cpu", "trainer.progress_bar=false"]
+
+
+def scalars(events: Path) -> dict[str, list[tuple[int, float]]]:
+    """``{tag: [(step, value), ...]}`` of an events file (TFRecord: length, its CRC, an Event, its CRC)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    data, i, out = events.read_bytes(), 0, defaultdict(list)
+    while i < len(data):
+        (n,) = struct.unpack("<Q", data[i : i + 8])
+        event = Event.FromString(data[i + 12 : i + 12 + n])
+        i += 12 + n + 4
+        for v in event.summary.value:
+            out[v.tag].append((event.step, v.simple_value))
+    return out
+
+
+def test_tensorboard_gets_the_loss_and_every_row_of_r_in_one_events_file(tmp_path):
+    """Every logged loss and every row of R, in one file: Lightning closes its logger after each
+    fit (one per task), which would start a new file, of the same name within a second, per task."""
+    res = api.run([*FAST, "method=er", "logger=tensorboard", "trainer.log_every_n_steps=5"], tmp_path)
+    (events,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+    got = scalars(events)
+    steps = sum(res["steps_per_task"])
+    assert [s for s, _ in got["train/loss"]] == list(range(5, steps + 1, 5))
+    assert len(got["train/loss_current"]) == len(got["train/loss_replay"]) > 0  # replay: from task 2 on
+    R = res["R"]
+    for j in range(len(R)):  # acc/task<j+1> after every task from the j-th on
+        assert [v for _, v in got[f"acc/task{j + 1}"]] == pytest.approx([row[j] for row in R[j:]], abs=1e-4)
+    assert not (tmp_path / "csv").exists()
