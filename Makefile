@@ -21,7 +21,7 @@ run: setup            ## the main job: AdaER on split-MNIST, M=100 per class (1,
 	$(PY) src/run.py $(DOWNLOAD)
 
 # The bit-exact tests (marker `exact`) again under two other CPU kernel levels, so that a test whose
-# exactness holds on this CPU only fails here, not on a user's machine (docs/NUMERICS.md).
+# exactness holds on this CPU only fails here, not on a user's machine (docs/notes/NUMERICS.md).
 EXACT_LEVELS = "ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE" "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2"
 test: setup           ## the fast test suite (synthetic data, CPU), then its bit-exact tests under two other kernel levels
 	$(PY) -m pytest
@@ -40,14 +40,14 @@ lint: setup           ## ruff check + ruff format --check of src, tests, scripts
 format: setup         ## ruff check --fix + ruff format of src, tests, scripts
 	.venv/bin/ruff check --fix src tests scripts && .venv/bin/ruff format src tests scripts
 
-# make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods, on each line (docs/PERFORMANCE.md)
+# make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods, on each line (docs/notes/PERFORMANCE.md)
 BENCH_ARGS ?=
 bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then ER and AdaER on the ResNet; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
 	$(PY) scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30 $(BENCH_ARGS)
 	$(PY) scripts/bench.py --measure checkpoint $(BENCH_ARGS)
 
-bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/NUMERICS.md)
+bench-numerics: setup ## each method's time per batch under trainer.numerics=native and =portable, side by side (docs/notes/NUMERICS.md)
 	$(PY) scripts/bench.py --numerics native portable $(BENCH_ARGS)
 
 # Mutation testing (mutmut, configured in pyproject.toml [tool.mutmut]): mutates metrics, learner,
@@ -144,7 +144,7 @@ $(CELL_TARGETS): setup
 	done; exit $$s
 
 # Parity of GSS, iCaRL and HAL with Mammoth's own classes on the suite's split, initial weights and
-# batches (docs/PARITY.md): MAMMOTH=<a Mammoth checkout>, pinned at e75a491 (git clone
+# batches (docs/notes/PARITY.md): MAMMOTH=<a Mammoth checkout>, pinned at e75a491 (git clone
 # https://github.com/aimagelab/mammoth; git -C mammoth checkout e75a491). Trains (slow: one suite run
 # and one Mammoth run per seed); writes the parity record results/parity/parity.json (every R and Acc)
 # and prints its table, the report's; `clsuite records pack --parity results/parity/parity.json` puts
@@ -153,7 +153,7 @@ $(CELL_TARGETS): setup
 MAMMOTH ?=
 PARITY_ARGS ?=
 .PHONY: parity
-parity: setup            ## GSS, iCaRL, HAL beside Mammoth's classes: make parity MAMMOTH=<checkout> (docs/PARITY.md)
+parity: setup            ## GSS, iCaRL, HAL beside Mammoth's classes: make parity MAMMOTH=<checkout> (docs/notes/PARITY.md)
 	@test -n "$(MAMMOTH)" || { echo "error: MAMMOTH=<a Mammoth checkout at e75a491> is required" >&2; exit 2; }
 	$(PY) scripts/parity/harness.py --mammoth $(MAMMOTH) $(PARITY_ARGS)
 
@@ -165,7 +165,7 @@ EXP ?= table2
 aggregate: setup       ## tables and figures from the runs on disk (any multirun/ folder): make aggregate EXP="memory tau"
 	$(PY) src/run.py aggregate $(EXP)
 
-# Numerics (docs/NUMERICS.md): Table II of this code on this machine, under the CPU kernels of
+# Numerics (docs/notes/NUMERICS.md): Table II of this code on this machine, under the CPU kernels of
 # NUMERICS=native|portable -> multirun/machines_<NUMERICS>/ (compare machines: copy another machine's
 # results/machines_*/runs.csv into docs/crossmachine/); and the numerical noise: ER, MIR, C-CMR, E-BRS and
 # AdaER, seeds 0..SEEDS-1 (10 unless given), under each CPU kernel level of NOISE_LEVELS (one sweep per

@@ -1,7 +1,7 @@
 """`make bench`, `make bench-numerics` and the GPU benchmark: each method's cost, side by side in one run.
 
-The measures, the variants' processes and rounds, ``--out``: docs/PERFORMANCE.md, "Measuring: `make bench`";
-``--measure stream``: docs/GPU.md; ``--measure checkpoint``: docs/CHECKPOINTS.md, "Cost".
+The measures, the variants' processes and rounds, ``--out``: docs/notes/PERFORMANCE.md, "Measuring: `make bench`";
+``--measure stream``: docs/notes/GPU.md; ``--measure checkpoint``: docs/CHECKPOINTS.md, "Cost".
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="write bench.json, bench.log and bench.md here")
     ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES})")
     ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20)")
-    ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/GPU.md's setting)")
+    ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/notes/GPU.md's setting)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant's process: its JSON spec
     args = ap.parse_args()
     args.measure = args.measure or ("stream" if args.device == "cuda" else "jobs")
@@ -474,7 +474,7 @@ def setup_stream(args):
 
 
 def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], reading: str = "paper_text") -> list[str]:
-    """The stream's run: the reading's (paper_text, docs/GPU.md: M = 100 in total, |B_t| = |R| = 20, lr 0.1;
+    """The stream's run: the reading's (paper_text, docs/notes/GPU.md: M = 100 in total, |B_t| = |R| = 20, lr 0.1;
     mir_code: the CIFAR runs' M = 100 per class, |B_t| = |R| = 10), seed 0; CIFAR as synthetic images of its sizes;
     then ``extra`` (--set)."""
     overrides = [f"benchmark={bname}", f"method={method}", f"reading={reading}", "memory=100", "seed=0"]

@@ -1,7 +1,7 @@
 """Bit-identity check of a change: b and R of every method as exact floats, before and after.
 
 ``run`` trains each method of the checkout at ``--root`` and writes a JSON file; ``compare`` exits 1 when
-an R differs. What runs and what is compared: docs/PERFORMANCE.md, "Bit-identity check".
+an R differs. What runs and what is compared: docs/notes/PERFORMANCE.md, "Bit-identity check".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The golden runs: short runs whose R and final weights under ``trainer.numerics=portable`` are
 committed as exact values (``tests/golden/portable.json``) and must come out bit for bit on any
-x86-64 CPU (``tests/core/test_golden.py``; docs/NUMERICS.md).
+x86-64 CPU (``tests/core/test_golden.py``; docs/notes/NUMERICS.md).
 
     python -m tests.golden_runs            # this machine's values, as JSON on stdout
     python -m tests.golden_runs --write    # replace tests/golden/portable.json (`make golden`)

@@ -1,6 +1,6 @@
 """Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes: the parity record and its table.
 
-The commands, both sides, the record and its checks: docs/PARITY.md, "Making the record";
+The commands, both sides, the record and its checks: docs/notes/PARITY.md, "Making the record";
 docs/INTEGRITY.md, section 8.
 """
 

@@ -1,6 +1,6 @@
 """The reference's side of a parity run: Mammoth's own GSS, iCaRL and HAL classes, driven in-process
 by Mammoth's training loop (:func:`run`) on the suite's materials, with small stand-ins for what needs
-torchvision, kornia or its dataset registry (:func:`_install_stubs`; docs/PARITY.md, "Making the record").
+torchvision, kornia or its dataset registry (:func:`_install_stubs`; docs/notes/PARITY.md, "Making the record").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The suite's side of a parity run: its config, the materials the reference is driven with (split,
-initial weights, batches, read from the suite itself), and its own R and Acc (docs/PARITY.md, "Making
+initial weights, batches, read from the suite itself), and its own R and Acc (docs/notes/PARITY.md, "Making
 the record"). Nothing here imports the reference: a test runs it on synthetic data (tests/analysis/test_parity.py).
 """
 

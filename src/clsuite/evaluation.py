@@ -145,7 +145,7 @@ def report(ev: dict) -> str:
             said = "the same, bit for bit" + (" (under code other than the run's)" if ev["code"] else "")
         else:
             other = "code, kernels" if ev["code"] else "kernels"
-            said = f"not the same bit for bit ({other}, threads or device other than the run's: docs/NUMERICS.md)"
+            said = f"not the same bit for bit ({other}, threads or device other than the run's: docs/notes/NUMERICS.md)"
         lines.append(f"the run's last rows (results.json): {said}")
     return "\n".join(lines)
 

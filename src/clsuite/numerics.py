@@ -1,6 +1,6 @@
 """Which CPU kernels do a run's arithmetic (``trainer.numerics``: ``native`` or ``portable``): pinned once
 per process before its first torch computation, asked back and recorded in the run's identity
-(docs/NUMERICS.md, "The two modes").
+(docs/notes/NUMERICS.md, "The two modes").
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from clsuite.core.errors import ConfigError
 
 MODES = ("native", "portable")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
-# The environment variables the numeric libraries read, by the libraries' prefixes (docs/NUMERICS.md,
+# The environment variables the numeric libraries read, by the libraries' prefixes (docs/notes/NUMERICS.md,
 # "The environment"): ATen; oneMKL; oneDNN under its three names; the OpenMP runtimes (GNU, Intel /
 # LLVM); numpy and its BLAS; torch; the GPU libraries. Every one set is recorded, unless it is below.
 KERNEL_ENV = ("ATEN_", "MKL_", "MKLDNN_", "ONEDNN_", "DNNL_", "OMP_", "KMP_", "GOMP_", "NPY_", "OPENBLAS_", "GOTO",
@@ -146,7 +146,7 @@ def summary(found: dict, device: str = "cpu") -> str:
     named = f"; {_named(found)}" if _named(found) else ""
     text = f"{found.get('mode')} (ATen {found.get('aten')}, MKL {found.get('mkl')}, {dnn}{named})"
     if not str(device).startswith("cpu"):
-        text += f"; the network computes on {device}: its arithmetic is the GPU's (docs/NUMERICS.md)"
+        text += f"; the network computes on {device}: its arithmetic is the GPU's (docs/notes/NUMERICS.md)"
     return text
 
 

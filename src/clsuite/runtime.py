@@ -1,5 +1,5 @@
 """What a training process does around the arithmetic; none of it moves a number: freed memory reused and
-the garbage collector frozen (docs/PERFORMANCE.md, "What the profile showed", items 1 and 6), and the run's
+the garbage collector frozen (docs/notes/PERFORMANCE.md, "What the profile showed", items 1 and 6), and the run's
 peak memory (docs/PROTOCOL.md, section 5).
 """
 

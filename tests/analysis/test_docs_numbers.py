@@ -11,7 +11,7 @@ checked this way.
 Not checked, each for its reason (:data:`RECORDS`, :data:`GENERATED`): the report itself, the
 generated key reference, measured history (docs/history/), and the records of measurements the
 report does not make (speed, GPU times, checkpoint cost), each of which names the machine and the
-code it measured; of docs/PARITY.md only its history (:data:`HISTORY_FROM`: the current table is
+code it measured; of docs/notes/PARITY.md only its history (:data:`HISTORY_FROM`: the current table is
 the report's).
 """
 
@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "REPRODUCTION.md"
 GENERATED = {"REPRODUCTION.md": "the report itself", "CONFIG.md": "generated from clsuite.schema (ranges, defaults)"}
 RECORDS = {  # measurements the report does not make: each names its machine and code
-    "PERFORMANCE.md": "speed (make bench, Table II end to end)",
-    "PARITY.md": "the three fixes of GSS, iCaRL, HAL, measured beside Mammoth (its history part only)",
-    "GPU.md": "GPU tests and CIFAR times",
+    "notes/PERFORMANCE.md": "speed (make bench, Table II end to end)",
+    "notes/PARITY.md": "the three fixes of GSS, iCaRL, HAL, measured beside Mammoth (its history part only)",
+    "notes/GPU.md": "GPU tests and CIFAR times",
     "CHECKPOINTS.md": "checkpoint size and write time",
-    "NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines",
-    "CELLS.md": "Table II cells checked by measurement, until the report's docs copy is rebuilt",
+    "notes/NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines",
+    "notes/CELLS.md": "Table II cells checked by measurement, until the report's docs copy is rebuilt",
 }
-HISTORY_FROM = {"PARITY.md": "\n## History"}  # a record whose part before this heading is checked as any doc
+HISTORY_FROM = {"notes/PARITY.md": "\n## History"}  # a record whose part before this heading is checked as any doc
 FIGURE = re.compile(r"(?<![\w.])[-−+]?\d+\.\d+(?![\w]|\.\d)")
 
 
@@ -79,13 +79,19 @@ def settings() -> set[str]:
     return {f.lstrip("+") for f in found}
 
 
+def doc_files() -> list[Path]:
+    """The docs: docs/*.md and the dated measurements of docs/notes/ (not the measured history)."""
+    return sorted([*(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "notes").glob("*.md")])
+
+
 def checked_docs() -> dict[str, str]:
     docs = {"README.md": (ROOT / "README.md").read_text(), "Makefile": makefile_comments()}
-    for path in sorted((ROOT / "docs").glob("*.md")):
-        if path.name in HISTORY_FROM:  # the current part (the report has the numbers), not the history
-            docs[f"docs/{path.name}"] = path.read_text().split(HISTORY_FROM[path.name])[0]
-        elif path.name not in GENERATED and path.name not in RECORDS:
-            docs[f"docs/{path.name}"] = path.read_text()
+    for path in doc_files():
+        name = path.relative_to(ROOT / "docs").as_posix()  # (docs/notes/: dated measurements)
+        if name in HISTORY_FROM:  # the current part (the report has the numbers), not the history
+            docs[f"docs/{name}"] = path.read_text().split(HISTORY_FROM[name])[0]
+        elif name not in GENERATED and name not in RECORDS:
+            docs[f"docs/{name}"] = path.read_text()
     return docs
 
 
@@ -137,7 +143,7 @@ TRACKER = re.compile(
 
 def user_docs() -> dict[str, str]:
     """README.md, sweeps/README.md and every doc of docs/ (generated ones too; not the measured history)."""
-    paths = [ROOT / "README.md", ROOT / "sweeps" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    paths = [ROOT / "README.md", ROOT / "sweeps" / "README.md", *doc_files()]
     return {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}
 
 
@@ -163,4 +169,6 @@ def test_every_record_names_the_cpu_or_gpu_that_made_it_and_gpu_times_their_torc
         if "H200" in text and name != "docs/REPRODUCTION.md":
             flat = " ".join(text.split())
             assert "torch 2.11" in flat and "projected" in flat, f"{name} quotes the H200 times without their torch"
-    assert "No GPU was" not in (ROOT / "docs" / "PERFORMANCE.md").read_text()  # docs/GPU.md has GPU times
+    assert (
+        "No GPU was" not in (ROOT / "docs" / "notes" / "PERFORMANCE.md").read_text()
+    )  # docs/notes/GPU.md has GPU times

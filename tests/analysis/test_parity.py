@@ -197,7 +197,7 @@ def test_the_harness_refuses_a_folder_that_is_not_mammoth_and_a_bad_config(tmp_p
 
 
 def test_mammoths_arguments_are_the_suites_setting(cfg):
-    """docs/PARITY.md's arguments: buffer = the suite's M in slots, batch = |B_t|, minibatch = |R|, its lr."""
+    """docs/notes/PARITY.md's arguments: buffer = the suite's M in slots, batch = |B_t|, minibatch = |R|, its lr."""
     mat = suite_side.materials(cfg)
     a = {m: vars(mammoth_side.mammoth_args(m, mat)) for m in ("gss", "hal", "icarl")}
     for args in a.values():

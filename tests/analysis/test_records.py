@@ -449,7 +449,7 @@ def test_the_committed_records_read_whole(tmp_path):
         assert set(e.runs["code"]) == set(entry["codes"]) and len(e.runs) == entry["runs"], n
         assert e.runs["real_data"].all(), n
     assert got.codes == {c: m for a in manifest["archives"].values() for c, m in a["codes"].items()}
-    parity = got.parity  # the check of GSS, iCaRL and HAL beside Mammoth: every row docs/PARITY.md names
+    parity = got.parity  # the check of GSS, iCaRL and HAL beside Mammoth: every row docs/notes/PARITY.md names
     assert parity["complete"] and parity["provenance"]["mammoth_commit"] == "e75a491"
     assert parity["provenance"]["numerics"]["mode"] == "portable" and not parity["provenance"]["suite_dirty"]
     assert [(r["method"], r["benchmark"]) for r in parity["rows"]] == [

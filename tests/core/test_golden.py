@@ -1,6 +1,6 @@
 """The portable mode's promise, checked against values made on another machine: the golden runs
 (``tests/golden_runs.py``) under ``trainer.numerics=portable`` give the committed R and weights
-bit for bit, whatever x86-64 CPU runs this (docs/NUMERICS.md says where that was checked)."""
+bit for bit, whatever x86-64 CPU runs this (docs/notes/NUMERICS.md says where that was checked)."""
 
 from __future__ import annotations
 
@@ -25,5 +25,5 @@ def test_portable_runs_match_the_golden_values_bit_for_bit():
         assert (got["R"], got["weights_sha256"]) == (want["R"], want["weights_sha256"]), (
             f"{name}: portable numerics gave other numbers on {here} than on {made} (R {got['R']} vs {want['R']}). "
             "If a change moved the numbers on purpose: `make golden` and commit tests/golden/portable.json; "
-            "else this machine or install computes differently: docs/NUMERICS.md"
+            "else this machine or install computes differently: docs/notes/NUMERICS.md"
         )

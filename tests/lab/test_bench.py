@@ -119,7 +119,7 @@ def test_the_stream_runs_the_documented_setting_and_cifar_as_the_suites_syntheti
         with hydra.initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = b.compose(b.stream_overrides(name, "adaer", cuda, ["seed=3"]))
             cifar_run = b.compose(b.stream_overrides(name, "adaer", cuda, ["seed=3"], "mir_code"))  # `make bench`'s
-        # paper_text (docs/GPU.md): M = 100 in total, |B_t| = |R| = 20, lr 0.1; mir_code: 10 and M per class
+        # paper_text (docs/notes/GPU.md): M = 100 in total, |B_t| = |R| = 20, lr 0.1; mir_code: 10 and M per class
         assert (cfg.memory, cfg.memory_per_class, cfg.batch_size, cfg.replay_size, cfg.lr) == (100, False, 20, 20, 0.1)
         got = (cifar_run.memory, cifar_run.memory_per_class, cifar_run.batch_size, cifar_run.replay_size)
         assert got == (100, True, 10, 10)

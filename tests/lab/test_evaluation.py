@@ -70,7 +70,7 @@ def test_eval_says_when_the_accuracies_are_not_the_runs_bit_for_bit(runs, capsys
     code, out, _ = clsuite("eval", runs[0][0], capsys=capsys)
     assert code == 0 and out.splitlines()[-1] == (
         "the run's last rows (results.json): not the same bit for bit (kernels, threads or device other than the "
-        "run's: docs/NUMERICS.md)"
+        "run's: docs/notes/NUMERICS.md)"
     )
 
 
@@ -125,5 +125,5 @@ def test_eval_under_other_code_warns_naming_both_and_says_whether_the_rows_held(
     move_the_last_bits(monkeypatch)
     assert clsuite("eval", folder, capsys=capsys)[1].splitlines()[-1] == (
         "the run's last rows (results.json): not the same bit for bit (code, kernels, threads or device other than "
-        "the run's: docs/NUMERICS.md)"
+        "the run's: docs/notes/NUMERICS.md)"
     )

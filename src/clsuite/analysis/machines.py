@@ -1,6 +1,6 @@
 """Table II across machines: the same code on several CPUs (or kernel sets), and which cells
 and verdicts the machine moves (:func:`compare`): docs/ANALYSIS.md, "Numerical noise and
-machines"; the findings: docs/NUMERICS.md, "Did the machine move the report?".
+machines"; the findings: docs/notes/NUMERICS.md, "Did the machine move the report?".
 """
 
 from __future__ import annotations

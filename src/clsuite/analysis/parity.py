@@ -1,6 +1,6 @@
 """Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py;
 its form and checks: ``clsuite.records.parity_problem``). :func:`table` is what ``make parity`` prints
-and the report shows (:func:`markdown`); the setting and the fixes: docs/PARITY.md; how the record
+and the report shows (:func:`markdown`); the setting and the fixes: docs/notes/PARITY.md; how the record
 is carried: docs/INTEGRITY.md, section 8.
 """
 
@@ -92,7 +92,7 @@ def markdown(record: dict | None, where: str) -> list[str]:
     return [
         "The suite's GSS, iCaRL and HAL beside Mammoth's unmodified classes, driven by `make parity` on the suite's "
         f"split, initial weights and (GSS, HAL) batches, both under the same kernels. Every R and Acc, the settings "
-        f"and both commits: `{where}`. The setting, and the fixes this check found: docs/PARITY.md.",
+        f"and both commits: `{where}`. The setting, and the fixes this check found: docs/notes/PARITY.md.",
         "",
         table(record).markdown(),
     ]

@@ -539,7 +539,7 @@ ORIGIN = {
 }  # fmt: skip
 NUMERICS_EXPS = ("noise_", "machines_")  # clsuite.analysis.noise / machines read these experiments
 NUMERICS_INTRO = (
-    "One seed's result moves with the CPU kernels that do its arithmetic (docs/NUMERICS.md): the numerical noise "
+    "One seed's result moves with the CPU kernels that do its arithmetic (docs/notes/NUMERICS.md): the numerical noise "
     "against the seeds' spread (`make noise`), and Table II of this code on other machines (`make machines`; "
     "the other machines' tables: docs/crossmachine/). `trainer.numerics=portable` pins the kernels."
 )

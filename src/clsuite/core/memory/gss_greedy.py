@@ -12,7 +12,7 @@ a random subset of the memory (Alg. 2 lines 5-7)::
 with c_B = max_j cos(g_B, G_j) + 1 for g_B = grad of the batch's mean loss.
 
 Departures (authors' ``GSS_Greedy.py``, Mammoth ``utils/gss_buffer.py``, RaptorMai's
-``gss_greedy_update.py``; why, and what each moved: docs/PARITY.md):
+``gss_greedy_update.py``; why, and what each moved: docs/notes/PARITY.md):
 - G_j: the gradient of one random memory sample (``mem_batch=1``, n = ``n_mem_grads``: the
   paper's "random subset of n samples", as Mammoth); the authors' code averages 10 samples.
 - One gate per incoming batch, c_B < 1, not per sample as Alg. 2 reads (authors' ``observe``
@@ -23,7 +23,7 @@ Departures (authors' ``GSS_Greedy.py``, Mammoth ``utils/gss_buffer.py``, RaptorM
 - ``cosines: gram`` (default, MLP with ``mem_batch=1``): cosines from per-layer Gram products
   <g_i, G_j> = sum_layers (delta_i . delta_j)(a_i . a_j + 1); ``exact``: flattened per-sample
   gradients, as the references. The same sums in another order (last bits differ:
-  docs/PERFORMANCE.md, "GSS: `cosines: gram` by default"); other networks: ``exact``.
+  docs/notes/PERFORMANCE.md, "GSS: `cosines: gram` by default"); other networks: ``exact``.
 - The samples that find the memory full draw their slots i at once, without replacement
   (authors' code), in chunks of at most ``len(M)``; each then makes the accept/reject draw.
 - A sample that enters an empty memory (no G yet) gets cos = 0.1 (authors' code).

@@ -13,7 +13,7 @@ anchor per class y of the task (Eq. "hindsight" objective, maximised by SGD)::
 
     e_y = argmax_e  l(f_theta_M(e), y) - l(f_theta(e), y) - gamma * ||phi_theta(e) - phi_y||^2
 
-Departures (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``; why: docs/PARITY.md):
+Departures (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``; why: docs/notes/PARITY.md):
 - The anchoring gradient is added in ``before_step`` to the ER loss's ``.grad``, theta~ =
   theta - lr * grad evaluated functionally (Mammoth's two-step update), so one optimizer step
   applies the paper's update.

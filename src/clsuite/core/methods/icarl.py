@@ -14,7 +14,7 @@
 - Exemplars: ``update: herding`` (``clsuite.core.memory.herding``, default: Alg. 4 and 5 at each
   task end, through ``on_task_end``) or ``update: reservoir`` (online iCaRL, Mai et al. 2021).
 
-Departures (why: docs/PARITY.md):
+Departures (why: docs/notes/PARITY.md):
 - The BCE is averaged over ALL C outputs (unseen classes with target 0) and over samples, not
   summed over classes as Alg. 3 writes: both reference codes (``iCaRL-TheanoLasagne/
   main_cifar_100_theano.py`` ``loss.mean()``; Mammoth ``models/icarl.py`` l.150, l.155).

@@ -7,7 +7,7 @@
   with oneDNN (``trainer.numerics=native``) its activations are channels-last (NHWC:
   oneDNN's faster convolutions, the same sums in another order); its weights stay
   contiguous, so flattened gradients (GEM, A-GEM, GSS) keep their order
-  (docs/PERFORMANCE.md, "The reduced ResNet-18 on the CPU").
+  (docs/notes/PERFORMANCE.md, "The reduced ResNet-18 on the CPU").
 """
 
 from __future__ import annotations
