@@ -43,20 +43,19 @@ class Rejected:
     ok = False
 
 
-_MOVED = re.compile(r"clsuite\.(data|memory|replay|methods|models|learner|metrics|callbacks|errors)\.")
+_MOVED = re.compile(r"^clsuite\.(data|memory|replay|methods|models|learner|metrics|callbacks|errors)\.")
 
 
 def as_today(config):
     """A recorded config (or one value of it) naming today's modules: a run made before the science moved
     into ``clsuite.core`` (docs/ARCHITECTURE.md) names ``clsuite.methods.er.ER`` for
-    ``clsuite.core.methods.er.ER``; for the code that builds or reads a recorded run (replay, eval, the analysis' flat configs)."""
+    ``clsuite.core.methods.er.ER``; for the code that builds or reads a recorded run (replay, eval, the
+    analysis' flat configs)."""
     if isinstance(config, dict):
         return {k: as_today(v) for k, v in config.items()}
     if isinstance(config, list):
         return [as_today(v) for v in config]
-    return (
-        _MOVED.sub(r"clsuite.core.\1.", config, count=1) if isinstance(config, str) and _MOVED.match(config) else config
-    )
+    return _MOVED.sub(r"clsuite.core.\1.", config) if isinstance(config, str) else config
 
 
 def read_run(path) -> SealedRun | Rejected:

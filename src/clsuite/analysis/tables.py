@@ -343,13 +343,12 @@ def claim_details(j: Judged) -> Table:
     return t
 
 
-def seeds_to_decide(j: Judged) -> str:
-    """The seeds that would decide ``j``'s deciding comparison at its observed mean and sd: to support it
-    (d > 0: its 95% interval above 0), or to contradict it after Holm (d <= 0: Bonferroni's bound on
+def seeds_to_decide(j: Judged, w: Comparison) -> str:
+    """The seeds that would decide ``j``'s deciding comparison ``w`` at its observed mean and sd: to support
+    it (d > 0: its 95% interval above 0), or to contradict it after Holm (d <= 0: Bonferroni's bound on
     Holm's first step, one-sided at ALPHA / m), each with probability POWER."""
-    w = j.deciding
     r = w.result
-    if j.outcomes[j.comparisons.index(w)] == IDENTICAL:
+    if j.decision(w)[0] == IDENTICAL:
         return "none: the two arms agree in every seed"
     level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / max(j.m, 1)
     n = seeds_needed(abs(r.mean), r.sd, level=level)
@@ -373,7 +372,7 @@ def open_claims(judged: list[Judged]) -> Table | None:
         if j.verdict in (INCONCLUSIVE, PARTLY) and (w := j.deciding) is not None:
             r = w.result
             t.add([j.claim.text, j.reading, j.verdict, f"{w.label}, {pv.bench_label(w.benchmark)}", r.n,
-                   f"{r.mean:+.1f} ± {r.sd:.1f}", seeds_to_decide(j)])  # fmt: skip
+                   f"{r.mean:+.1f} ± {r.sd:.1f}", seeds_to_decide(j, w)])  # fmt: skip
     return t if t.rows else None
 
 
