@@ -76,7 +76,7 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 #   name); ARGS=experiment=name does the same.
 # Default reading, chosen by measurement: Table II (14 methods, split-MNIST and split-FMNIST) is closer
 # to the paper's under mir_code than under paper_text; the numbers are the report's (docs/REPRODUCTION.md,
-# "Which reading is closer to the paper's Table II"; docs/READINGS.md).
+# "Which reading is closer to the paper's Table II"; docs/METHODS.md, "Readings").
 READING    ?=
 SEEDS      ?=
 LAUNCHER   ?=

@@ -1,7 +1,7 @@
 """`make bench`, `make bench-numerics` and the GPU benchmark: each method's cost, side by side in one run.
 
 The measures, the variants' processes and rounds, ``--out``: docs/notes/PERFORMANCE.md, "Measuring: `make bench`";
-``--measure stream``: docs/notes/GPU.md; ``--measure checkpoint``: docs/CHECKPOINTS.md, "Cost".
+``--measure stream``: docs/notes/GPU.md; ``--measure checkpoint``: docs/notes/CHECKPOINTS.md, "Cost".
 """
 
 from __future__ import annotations

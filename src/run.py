@@ -1,6 +1,6 @@
 """Run one experiment (or a sweep with ``-m``, or any verb) from a checkout: ``python src/run.py ...`` =
 ``clsuite ...`` (README.md, "The main commands"). It only puts ``src/`` on the path, also for the jobs
-other processes start, so it is not part of the code identity (docs/RUNS.md, "Runs and sweeps": Identity).
+other processes start, so it is not part of the code identity (docs/GUIDE.md, "Identity").
 """
 
 import os

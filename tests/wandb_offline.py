@@ -1,4 +1,4 @@
-"""W&B offline runs decoded without network, for the tests (what docs/WANDB.md says a run logs).
+"""W&B offline runs decoded without network, for the tests (what docs/GUIDE.md, "Weights & Biases", says a run logs).
 
 The installed wandb (0.31) reads these files only in its Go core (its Python ``DataStore`` reader is
 gone) and has no command that prints them.

@@ -1,4 +1,4 @@
-"""The Python API: compose a config, run it, get the results dict (docs/RUNS.md, "As a package").
+"""The Python API: compose a config, run it, get the results dict (docs/GUIDE.md, "As a package").
 
 :func:`compose` checks and validates overrides as the command line does; :func:`run` trains a composed
 config, or a list of overrides, into a folder. Sweeps are the command line's (``clsuite -m``).

@@ -1,7 +1,7 @@
 """Task-end checkpoints: a killed run continues from its last finished task.
 
 When one is written (:class:`Cadence`), how (:class:`AtomicCheckpointIO`), where it lives
-(:class:`CheckpointStore`), when it is trusted and how it is restored (:func:`restore`): docs/CHECKPOINTS.md.
+(:class:`CheckpointStore`), when it is trusted and how it is restored (:func:`restore`): docs/GUIDE.md, "Checkpoints".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from clsuite.io import Unreadable, os_error_line, read_regular, sha256, write_bytes_atomic
 
 # auto: a task end at least AUTO_INTERVAL_S after the run's start or its last checkpoint, and at least
-# AUTO_WRITES times that checkpoint's write time (docs/CHECKPOINTS.md, "Why auto is time-based")
+# AUTO_WRITES times that checkpoint's write time (docs/notes/CHECKPOINTS.md, "Why auto is time-based")
 AUTO_INTERVAL_S, AUTO_WRITES = 60.0, 50
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1
@@ -30,7 +30,7 @@ PREFIXES = ("after-task-", "task-")  # the name written now, and the one version
 
 
 class Cadence:
-    """Which task ends write a checkpoint (``checkpoint``, ``checkpoint_every``: docs/CHECKPOINTS.md, "Keys")."""
+    """Which task ends write a checkpoint (``checkpoint``, ``checkpoint_every``: docs/GUIDE.md, "Checkpoint keys")."""
 
     def __init__(self, cfg, n_tasks: int, clock=time.monotonic):
         self.mode, self.n_tasks, self.clock = cfg.get("checkpoint", "auto"), n_tasks, clock
@@ -202,7 +202,7 @@ class CheckpointStore:
 
     def clear(self) -> None:
         """Delete every checkpoint of the folder (the run is finished), and the folder when empty.
-        An OS error is a warning: the results are written, the files stay (docs/CHECKPOINTS.md)."""
+        An OS error is a warning: the results are written, the files stay (docs/GUIDE.md, "Checkpoints")."""
         try:
             if not self.folder.is_dir():
                 return
@@ -212,7 +212,7 @@ class CheckpointStore:
                 self.folder.rmdir()
         except OSError as e:
             warn(f"cannot delete the finished run's checkpoints in {self.folder} ({os_error_line(e)}); its results "
-                 "are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)")  # fmt: skip
+                 "are written: delete them by hand (docs/GUIDE.md, Cleaning checkpoints)")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- save and restore
@@ -259,8 +259,8 @@ def _shape(v):
 
 def structure_problem(ckpt: dict, learner) -> str | None:
     """Why a checkpoint's state does not fit the freshly built ``learner`` (None when it does): the
-    network, whose state it holds, the memory, each part's state (docs/CHECKPOINTS.md, "Resume
-    semantics"). A part may add keys as it runs (SI's ``g``); a tensor's first size may grow (HAL's
+    network, whose state it holds, the memory, each part's state (docs/GUIDE.md, "Resuming
+    from a checkpoint"). A part may add keys as it runs (SI's ``g``); a tensor's first size may grow (HAL's
     anchors, one per class seen); a value filled later (oEWC's Fisher) is None in a fresh run."""
     net = {k: tuple(v.shape) for k, v in learner.state_dict().items()}
     theirs = ckpt.get("state_dict")

@@ -1,8 +1,8 @@
-"""The command line: ``clsuite [overrides]`` = ``python src/run.py [overrides]`` (docs/RUNS.md, "Using it").
+"""The command line: ``clsuite [overrides]`` = ``python src/run.py [overrides]`` (docs/GUIDE.md, "Commands").
 
 :func:`precheck` checks the overrides before ``hydra.main`` composes once (a refused run leaves no
-folder), :func:`run_single` trains one run, :func:`run_job` one sweep job (docs/ARCHITECTURE.md, "The
-path of one run"; exit statuses: docs/RUNS.md).
+folder), :func:`run_single` trains one run, :func:`run_job` one sweep job (docs/DEVELOPING.md, "The
+path of one run"; exit statuses: docs/GUIDE.md, "Bad input and exit statuses").
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def precheck(argv: list[str]) -> argparse.Namespace:
-    """The steps before ``hydra.main`` (docs/ARCHITECTURE.md, "The path of one run", step 2): ``--help``,
+    """The steps before ``hydra.main`` (docs/DEVELOPING.md, "The path of one run", step 2): ``--help``,
     the overrides checked (``clsuite.compose.check``); the parsed command line."""
     from clsuite.compose import check
 

@@ -1,5 +1,5 @@
 """The ``clsuite`` command's verbs (:data:`VERBS`), each a thin dispatch to the function that does the
-work (what each does: ``clsuite help``; docs/RUNS.md, "As a package").
+work (what each does: ``clsuite help``; docs/GUIDE.md, "As a package").
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def split_verb(argv: list[str]) -> tuple[str, list[str]]:
     return "run", argv
 
 
-# Environment variables earlier versions read, and the key that replaced each (docs/RUNS.md).
+# Environment variables earlier versions read, and the key that replaced each (docs/GUIDE.md, "Resume and reuse").
 RETIRED_ENV = {
     "CLSUITE_REUSE": "reuse=false",
     "CLSUITE_RESUME": "resume=...",

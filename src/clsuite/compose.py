@@ -1,5 +1,5 @@
 """Check a command line before Hydra composes it, compose one that is not run (``clsuite.api``), and
-turn Hydra's errors into one line naming the key and the valid choices (docs/ARCHITECTURE.md, "The
+turn Hydra's errors into one line naming the key and the valid choices (docs/DEVELOPING.md, "The
 path of one run", step 2).
 """
 

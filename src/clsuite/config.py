@@ -1,6 +1,6 @@
 """The config groups and options of ``conf/``, the resolvers, and every check on a config before a run:
 :func:`check_overrides` (unknown options and keys) and :func:`validate` (a composed config). A failure is
-one ``ConfigError`` line (docs/CONFIG.md, opening; docs/ARCHITECTURE.md, "The path of one run").
+one ``ConfigError`` line (docs/CONFIG.md, opening; docs/DEVELOPING.md, "The path of one run").
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def top_level_keys() -> list[str]:
 
 def check_overrides(args: list[str], extra_dirs=()) -> None:
     """The one check of unknown group options (``method=foo``) and keys (``+memroy=50``) in overrides
-    (docs/ARCHITECTURE.md, step 2); options may also come from ``extra_dirs`` and ``hydra.searchpath``."""
+    (docs/DEVELOPING.md, step 2); options may also come from ``extra_dirs`` and ``hydra.searchpath``."""
     known = top_level_keys()  # (cached: read once per process)
     extra = [*map(Path, extra_dirs), *search_dirs(args)]
     for folder in extra:  # Hydra reads conf/ first: a yaml of the same name in another folder is never read
@@ -138,7 +138,7 @@ def check_names(cfg) -> None:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Every check a composed config must pass before a run (docs/ARCHITECTURE.md, step 2): ``ConfigError``."""
+    """Every check a composed config must pass before a run (docs/DEVELOPING.md, step 2): ``ConfigError``."""
     check_names(cfg)
     source = check(cfg)
     check_environment(str(cfg.trainer.numerics))  # a kernel variable portable cannot pin (clsuite.numerics)

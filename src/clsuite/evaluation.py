@@ -1,5 +1,5 @@
 """``clsuite eval RUN``: a finished run's saved model (``keep_weights=true``) evaluated again, every task,
-class-IL and task-IL (docs/CHECKPOINTS.md, "Evaluating a saved model").
+class-IL and task-IL (docs/GUIDE.md, "Evaluating a saved model").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One run's bookkeeping around the core's training (``clsuite.core.train``): numerics, threads and
 identity first, the Trainer with its callbacks and loggers, resume from a checkpoint of the run's
-identity and task-end checkpoints (docs/CHECKPOINTS.md), then the sealed results file."""
+identity and task-end checkpoints (docs/GUIDE.md, "Checkpoints"), then the sealed results file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Where the suite lives and runs: its folders (``CONF_DIR``, ``SWEEPS_DIR``: the packaged copies in a
 wheel, ``conf/`` and ``sweeps/`` in a checkout), the datasets' folder, the command line that works here,
-the cores and GPUs. A leaf: no ``clsuite`` import (docs/ARCHITECTURE.md, "Layers, bottom up").
+the cores and GPUs. A leaf: no ``clsuite`` import (docs/DEVELOPING.md, "Layers, bottom up").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A run's identity: everything that can move its numbers (config, code, data, environment), hashed into
-one key that decides resume, reuse and skip (docs/RUNS.md, "Runs and sweeps": Identity, Outside code).
+one key that decides resume, reuse and skip (docs/GUIDE.md, "Identity": Outside code too).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def code_files(package_dir, conf_dir) -> dict[str, Path]:
 
 
 def code_hash(package_dir, conf_dir) -> str:
-    """:func:`_files_hash` of :func:`code_files`: the content, not the commit (docs/RUNS.md, "Identity")."""
+    """:func:`_files_hash` of :func:`code_files`: the content, not the commit (docs/GUIDE.md, "Identity")."""
     return _files_hash(code_files(package_dir, conf_dir))
 
 
@@ -227,7 +227,7 @@ def outside_code(config: dict) -> dict[str, str]:
     their files import (:func:`_imports`) which is neither the standard library nor an installed
     distribution; a library the config names: ``<distribution> <version>``. A module that this
     process imported with other content than its file holds now is a ``ConfigError``: the process
-    would run the old code under the new code's identity (docs/RUNS.md, "Identity")."""
+    would run the old code under the new code's identity (docs/GUIDE.md, "Identity")."""
     found, code = _outside_now(config)
     for name in sorted(code):
         if name in sys.modules and _HELD.get(name, found[name]) != found[name]:
@@ -275,7 +275,7 @@ def _git(*args: str) -> bytes | None:
 
 @functools.cache
 def provenance() -> dict:
-    """``{"commit", "dirty", "version"}``: where the code came from, beside the key (docs/RUNS.md,
+    """``{"commit", "dirty", "version"}``: where the code came from, beside the key (docs/GUIDE.md,
     "Identity"); commit and dirty ``None`` outside a git checkout, version when not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -338,7 +338,7 @@ def threads_of(cfg) -> int:
 def pin_threads(n: int) -> int:
     """Set torch's intra-op threads and every BLAS / OpenMP pool of the process to ``n``, inside
     every job: loky caps a worker's pools at cores / n_jobs, a basic-launcher job inherits them all
-    (docs/RUNS.md, "Threads")."""
+    (docs/GUIDE.md, "Threads")."""
     import torch
     from threadpoolctl import threadpool_limits
 

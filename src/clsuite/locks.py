@@ -1,5 +1,5 @@
 """The in-progress lock of a sweep job: an ``flock`` of ``running.lock`` in its folder, freed by the kernel
-when its holder dies (docs/RUNS.md, "Runs and sweeps": Locks; docs/INTEGRITY.md, section 5).
+when its holder dies (docs/GUIDE.md, "Locks, failures and the grid"; docs/INTEGRITY.md, section 5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Loggers: CSV (default), W&B (offline unless asked), TensorBoard or none, and what a run logs to them
-(docs/WANDB.md, "What a run logs"); a logger failure never costs a result (docs/INTEGRITY.md, section 6).
+(docs/GUIDE.md, "What a run logs"); a logger failure never costs a result (docs/INTEGRITY.md, section 6).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The paper's tables and figures, one command each: ``clsuite paper <target>`` (= ``make <target>``), a
-sweep then the aggregation of its folder; also ``all``, ``choices`` and ``records`` (docs/REPRODUCING.md).
+sweep then the aggregation of its folder; also ``all``, ``choices`` and ``records`` (docs/GUIDE.md,
+"Reproducing the paper").
 """
 
 from __future__ import annotations

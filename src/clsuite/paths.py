@@ -1,6 +1,6 @@
 """Names that become folder names: the one check they pass first (:func:`safe_name`; the rule and
 who asks it: docs/INTEGRITY.md, section 4), and a sweep job's folder name (:func:`job_dirname`:
-Hydra's override dirname made one folder name, hashed when longer than :data:`MAX_DIRNAME`; docs/RUNS.md,
+Hydra's override dirname made one folder name, hashed when longer than :data:`MAX_DIRNAME`; docs/GUIDE.md,
 "Grid").
 """
 

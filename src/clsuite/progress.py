@@ -1,4 +1,4 @@
-"""Feedback while a run or a sweep goes (what the user sees: docs/RUNS.md, "Progress"): the run's
+"""Feedback while a run or a sweep goes (what the user sees: docs/GUIDE.md, "Progress"): the run's
 clock over all its tasks (:class:`RunClock`), read by the task's progress bar on a terminal and by
 the progress lines elsewhere (:func:`run_progress`: a line when training starts, then per task and
 per tenth of the run), the sweep's progress line, and a job's printed report kept in its ``run.log``.

@@ -48,7 +48,7 @@ _MOVED = re.compile(r"^clsuite\.(data|memory|replay|methods|models|learner|metri
 
 def as_today(config):
     """A recorded config (or one value of it) naming today's modules: a run made before the science moved
-    into ``clsuite.core`` (docs/ARCHITECTURE.md) names ``clsuite.methods.er.ER`` for
+    into ``clsuite.core`` (docs/DEVELOPING.md) names ``clsuite.methods.er.ER`` for
     ``clsuite.core.methods.er.ER``; for the code that builds or reads a recorded run (replay, eval, the
     analysis' flat configs)."""
     if isinstance(config, dict):
@@ -180,7 +180,7 @@ def key_of(identity: dict) -> str:
 # ----------------------------------------------------------------------------- the config part of an identity
 
 
-# Keys that cannot change a run's result (docs/RUNS.md, "Identity"), also left out of sweep folder names
+# Keys that cannot change a run's result (docs/GUIDE.md, "Identity"), also left out of sweep folder names
 # (conf/config.yaml exclude_keys; tests/lab/test_identity.py checks the two agree). Threads, device: the env part.
 IGNORED_KEYS = (
     "experiment",

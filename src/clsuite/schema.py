@@ -1,7 +1,7 @@
 """The declared schema of the composed config: every key's type, range, choices and meaning, and the rules
 that tie keys together; ``clsuite.config.validate`` checks a config against it (:func:`check`) and
 ``--help`` and docs/CONFIG.md are generated from it (docs/CONFIG.md, "Adding a key"; why a table:
-docs/ARCHITECTURE.md, "Where a change goes").
+docs/DEVELOPING.md, "Where a change goes").
 """
 
 from __future__ import annotations

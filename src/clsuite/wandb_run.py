@@ -1,5 +1,5 @@
 """Weights & Biases, one run: its name and group, what it logs live or from a sealed results file, and
-the one W&B run that mirrors a folder's results (docs/WANDB.md).
+the one W&B run that mirrors a folder's results (docs/GUIDE.md, "Weights & Biases").
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def swept_keys(overrides) -> dict[str, str]:
 
 def describe(cfg: dict, overrides=()) -> dict:
     """W&B name, group, job_type and tags of a run of ``cfg`` (a resolved config as a dict), every key
-    ``overrides`` set (:func:`swept_keys`) included (docs/WANDB.md)."""
+    ``overrides`` set (:func:`swept_keys`) included (docs/GUIDE.md, "Weights & Biases")."""
     method = cfg.get("method") or {}
     known = "replay" in method or "update" in method  # a results file written without them: name every key
     has_memory = not known or bool(method.get("replay") or method.get("update"))  # Online, Joint, oEWC, SI: none

@@ -1,5 +1,5 @@
 """Weights & Biases for an experiment: a run per results file that no W&B run mirrors yet, then its
-aggregate run with the experiment's tables and figures (docs/WANDB.md, "Tables and figures per experiment").
+aggregate run with the experiment's tables and figures (docs/GUIDE.md, "Tables and figures per experiment").
 """
 
 from __future__ import annotations

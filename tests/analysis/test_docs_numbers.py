@@ -30,7 +30,7 @@ RECORDS = {  # measurements the report does not make: each names its machine and
     "notes/PERFORMANCE.md": "speed (make bench, Table II end to end)",
     "notes/PARITY.md": "the three fixes of GSS, iCaRL, HAL, measured beside Mammoth (its history part only)",
     "notes/GPU.md": "GPU tests and CIFAR times",
-    "CHECKPOINTS.md": "checkpoint size and write time",
+    "notes/CHECKPOINTS.md": "checkpoint size and write time",
     "notes/NUMERICS.md": "the CPU kernels' cost and noise, and Table II across machines",
     "notes/CELLS.md": "Table II cells checked by measurement, until the report's docs copy is rebuilt",
 }
@@ -128,7 +128,7 @@ def test_records_name_their_machine_and_code_and_history_keeps_the_old_results_p
         assert "RESULTS.md" not in text or name == "docs/README.md", f"{name} links the old results page"
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/READINGS.md"])
+@pytest.mark.parametrize("path", ["README.md", "docs/METHODS.md"])
 def test_the_default_reading_points_to_the_reports_measurement(path):
     section = "Which reading is closer to the paper's Table II"
     assert section in " ".join((ROOT / path).read_text().split())

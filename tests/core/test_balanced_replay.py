@@ -1,4 +1,4 @@
-"""Class-balanced random replay (the "Adding a method" example of docs/EXTENDING.md)."""
+"""Class-balanced random replay (the "Adding a method" example of docs/DEVELOPING.md)."""
 
 from __future__ import annotations
 

@@ -322,7 +322,7 @@ def moved(kind: str, tmp_path: Path, *added) -> Path:
 
 @pytest.mark.parametrize("how", ["tar symlink", "tar hard link", "dir symlink", "dir symlink, linked data dir"])
 def test_a_link_to_a_file_inside_the_archive_is_read_as_that_file(tmp_path, how):
-    """The member rule (docs/EXTENDING.md): both kinds read a link to a file inside the archive as its
+    """The member rule (docs/DEVELOPING.md): both kinds read a link to a file inside the archive as its
     target (a tar dropped such members: 99 test images instead of 100, exit 0). A data folder that is
     itself a link is read through."""
     if how.startswith("tar"):

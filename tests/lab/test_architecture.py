@@ -1,4 +1,4 @@
-"""The import graph of ``src/clsuite`` (docs/ARCHITECTURE.md): no circle, at most 12 floors.
+"""The import graph of ``src/clsuite`` (docs/DEVELOPING.md): no circle, at most 12 floors.
 
 Every ``import`` / ``from ... import`` of a ``clsuite`` module counts, those inside functions too:
 a function-level import that climbs back up is a circle all the same, only hidden until it runs.

@@ -1,4 +1,4 @@
-"""Task-end checkpoints and exact resume (clsuite.checkpoint, docs/CHECKPOINTS.md), and the
+"""Task-end checkpoints and exact resume (clsuite.checkpoint, docs/GUIDE.md, "Checkpoints"), and the
 per-slot fields a policy declares on the memory (clsuite.core.memory.buffer.Memory.declare)."""
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     warnings = [line for line in err.splitlines() if line.startswith(("warning:", "error:"))]
     assert warnings == [
         f"warning: cannot delete the finished run's checkpoints in {folder} (Permission denied: "
-        f"{folder / 'after-task-0001.ckpt'}); its results are written: delete them by hand (docs/CHECKPOINTS.md, Cleaning)"
+        f"{folder / 'after-task-0001.ckpt'}); its results are written: delete them by hand "
+        "(docs/GUIDE.md, Cleaning checkpoints)"
     ]
     assert read_run(tmp_path / "run" / "results.json").ok and (folder / "after-task-0001.ckpt").is_file()
 

@@ -609,7 +609,7 @@ def test_a_signal_after_the_stop_message_cannot_change_the_exit_status(tmp_path)
     )
     p = _run_patched(tmp_path, patch, "method=online")
     assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
-    stop, later = p.stderr.strip().splitlines()[-2:]  # the later signal named, as docs/RUNS.md says
+    stop, later = p.stderr.strip().splitlines()[-2:]  # the later signal named, as docs/GUIDE.md says
     assert stop.startswith("error: interrupted by SIGINT; the run stopped before its end")
     assert later == "warning: SIGTERM received while exiting: ignored (exit status 130)"
 

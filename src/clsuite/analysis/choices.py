@@ -1,5 +1,5 @@
 """The paper's open choices, measured: each value of a choice against the reading's default,
-paired by seed (``make fig-choices``). Steps of :func:`ledger`: docs/ANALYSIS.md, "The paper's open
+paired by seed (``make fig-choices``). Steps of :func:`ledger`: docs/GUIDE.md, "The paper's open
 choices"; the choices and their values: docs/PROTOCOL.md, section 8.
 """
 

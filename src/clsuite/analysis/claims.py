@@ -1,6 +1,6 @@
 """The paper's claims, each checked with paired statistics over seeds, and its quoted numbers beside ours.
 
-Comparisons, the quoted numbers and what the rules mean: docs/ANALYSIS.md. The rules below are
+Comparisons, the quoted numbers and what the rules mean: docs/GUIDE.md, "How the claims are judged". The rules below are
 printed into the report word for word (``clsuite.analysis.report``).
 
 Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verdict` are their only code):
@@ -42,7 +42,7 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
    0.00098 with 10, just under 0.025 / 24 = 0.00104.
 
-The paper's numbers quoted in its text: docs/ANALYSIS.md.
+The paper's numbers quoted in its text: docs/GUIDE.md, "How the claims are judged".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The settings an experiment's runs hold at a value other than the suite's default
-(:func:`fixed_settings`): docs/ANALYSIS.md, "Settings off the default".
+(:func:`fixed_settings`): docs/GUIDE.md, "Settings off the default".
 """
 
 from __future__ import annotations

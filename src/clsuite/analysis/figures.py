@@ -1,5 +1,5 @@
 """Figures (matplotlib, headless), written as PNG and PDF, one panel per benchmark.
-Conventions, the same in every figure: docs/ANALYSIS.md, "Figures".
+Conventions, the same in every figure: docs/GUIDE.md, "Figures".
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def bars(summary: pd.DataFrame, quantity: str, title: str, stem: Path, **where) 
 
 def heatmaps(runs: pd.DataFrame, title: str, stem: Path) -> list[Path]:
     """The mean accuracy matrix R[i, j] per method and per setting of every swept condition (never
-    averaged over one: docs/REPRODUCING.md, "Aggregation"), tasks 1..T; each panel says its setting and n.
+    averaged over one: docs/GUIDE.md, "Aggregation"), tasks 1..T; each panel says its setting and n.
 
     ``runs``: one benchmark and one reading (the caller splits them). Rows of panels: methods;
     columns: the settings of the swept conditions (wrapped at 7 panels when nothing else is swept).

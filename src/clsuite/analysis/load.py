@@ -1,5 +1,5 @@
 """Load the runs of an experiment: results files -> one row per distinct run, and the sweep's
-status. Steps of ``load_experiment``: docs/ANALYSIS.md, "Loading runs"; what is trusted and
+status. Steps of ``load_experiment``: docs/GUIDE.md, "Loading runs"; what is trusted and
 kept: docs/INTEGRITY.md, sections 1-2.
 """
 

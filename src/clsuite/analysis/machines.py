@@ -1,5 +1,5 @@
 """Table II across machines: the same code on several CPUs (or kernel sets), and which cells
-and verdicts the machine moves (:func:`compare`): docs/ANALYSIS.md, "Numerical noise and
+and verdicts the machine moves (:func:`compare`): docs/GUIDE.md, "Numerical noise and
 machines"; the findings: docs/notes/NUMERICS.md, "Did the machine move the report?".
 """
 

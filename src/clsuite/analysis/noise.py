@@ -1,5 +1,5 @@
 """Numerical noise: how far one seed's result moves with the CPU's kernels, beside the seeds'
-spread (``make noise``). Steps: docs/ANALYSIS.md, "Numerical noise and machines"; what the
+spread (``make noise``). Steps: docs/GUIDE.md, "Numerical noise and machines"; what the
 tables' columns mean: docs/notes/NUMERICS.md, "How loud is the noise?".
 """
 

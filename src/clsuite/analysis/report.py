@@ -1,6 +1,6 @@
 """Per-experiment tables and figures (``clsuite aggregate``) and the reproduction report (``clsuite
 report [--docs]``), built only from results files; what each writes and when it may write docs/:
-docs/REPRODUCING.md ("Aggregation", "Report"). ``clsuite report`` exits 1 also with no run at all, or
+docs/GUIDE.md ("Aggregation", "Report"). ``clsuite report`` exits 1 also with no run at all, or
 with ``--docs`` when a run fails the docs gate (``clsuite.analysis.docs_gate``; docs/ untouched).
 """
 
@@ -332,7 +332,7 @@ OTHER_DATA_CLAIMS = ("table2_acc", "table2_forget", "table2_bwt", "table2_fwt", 
 
 
 def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
-    """A benchmark on other data than the paper's (docs/REPRODUCING.md, "CIFAR-10 (JPEG copy)"): n and
+    """A benchmark on other data than the paper's (docs/GUIDE.md, "CIFAR-10 (JPEG copy)"): n and
     time per cell, the claims of :data:`OTHER_DATA_CLAIMS` judged on its runs alone with the main claims'
     rules, and the paper's numbers quoted for the official data beside ours."""
     ref = pv.OFFICIAL_OF.get(bench, bench)
@@ -600,7 +600,7 @@ def main_aggregate(argv=None) -> int:
 
 
 def main_claims(argv=None) -> int:
-    """``clsuite claims``: the report's claims table (docs/ANALYSIS.md), printed."""
+    """``clsuite claims``: the report's claims table (docs/GUIDE.md, "How the claims are judged"), printed."""
     ap = argparse.ArgumentParser(description="The paper's claims from multirun/**/results.json (writes nothing).")
     ap.add_argument("--multirun-dir", default="multirun")
     ap.add_argument("--details", action="store_true", help="also every comparison of every claim")

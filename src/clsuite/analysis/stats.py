@@ -1,5 +1,5 @@
 """Statistics over seeds: per-cell mean, sample std and n; paired differences with an interval
-and tests (scipy). What each returns and assumes: docs/ANALYSIS.md, "Statistics over seeds".
+and tests (scipy). What each returns and assumes: docs/GUIDE.md, "Statistics over seeds".
 """
 
 from __future__ import annotations

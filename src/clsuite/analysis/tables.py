@@ -1,6 +1,6 @@
 """Tables from the summaries, written as Markdown and as LaTeX (booktabs): Table II, a quantity against a
 condition, any other sweep, the claims judged by ``clsuite.analysis.claims`` and the paper's quoted numbers,
-the runs' status; what each shows and why: docs/REPRODUCING.md ("Aggregation", "Report"). Cells:
+the runs' status; what each shows and why: docs/GUIDE.md ("Aggregation", "Report"). Cells:
 :data:`NOTE`, ``N/A`` undefined, ``–`` no run.
 """
 

@@ -1,5 +1,5 @@
 """The seams' checkpointed state: a policy's or plugin's attributes, saved and restored with the run
-(docs/CHECKPOINTS.md, "What a checkpoint holds")."""
+(docs/GUIDE.md, "What a checkpoint holds")."""
 
 
 class AttributeState:

@@ -1,5 +1,5 @@
 """The run's science: the data module, network, memory and method built from the composed config, and
-the stream trained task by task (docs/ARCHITECTURE.md, "The path of one run").
+the stream trained task by task (docs/DEVELOPING.md, "The path of one run").
 
 Per task: ``set_task(k)``, ``learner.start_task``, raise the fit loop's epoch budget by the task's
 passes (a reused Trainer would otherwise train zero steps on every task after the first),

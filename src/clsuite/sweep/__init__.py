@@ -1,6 +1,6 @@
 """Sweeps (Hydra multiruns), one module per concern, each opening with it: ``job`` (:class:`Job`), ``index``,
 ``grid``, ``summary``, ``callback`` (the Hydra callback that ties them together), ``gpus``; job folder
-names: ``clsuite.paths``; the job lock: ``clsuite.locks`` (the layers: docs/ARCHITECTURE.md).
+names: ``clsuite.paths``; the job lock: ``clsuite.locks`` (the layers: docs/DEVELOPING.md).
 """
 
 from clsuite.locks import HOST, JobLock, live_holder

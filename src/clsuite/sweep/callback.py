@@ -1,6 +1,6 @@
 """The Hydra callback of every run and multirun (conf/config.yaml ``hydra.callbacks.sweep``): a single
 run's folder; a sweep's grid checked before any job, ``grid.json``, the reuse index and, at the end, the
-summary (docs/ARCHITECTURE.md, "The path of one run"; docs/INTEGRITY.md, sections 4 and 5).
+summary (docs/DEVELOPING.md, "The path of one run"; docs/INTEGRITY.md, sections 4 and 5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The grid of a sweep: the jobs it will launch, each composed and validated before any starts, then
-``grid.json`` with each job's folder and config hash (docs/ARCHITECTURE.md, "The path of one run";
+``grid.json`` with each job's folder and config hash (docs/DEVELOPING.md, "The path of one run";
 docs/INTEGRITY.md, section 2).
 """
 

@@ -1,5 +1,5 @@
 """The reuse index (``multirun/.index/``): finished runs by identity key and config hash, so that another
-experiment copies a run instead of training it (docs/RUNS.md, "Runs and sweeps": Resume).
+experiment copies a run instead of training it (docs/GUIDE.md, "Resume and reuse").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One sweep job's bookkeeping (:class:`Job`, driven by ``clsuite.cli.run_job``): resume or reuse by
-identity, failure records, the sweep log, its checkpoints (docs/RUNS.md, "Runs and sweeps";
-docs/CHECKPOINTS.md, "Sweeps, SLURM and submitit").
+identity, failure records, the sweep log, its checkpoints (docs/GUIDE.md, "Runs and sweeps";
+docs/GUIDE.md, "Sweeps, SLURM and submitit").
 """
 
 from __future__ import annotations

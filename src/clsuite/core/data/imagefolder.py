@@ -1,6 +1,6 @@
 """Image-folder archives: ``train/<class>/<image>`` and ``test/<class>/<image>``, decoded once.
 
-The reader of source ``image_folder`` (registered in ``clsuite.core.data.sources``; docs/EXTENDING.md,
+The reader of source ``image_folder`` (registered in ``clsuite.core.data.sources``; docs/DEVELOPING.md,
 "Your own images": the layout, the member rule, the cache). The config check runs it before any
 folder is made (:func:`check`); the run reuses its arrays. Steps of :func:`read_image_folder`:
 

@@ -3,7 +3,7 @@
 A benchmark is one file, ``conf/benchmark/<name>.yaml`` (its source, tasks, classes per task,
 training samples per class, backbone); a new data *format* adds one reader, registered by name
 with :func:`register`, with the sizes the config check needs before any file is read
-(docs/EXTENDING.md, "Adding a benchmark": ``classes``, ``train_per_class``, ``files``, ``folders``,
+(docs/DEVELOPING.md, "Adding a benchmark": ``classes``, ``train_per_class``, ``files``, ``folders``,
 ``downloads``, ``cached``, ``decoder``, ``check``, ``decoded``, and ``module:name`` for a reader outside
 this package).
 

@@ -3,7 +3,7 @@
 Slots ``0..size-1`` are filled; ``seen`` counts every stream sample offered to the memory (N in
 the paper). Everything lives on one device; every operation is a tensor op over a batch of slots.
 
-Per-slot fields: ``memory.declare(name, shape, dtype, fill)`` (docs/EXTENDING.md) gives
+Per-slot fields: ``memory.declare(name, shape, dtype, fill)`` (docs/DEVELOPING.md, "Per-slot memory fields") gives
 ``memory.<name>`` ([capacity, *shape]), reset to ``fill`` by every write of a new sample
 (``append`` / ``replace`` / ``place``) and carried by ``state_dict``. ``score`` (E-BRS's) and
 ``logits`` (MIR's stored logits) are declared here.

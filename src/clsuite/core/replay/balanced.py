@@ -8,7 +8,7 @@ Steps, for every update once the memory holds samples:
 4. a group with fewer slots than its share leaves a shortfall, filled uniformly from the
    pool's other slots. A pool no larger than |R| is replayed whole.
 
-Not a method of the paper. ``by: class`` is the worked example of docs/EXTENDING.md "Adding a
+Not a method of the paper. ``by: class`` is the worked example of docs/DEVELOPING.md "Adding a
 method" (``python src/run.py method=er replay@method.replay=balanced``). ``by: task``
 (conf/replay/task_balanced.yaml) is Avalanche's A-GEM reference batch (``AGEMPlugin``:
 ``GroupBalancedInfiniteDataLoader`` over one buffer per experience, ``sample_size //

@@ -11,7 +11,7 @@ theta' is a dict of tensors used through ``torch.func.functional_call``: no copy
 ``optimizer.step()``; the parameters, the optimizer state and ``global_step`` are left as they were.
 Its gradient is the step's own on B_t where the learner shares it (``ContinualLearner.shared_batch_grads``:
 the split loss, as MIR's code, one forward and backward of B_t for both), else that of a forward
-on clones of the BatchNorm buffers. BatchNorm (docs/READINGS.md):
+on clones of the BatchNorm buffers. BatchNorm (docs/METHODS.md, "Readings"):
 
 1. every forward normalises by its own batch's statistics (train mode, as the real step and MIR's
    code: ``er_main.py`` l.152);
