@@ -1,9 +1,9 @@
 # Set-up, tests, benchmark. Paper tables and figures: see the targets further down.
 PY      ?= .venv/bin/python
-# Data: clsuite.home.data_dir, the rule data.root follows too: $DATA_DIR, else ../shared/datasets when it
+# Data: clsuite.config.home.data_dir, the rule data.root follows too: $DATA_DIR, else ../shared/datasets when it
 # exists, else data/ (make run downloads MNIST there, md5-checked). DATA_DIR=/path make run: your own copy.
 ifndef DATA_DIR
-DATA_DIR := $(shell python3 -c 'import sys; sys.path.insert(0, "src"); from clsuite.home import data_dir; print(data_dir())')
+DATA_DIR := $(shell python3 -c 'import sys; sys.path.insert(0, "src"); from clsuite.config.home import data_dir; print(data_dir())')
 endif
 export DATA_DIR
 DOWNLOAD = $(if $(filter data,$(DATA_DIR)),data.download=true)

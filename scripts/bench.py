@@ -326,11 +326,11 @@ def child(args) -> int:
     with Clock() as imports:
         import hydra
 
-        import clsuite.experiment  # noqa: F401
+        import clsuite.run.experiment  # noqa: F401
 
     assert Path(sys.modules["clsuite"].__file__).resolve().is_relative_to(src), "imported the wrong clsuite"
     if v["numerics"]:  # before the first torch computation of this process
-        from clsuite.numerics import apply
+        from clsuite.config.numerics import apply
 
         apply(v["numerics"])
     cells, one = SETUPS[args.measure](args)
@@ -353,7 +353,7 @@ def record_machine(args) -> dict:
     import torch
 
     try:
-        from clsuite.experiment import cpu_model
+        from clsuite.run.experiment import cpu_model
     except ImportError:  # an older code tree (--src)
         cpu_model = platform.processor
     record = {
@@ -366,7 +366,7 @@ def record_machine(args) -> dict:
         "load": os.getloadavg(),
     }
     if args.variant["numerics"]:
-        from clsuite.numerics import in_effect
+        from clsuite.config.numerics import in_effect
 
         record["kernels"] = in_effect(args.variant["numerics"])
     return record
@@ -384,7 +384,7 @@ class Run:
 
     def __init__(self, c, callbacks):
         from clsuite.core.train import build
-        from clsuite.experiment import make_trainer
+        from clsuite.run.experiment import make_trainer
 
         with Clock() as t:
             self.dm, self.learner, device = build(c)
@@ -419,7 +419,7 @@ def setup_jobs(args):
 
     import clsuite.core.callbacks as callbacks
     from clsuite.core.models.nets import MLP, ReducedResNet18
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     torch.set_num_threads(1)
     count = {"on": True, "work": 0, "eval_s": 0.0}  # forward-equivalents through the network, evaluations' time
@@ -541,9 +541,10 @@ def time_one(args, bname, method, cuda) -> dict:
 def setup_checkpoint(args):
     import torch
 
-    from clsuite import checkpoint as ck
     from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-    from clsuite.identity import identity
+    from clsuite.core.data.sources import bind
+    from clsuite.run import checkpoint as ck
+    from clsuite.run.identity import identity
 
     def built(c) -> Run:
         """A run after task 0, its memory full."""
@@ -560,7 +561,7 @@ def setup_checkpoint(args):
 
     def one(r, benchmark, method, reading):
         c = compose(["trainer=cpu", f"method={method}", f"reading={reading}", *CHECKPOINT_CASES[benchmark]])
-        identity(c, "cpu")  # (the data files' digests: outside the timings)
+        identity(c, "cpu", bind(c.benchmark))  # (the data files' digests: outside the timings)
         run = built(c)
         with tempfile.TemporaryDirectory() as d:
             store, times = ck.CheckpointStore(d, "bench"), []

@@ -20,7 +20,7 @@ def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benc
     import torch
     from hydra import compose, initialize_config_dir
 
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     torch.set_num_threads(1)
     methods = methods or sorted(p.stem for p in (root / "conf" / "method").glob("*.yaml"))

@@ -1,5 +1,5 @@
 """``clsuite wandb`` in a checkout: an experiment's results files to W&B, then its aggregate run
-(``clsuite.wandb_sync``; docs/GUIDE.md, "Tables and figures per experiment").
+(``clsuite.analysis.wandb_sync``; docs/GUIDE.md, "Tables and figures per experiment").
 
     python scripts/wandb_sync.py table2 [--mode online]   # offline runs, or straight to the W&B server
 """

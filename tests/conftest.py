@@ -12,7 +12,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from clsuite import config
+from clsuite.config import check as config
 
 torch.set_num_threads(1)  # tiny tensors: one thread is faster on a 2-core machine
 
@@ -26,8 +26,24 @@ def make_cfg(*overrides: str):
         return compose(config_name="config", overrides=[*FAST, *overrides])
 
 
+def expected_identity(cfg) -> dict:
+    """The identity a run of ``cfg`` started now would have (``clsuite.run.identity.expected``), its source bound."""
+    from clsuite.core.data.sources import bind
+    from clsuite.run.identity import expected
+
+    return expected(cfg, bind(cfg.benchmark))
+
+
+def identity_of(cfg, device: str | None = None) -> dict:
+    """``clsuite.run.identity.identity`` of ``cfg`` on ``device``, its source bound."""
+    from clsuite.core.data.sources import bind
+    from clsuite.run.identity import identity
+
+    return identity(cfg, device, bind(cfg.benchmark))
+
+
 def run_cfg(tmp_path, *overrides: str) -> dict:
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     return run_experiment(make_cfg(*overrides), tmp_path)
 
@@ -37,8 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def in_portable_process(code: str, timeout: int = 300) -> str:
     """Run ``code`` in a new Python process whose kernels ``trainer.numerics=portable`` pins before
-    its first torch computation (this process's are fixed: clsuite.numerics); its stdout."""
-    prelude = "from clsuite.numerics import apply, check\napply('portable')\ncheck('portable')\n"
+    its first torch computation (this process's are fixed: clsuite.config.numerics); its stdout."""
+    prelude = "from clsuite.config.numerics import apply, check\napply('portable')\ncheck('portable')\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     p = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=timeout, check=False)  # fmt: skip

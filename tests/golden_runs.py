@@ -50,10 +50,10 @@ def weights_digest(ckpt: Path) -> str:
 
 def measure() -> dict:
     """Every golden run in this process (pinned to portable kernels first)."""
-    from clsuite.numerics import apply, check
+    from clsuite.config.numerics import apply, check
 
     apply("portable")  # before this process's first torch computation
-    from clsuite.experiment import cpu_model, run_experiment
+    from clsuite.run.experiment import cpu_model, run_experiment
     from tests.conftest import make_cfg
 
     out = {}

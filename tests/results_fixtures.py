@@ -3,7 +3,7 @@
 Nothing here is a result of the suite. ``plausible_R`` draws an accuracy matrix of a class-IL
 stream (a task is learned to ~95%, then decays towards a method-dependent level; tasks not yet
 seen are at 0); ``write_run`` writes one sealed ``results.json`` with the fields the analysis reads
-(metrics, R, b, config, reading, identity, device, versions), which ``clsuite.results.read_run``
+(metrics, R, b, config, reading, identity, device, versions), which ``clsuite.run.results.read_run``
 accepts; ``edit_run`` changes one and seals it again; ``paper_suite`` fills
 ``multirun/`` with every paper experiment on two benchmarks, used to draw the figures in tests.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from clsuite.core.metrics import all_metrics
-from clsuite.identity import canonical, normalize, seal, sha256
+from clsuite.run.identity import canonical, normalize, seal, sha256
 
 CODE_HASH = "0123456789abcdef"  # the made-up code of the made-up runs
 

@@ -31,10 +31,10 @@ def provenance(mammoth_commit: str) -> dict:
     kernels in effect, the CPU (no local path: the record is carried in the repository)."""
     import torch
 
-    from clsuite.experiment import cpu_model
-    from clsuite.identity import code_identity
-    from clsuite.identity import provenance as origin
-    from clsuite.numerics import in_effect
+    from clsuite.config.numerics import in_effect
+    from clsuite.run.experiment import cpu_model
+    from clsuite.run.identity import code_identity
+    from clsuite.run.identity import provenance as origin
 
     return {
         "date": dt.date.today().isoformat(),
@@ -53,7 +53,7 @@ def provenance(mammoth_commit: str) -> dict:
 
 def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> dict:
     """The record so far, written atomically (``complete``: false until the last pair is done)."""
-    from clsuite.io import write_bytes_atomic
+    from clsuite.run.io import write_bytes_atomic
 
     record = {"provenance": prov, "complete": complete, "rows": rows}
     write_bytes_atomic(out, (json.dumps(record, indent=1) + "\n").encode())
@@ -103,8 +103,8 @@ def main(argv=None) -> int:
 
     import torch
 
+    from clsuite.config.numerics import apply
     from clsuite.core.errors import ConfigError
-    from clsuite.numerics import apply
 
     try:
         first = suite_side.compose(a.methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)

@@ -13,7 +13,7 @@ import torch
 
 from clsuite import api
 from clsuite.core.train import build
-from clsuite.experiment import run_experiment
+from clsuite.run.experiment import run_experiment
 
 THREADS = ["trainer.threads=1", "logger=none", "trainer.progress_bar=false"]
 

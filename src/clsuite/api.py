@@ -11,8 +11,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
-from clsuite import compose as _compose
-from clsuite.config import ConfigError, validate
+from clsuite.config import compose as _compose
+from clsuite.config.check import ConfigError, validate
 
 __all__ = ["ConfigError", "compose", "run"]
 
@@ -28,8 +28,8 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
 
 def run(cfg: DictConfig | Sequence[str], out_dir: str | Path) -> dict:
     """Train one run of ``cfg`` (a composed config or a list of overrides); the results dict."""
-    from clsuite.experiment import run_experiment
-    from clsuite.loggers import make_logger
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.loggers import make_logger
 
     if isinstance(cfg, DictConfig):
         validate(cfg)  # (a config edited after compose)

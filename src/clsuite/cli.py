@@ -23,11 +23,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from clsuite import sweep
-from clsuite.config import CONF_DIR, ConfigError, validate
+from clsuite.config.check import CONF_DIR, ConfigError, validate
 from clsuite.core.data.files import DataError
-from clsuite.io import RESULTS_FILE, os_error_line
-from clsuite.progress import keep_report
+from clsuite.run.io import RESULTS_FILE, os_error_line
+from clsuite.run.progress import keep_report
+from clsuite.sweep.callback import STARTED, callback_failed, last_summary
+from clsuite.sweep.gpus import gpu_slot
+from clsuite.sweep.job import Job
 
 
 class Interrupted(BaseException):
@@ -105,9 +107,9 @@ def fail(msg: str, status: int = 2):
 
 
 def _train(cfg: DictConfig, out_dir, **kw) -> dict:
-    """The run: its logger (``clsuite.loggers``) around ``run_experiment`` (torch is imported only here)."""
-    from clsuite.experiment import run_experiment
-    from clsuite.loggers import make_logger
+    """The run: its logger (``clsuite.run.loggers``) around ``run_experiment`` (torch is imported only here)."""
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.loggers import make_logger
 
     with make_logger(cfg, out_dir) as logger:
         return run_experiment(cfg, out_dir, logger=logger, **kw)
@@ -115,7 +117,7 @@ def _train(cfg: DictConfig, out_dir, **kw) -> dict:
 
 def _report(results: dict, out_dir) -> float:
     """The run's summary, printed and kept in its run.log; its Acc (Hydra's return value)."""
-    from clsuite.experiment import format_report
+    from clsuite.run.experiment import format_report
 
     print(report := format_report(results))
     keep_report(out_dir, report)
@@ -124,15 +126,15 @@ def _report(results: dict, out_dir) -> float:
 
 
 def _rerun(e: BaseException) -> str:
-    """Where a rerun of the stopped run starts (``clsuite.experiment.rerun_note``, once it trained)."""
+    """Where a rerun of the stopped run starts (``clsuite.run.experiment.rerun_note``, once it trained)."""
     return "; ".join(getattr(e, "__notes__", ())) or "a rerun starts where this one did (stopped before training)"
 
 
 def run_single(cfg: DictConfig, out_dir: str) -> float:
     """A single run; its config was validated before Hydra made its folder (``SweepCallback.on_run_start``)."""
     from clsuite.core.callbacks import Diverged
-    from clsuite.identity import CodeChanged
-    from clsuite.loggers import LoggerUnavailable
+    from clsuite.run.identity import CodeChanged
+    from clsuite.run.loggers import LoggerUnavailable
 
     try:
         results = _train(cfg, out_dir)
@@ -175,7 +177,7 @@ _JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal
 
 def run_job(cfg: DictConfig, hc) -> float | None:
     """One multirun job: lock, resume or train, record the outcome; only a signal stops the sweep."""
-    job = sweep.Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
+    job = Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
     try:
         holder = job.lock.acquire()
     except OSError as e:  # its folder cannot be written, or has no locks: its finished run stands, else it failed
@@ -203,11 +205,11 @@ def run_job(cfg: DictConfig, hc) -> float | None:
                 shutil.rmtree(job.checkpoint_dir, ignore_errors=True)  # an earlier, interrupted attempt's
                 job.log(how)
                 print(f"{how} {job.name}: results exist (Acc={results['metrics']['acc']:.2f})")
-                from clsuite.wandb_run import mirror_finished  # logger=wandb: a W&B run from the results
+                from clsuite.run.wandb_run import mirror_finished  # logger=wandb: a W&B run from the results
 
                 mirror_finished(cfg, job.out_dir, how, hc.overrides.task)
                 return results["metrics"]["acc"]
-            pool = sweep.gpu_slot(cfg.trainer, hc.launcher.n_jobs, job.job_num) if joblib_launcher else None
+            pool = gpu_slot(cfg.trainer, hc.launcher.n_jobs, job.job_num) if joblib_launcher else None
             with pool or contextlib.nullcontext() as gpu:  # joblib assigns no GPU: the job takes one from the pool
                 if gpu is not None:
                     cfg.trainer.device_index = gpu  # (an ignored key: the run's identity does not move)
@@ -238,7 +240,9 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 def _hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     if hc.job.chdir:  # (a job runs inside its folder) the launch folder's data, as checked
-        with contextlib.chdir(hc.runtime.cwd):  # (data.root's default looks for ../shared/datasets: clsuite.home)
+        with contextlib.chdir(
+            hc.runtime.cwd
+        ):  # (data.root's default looks for ../shared/datasets: clsuite.config.home)
             cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))
     if hc.mode != RunMode.MULTIRUN:
         return run_single(cfg, hc.runtime.output_dir)
@@ -247,11 +251,11 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def precheck(argv: list[str]) -> argparse.Namespace:
     """The steps before ``hydra.main`` (docs/DEVELOPING.md, "The path of one run", step 2): ``--help``,
-    the overrides checked (``clsuite.compose.check``); the parsed command line."""
-    from clsuite.compose import check
+    the overrides checked (``clsuite.config.compose.check``); the parsed command line."""
+    from clsuite.config.compose import check
 
     if "--help" in argv or "-h" in argv:
-        from clsuite.confighelp import help_text
+        from clsuite.config.help import help_text
 
         print(help_text())
         sys.exit(0)
@@ -268,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     _SIGNALS.clear()
     _JOBS_STARTED.clear()
     _EXITING.clear()
-    sweep.STARTED.clear()
+    STARTED.clear()
     args = None
     with interruptible():  # (the handlers stay ours until _stopped has made the signals ignored)
         try:
@@ -276,19 +280,19 @@ def main(argv: list[str] | None = None) -> None:
             os.environ["HYDRA_FULL_ERROR"] = "1"  # hydra.main raises its errors (printed below) instead of exiting 1
             _hydra_main()
         except Interrupted as e:
-            mode = sweep.STARTED[-1] if sweep.STARTED else None
+            mode = STARTED[-1] if STARTED else None
             if mode == RunMode.MULTIRUN and (_JOBS_STARTED or getattr(e, "jobs_recorded", 0)):  # (joblib: in workers)
                 _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
             where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
             _stopped(e, f"{where} stopped during start-up, before any training; no results written")
         except Exception as e:
-            if sweep.STARTED or args is None:  # (the run's own failure, or a bug before composition: traceback, exit 1)
+            if STARTED or args is None:  # (the run's own failure, or a bug before composition: traceback, exit 1)
                 raise
-            from clsuite.compose import error_line
+            from clsuite.config.compose import error_line
 
             fail(error_line(e, args.overrides, args.config_name or "config"))  # (Hydra's composition: nothing started)
-    s = sweep.last_summary()
-    if sweep.callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
+    s = last_summary()
+    if callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
         sys.exit(1)
 
 

@@ -30,7 +30,7 @@ def _call(target: str) -> Callable[[list[str]], int]:
 def _help(argv: list[str]) -> int:
     """``clsuite help``: what ``clsuite --help`` prints; ``clsuite help VERB``: that verb's own help."""
     if not argv or argv[0] in ("run", "sweep"):
-        from clsuite.confighelp import help_text
+        from clsuite.config.help import help_text
 
         print(help_text())
         return 0
@@ -47,14 +47,14 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "sweep": _sweep,
     "paper": _call("clsuite.paper:main"),
-    "eval": _call("clsuite.evaluation:main"),
+    "eval": _call("clsuite.run.evaluation:main"),
     "aggregate": _call("clsuite.analysis.report:main_aggregate"),
     "report": _call("clsuite.analysis.report:main_report"),  # from the working directory's multirun/
     "records": _call("clsuite.analysis.records:main"),  # pack runs into docs/records/, check the report against them
-    "replay": _call("clsuite.replay_records:main"),  # rerun a sample of the records' portable runs here
+    "replay": _call("clsuite.run.replay_records:main"),  # rerun a sample of the records' portable runs here
     "claims": _call("clsuite.analysis.report:main_claims"),
     "choices": _call("clsuite.analysis.choices:main"),
-    "wandb": _call("clsuite.wandb_sync:main"),
+    "wandb": _call("clsuite.analysis.wandb_sync:main"),
     "help": _help,
 }
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from clsuite.analysis.paper_values import BENCHMARK_LABELS, OFFICIAL_OF, TARGETS
-from clsuite.config import SWEEPS_DIR
-from clsuite.home import child_env, hint
+from clsuite.config.check import SWEEPS_DIR
+from clsuite.config.home import child_env, hint
 
 GROUPS = {
     "all": "every target above, in order (= make paper)",
@@ -73,7 +73,7 @@ def plan(argv: list[str]) -> list[tuple[str, list[str]]]:
     if a.seeds is not None and a.seeds < 1:
         raise ValueError(f"--seeds must be a whole number >= 1, got {a.seeds}")
     if target == "choices":
-        from clsuite.analysis.choices import CHOICES
+        from clsuite.analysis.open_choices import CHOICES
 
         if a.experiment or any(o.split("=", 1)[0].lstrip("+") == "experiment" for o in a.overrides):
             raise ValueError("choices writes one folder per choice (multirun/choices_<name>/): no --experiment")
@@ -119,7 +119,7 @@ def _benchmarks(cmd: list[str]) -> list[str]:
 
 def _data_problem(benchmark: str, overrides: list[str]) -> str | None:
     """Why ``benchmark`` cannot run here with the data overrides among ``overrides`` (its data is
-    missing: ``clsuite.config.validate``'s line), else None."""
+    missing: ``clsuite.config.check.validate``'s line), else None."""
     from clsuite.api import ConfigError, compose
     from clsuite.core.data.files import DataError
 
@@ -169,7 +169,7 @@ def records_plan() -> list[list[str]]:
     the open choices and the cell checks at 10 seeds; split-MNIST and split-FMNIST (Fig. 9: split-FMNIST, the
     paper's other benchmark there being CIFAR-10), portable kernels."""
     from clsuite.analysis.cells import CELLS
-    from clsuite.analysis.choices import CHOICES
+    from clsuite.analysis.open_choices import CHOICES
 
     both = ("--benchmarks", "split_mnist,split_fmnist")
     choices = {c.experiment for c in CHOICES}
@@ -200,19 +200,19 @@ def count(parts: list[list[str]], multirun: Path) -> tuple[int, int, int]:
     from hydra import initialize_config_dir
     from hydra.types import RunMode
 
-    from clsuite import sweep
-    from clsuite.compose import compose
-    from clsuite.config import CONF_DIR
-    from clsuite.identity import code_identity, config_hash
-    from clsuite.results import read_run
+    from clsuite.config.check import CONF_DIR
+    from clsuite.config.compose import compose
+    from clsuite.run.identity import code_identity, config_hash
+    from clsuite.run.results import read_run
+    from clsuite.sweep.grid import expand_grid, validate_grid
 
     jobs, hashes = 0, set()
     for part in parts:
         for _, cmd in [s for s in plan(part) if s[0] == "sweep"]:
             cfg = compose([*cmd[3:], f"hydra.searchpath=[file://{CONF_DIR}]"], RunMode.MULTIRUN)
-            grid = sweep.expand_grid(cfg)
+            grid = expand_grid(cfg)
             with initialize_config_dir(config_dir=str(SWEEPS_DIR), version_base="1.3"):
-                sweep.validate_grid(cfg, grid)
+                validate_grid(cfg, grid)
             jobs += len(grid)
             hashes |= {j["config_hash"] for j in grid}
     code, done = code_identity()["hash"], set()

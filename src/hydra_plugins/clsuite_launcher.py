@@ -1,13 +1,13 @@
 """Hydra instantiates launchers only from classes defined in the ``hydra_plugins`` namespace:
 this module declares clsuite's basic and joblib launchers there (``conf/launcher/basic.yaml``,
-``joblib.yaml``); the code is ``clsuite.launcher``."""
+``joblib.yaml``); the code is ``clsuite.sweep.launcher``."""
 
-from clsuite import launcher
+from clsuite.sweep import launcher
 
 
 class BasicLauncher(launcher.BasicLauncher):
-    """``clsuite.launcher.BasicLauncher`` (a job folder that cannot be written ends only its job)."""
+    """``clsuite.sweep.launcher.BasicLauncher`` (a job folder that cannot be written ends only its job)."""
 
 
 class JoblibLauncher(launcher.JoblibLauncher):
-    """``clsuite.launcher.JoblibLauncher`` (a worker killed by the kernel ends only its job)."""
+    """``clsuite.sweep.launcher.JoblibLauncher`` (a worker killed by the kernel ends only its job)."""

@@ -131,8 +131,8 @@ def test_a_grid_cell_counts_only_the_run_the_grid_asked_for_at_its_folder(tmp_pa
     the header say "3/4 of the grid" with 4/4 present."""
     import shutil
 
-    from clsuite import sweep
-    from clsuite.identity import config_hash
+    from clsuite.run.identity import config_hash
+    from clsuite.sweep import summary
 
     root = tmp_path / "multirun" / "table2"
     dirs = [write_run(root, seed=s, R=fake_R(5, 80.0 - s)).name for s in range(4)]
@@ -156,7 +156,7 @@ def test_a_grid_cell_counts_only_the_run_the_grid_asked_for_at_its_folder(tmp_pa
     assert out.startswith("table2: 3 runs (3/4 of the grid), 0 failed, 0 missing, 1 left out ->")
     assert f"  left out: {dirs[3]}: not the run the grid asked for at this folder" in err
     # the sweep's own summary counts it the same way
-    s = sweep.summarize(root, None, jobs)
+    s = summary.summarize(root, None, jobs)
     assert (s["finished_total"], s["failed"]) == (3, 1)
     assert "is another job's run, not the grid's" in s["failed_jobs"][0]
 
@@ -188,8 +188,8 @@ def test_a_grid_json_that_cannot_be_read_is_an_error_not_no_grid(tmp_path, capsy
     from clsuite.analysis.choices import CHOICES
     from clsuite.analysis.choices import main as choices_main
     from clsuite.analysis.report import main_claims, main_report
-    from clsuite.identity import config_hash
-    from clsuite.wandb_sync import main as main_wandb
+    from clsuite.analysis.wandb_sync import main as main_wandb
+    from clsuite.run.identity import config_hash
 
     root = tmp_path / "multirun" / "e"
     dirs = [write_run(root, seed=s, R=fake_R(5, 80.0 - s)).name for s in range(2)]
@@ -237,7 +237,7 @@ def test_mixed_environments_are_flagged(tmp_path):
 
 
 def test_mixed_cpu_kernels_are_flagged(tmp_path):
-    """Runs of one cell made with other CPU kernels (clsuite.numerics) are another environment."""
+    """Runs of one cell made with other CPU kernels (clsuite.config.numerics) are another environment."""
     root = tmp_path / "table2"
     portable = {"mode": "portable", "aten": "DEFAULT", "mkl": "COMPATIBLE", "mkldnn": False, "nnpack": False}
     edit_run(write_run(root, seed=0), lambda res: res["identity"]["env"].update(numerics=portable))

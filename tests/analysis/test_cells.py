@@ -128,7 +128,7 @@ def test_the_report_carries_the_notes_and_names_the_commands_when_nothing_ran(tm
 
 
 def test_a_variant_run_under_other_cpu_kernels_is_not_paired_with_the_default(tmp_path):
-    # the kernels are part of a run's environment (clsuite.numerics): a variant measured under other
+    # the kernels are part of a run's environment (clsuite.config.numerics): a variant measured under other
     # kernels than its default would mix the numerical noise into the effect
     root = tmp_path / "cells_joint"
     put(root, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")

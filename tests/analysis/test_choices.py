@@ -16,7 +16,7 @@ from clsuite import paper
 from clsuite.analysis import choices as ch
 from clsuite.analysis.load import load_experiment
 from clsuite.analysis.report import SECTIONS, build_report
-from clsuite.home import hint
+from clsuite.config.home import hint
 from tests.results_fixtures import fake_R, write_run
 
 ROOT = Path(__file__).resolve().parents[2]

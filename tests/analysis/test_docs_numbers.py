@@ -25,7 +25,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "REPRODUCTION.md"
-GENERATED = {"REPRODUCTION.md": "the report itself", "CONFIG.md": "generated from clsuite.schema (ranges, defaults)"}
+GENERATED = {
+    "REPRODUCTION.md": "the report itself",
+    "CONFIG.md": "generated from clsuite.config.schema (ranges, defaults)",
+}
 RECORDS = {  # measurements the report does not make: each names its machine and code
     "notes/PERFORMANCE.md": "speed (make bench, Table II end to end)",
     "notes/PARITY.md": "the three fixes of GSS, iCaRL, HAL, measured beside Mammoth (its history part only)",

@@ -17,14 +17,14 @@ import pytest
 import torch
 from torch import nn
 
-from clsuite import records as rec
 from clsuite.analysis import figures as fg
 from clsuite.analysis import parity
 from clsuite.analysis.report import SECTIONS, main_report
 from clsuite.core.callbacks import evaluate
 from clsuite.core.learner import ContinualLearner
 from clsuite.core.train import build
-from clsuite.io import Unreadable
+from clsuite.run import records as rec
+from clsuite.run.io import Unreadable
 from tests.results_fixtures import fake_R, parity_record, write_run
 
 PARITY = Path(__file__).resolve().parents[2] / "scripts" / "parity"
@@ -213,7 +213,7 @@ def test_a_stopped_harness_keeps_every_finished_pair_and_prints_the_records_tabl
     monkeypatch.setattr(mammoth_side, "checkout_commit", lambda root: parity.PINNED)
     monkeypatch.setattr(mammoth_side, "load", lambda root: {})
     monkeypatch.setattr(harness, "provenance", lambda commit: {**_record()["provenance"], "mammoth_commit": commit})
-    monkeypatch.setattr("clsuite.numerics.apply", lambda mode: None)
+    monkeypatch.setattr("clsuite.config.numerics.apply", lambda mode: None)
     monkeypatch.setattr(
         suite_side, "compose", lambda *a, **k: SimpleNamespace(trainer=SimpleNamespace(numerics="native"))
     )

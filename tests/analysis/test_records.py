@@ -3,7 +3,7 @@
 Packing (``clsuite records pack``): the same runs give the same bytes; a run the report would leave out,
 one off the real data, one whose code is not its commit's, or two runs of one seed are refused and
 nothing is written; the parity record is carried byte for byte, or refused. Reading back
-(``clsuite.records.extract``): a missing, extra or changed archive or parity record and a hostile
+(``clsuite.run.records.extract``): a missing, extra or changed archive or parity record and a hostile
 member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
 check``): the report built from records is the same bytes wherever and in whichever process it is
 built, and a hand edit, a stale report, a missing or forged record or a changed figure fails the check;
@@ -27,18 +27,18 @@ from pathlib import Path
 import pytest
 
 from clsuite import paper
-from clsuite import records as rec
 from clsuite.analysis import figures as fg
 from clsuite.analysis.choices import CHOICES
 from clsuite.analysis.docs_gate import code_at
 from clsuite.analysis.records import check, compare, main, pack, rebuild
 from clsuite.analysis.report import ORIGIN, SECTIONS
 from clsuite.core.metrics import all_metrics
-from clsuite.identity import normalize
-from clsuite.io import sha256
-from clsuite.replay_records import first_difference
-from clsuite.replay_records import main as replay_main
-from clsuite.results import as_today as rec_as_today
+from clsuite.run import records as rec
+from clsuite.run.identity import normalize
+from clsuite.run.io import sha256
+from clsuite.run.replay_records import first_difference
+from clsuite.run.replay_records import main as replay_main
+from clsuite.run.results import as_today as rec_as_today
 from tests.results_fixtures import _R, edit_run, fake_R, parity_record, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_packing_the_same_runs_twice_gives_the_same_bytes(tmp_path):
 def test_a_record_holds_every_job_folder_a_sweep_makes():
     """A job folder is named by ``paths.job_dirname`` (up to ``MAX_DIRNAME`` bytes, hashed beyond):
     every such name is a member a record can hold, and nothing longer is."""
-    from clsuite.paths import MAX_DIRNAME, job_dirname
+    from clsuite.config.paths import MAX_DIRNAME, job_dirname
 
     cell = (
         "benchmark=split_mnist,method.update.per_task=null,method=agem,reading=mir_code,seed=6,"

@@ -17,8 +17,8 @@ import pytest
 
 from clsuite.analysis import figures as fg
 from clsuite.analysis.report import SECTIONS, main_report
-from clsuite.home import hint
-from clsuite.identity import normalize
+from clsuite.config.home import hint
+from clsuite.run.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from clsuite.core.memory.reservoir import Reservoir
 from clsuite.core.methods.icarl import ICaRL
 from clsuite.core.models.nets import MLP
 from clsuite.core.train import build
-from clsuite.experiment import make_trainer
+from clsuite.run.experiment import make_trainer
 from tests.conftest import make_cfg, run_cfg
 
 

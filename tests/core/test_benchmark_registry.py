@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clsuite import api, config, io
-from clsuite.config import ConfigError
+from clsuite import api
+from clsuite.config import check as config
+from clsuite.config.check import ConfigError
 from clsuite.core.data import sources
+from clsuite.run import io
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["logger=none", "trainer=cpu", "trainer.progress_bar=false"]
@@ -151,7 +153,8 @@ def test_the_cli_runs_a_benchmark_whose_reader_is_a_module_outside_src(tmp_path)
 def test_a_sweep_job_hands_its_source_to_the_run(tmp_path, reader_in_this_test, monkeypatch):
     """A sweep's job looks the source up for its expected identity (skip, reuse, resume) and hands
     it to the run: one lookup in the job's process, and the run's identity is the one expected."""
-    from clsuite import cli, sweep
+    from clsuite import cli
+    from clsuite.sweep.job import Job
 
     data = tmp_path / "data"
     write_data(data)
@@ -159,7 +162,7 @@ def test_a_sweep_job_hands_its_source_to_the_run(tmp_path, reader_in_this_test, 
     cfg = api.compose([*overrides, f"data.root={data}"])
     looked_up, get = [], sources.get
     monkeypatch.setattr(sources, "get", lambda source: looked_up.append(source) or get(source))
-    job = sweep.Job(cfg, tmp_path / "sweep" / "job")
+    job = Job(cfg, tmp_path / "sweep" / "job")
     expected = job.expected()
     res = cli._train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir, source=job.source)
     assert looked_up == ["tiny_npz"] and res["identity"]["key"] == expected["key"]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from clsuite.config import ConfigError, validate
+from clsuite.config.check import ConfigError, validate
 from clsuite.core.data import files
 from clsuite.core.data.benchmarks import split_tasks
 from clsuite.core.data.datamodule import ContinualDataModule

@@ -19,15 +19,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from clsuite import api, identity
-from clsuite.config import ConfigError
+from clsuite import api
+from clsuite.config.check import ConfigError
+from clsuite.config.home import data_dir
 from clsuite.core.data import imagefolder as IF
 from clsuite.core.data import sources
 from clsuite.core.data.files import DataError, md5
-from clsuite.home import data_dir
+from clsuite.run import identity
 from tests.conftest import make_cfg
 
-SHARED = Path(data_dir())  # $DATA_DIR, else ../shared/datasets (clsuite.home)
+SHARED = Path(data_dir())  # $DATA_DIR, else ../shared/datasets (clsuite.config.home)
 CLASSES = ("bee", "ant", "cat")  # written in this order; labels follow the sorted names: ant 0, bee 1, cat 2
 FILES = {"train": ("10.png", "2.png", "1.png"), "test": ("b.png", "a.png")}  # sorted: 1, 2, 10 / a, b
 
@@ -196,14 +197,14 @@ def test_the_identity_records_the_arrays_as_decoded(tmp_path):
     data = tmp_path / "data"
     write_archive(data / "tiny", "tar.gz", members())
     ov = [*TINY, f"data.root={data}", f"data.cache_dir={tmp_path / 'cache'}"]
-    genuine = identity.data_identity(make_cfg(*ov))
+    genuine = identity.data_identity(cfg := make_cfg(*ov), sources.bind(cfg.benchmark))
     arrays = (*expected("train"), *expected("test"), sorted(CLASSES))
     assert genuine["decoded"] == IF.content_sha256(arrays)
     (cached,) = (tmp_path / "cache" / "image_folder").glob("*.npz")
     forged = (arrays[0], (arrays[1] + 1) % 3, *arrays[2:])
     rewrite(cached, ytr=forged[1], sha256=np.asarray(IF.content_sha256(forged)))
     IF._MEMO.clear()
-    other = identity.data_identity(make_cfg(*ov))
+    other = identity.data_identity(cfg, sources.bind(cfg.benchmark))
     assert other["files"] == genuine["files"] and other["decoded"] == IF.content_sha256(forged) != genuine["decoded"]
     new = {"key": "b", "config": {}, "code": {}, "data": other, "env": {}}
     assert identity.differences({**new, "key": "a", "data": genuine}, new) == [("data", "decoded differs")]
@@ -454,7 +455,9 @@ def test_a_folder_is_an_archive_too_and_its_identity_is_the_tree_md5(tmp_path):
     d = write_archive(data / "tree", "dir", members())
     ov = [*TINY, "benchmark.image_folder.path=tree", f"data.root={data}", f"data.cache_dir={tmp_path / 'c'}"]
     api.compose(ov)  # the config check accepts a folder for this source (a folder of MNIST files is refused)
-    assert identity.data_identity(make_cfg(*ov))["files"] == {"tree": IF.checksum(d)}
+    assert identity.data_identity(cfg := make_cfg(*ov), sources.bind(cfg.benchmark))["files"] == {
+        "tree": IF.checksum(d)
+    }
 
 
 def test_split_cifar10_jpeg_is_its_own_benchmark_and_split_cifar10_unchanged(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from clsuite.config import ConfigError, validate
+from clsuite.config.check import ConfigError, validate
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.ebrs import EBRS
 from clsuite.core.replay import ccmr

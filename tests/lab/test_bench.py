@@ -112,7 +112,7 @@ def test_checkpoint_table_on_given_rows():
 def test_the_stream_runs_the_documented_setting_and_cifar_as_the_suites_synthetic_source():
     import hydra
 
-    from clsuite.config import validate
+    from clsuite.config.check import validate
 
     b = bench_module()
     for name, cuda in itertools.product(b.STREAM_BATCHES, (False, True)):

@@ -1,4 +1,4 @@
-"""Task-end checkpoints and exact resume (clsuite.checkpoint, docs/GUIDE.md, "Checkpoints"), and the
+"""Task-end checkpoints and exact resume (clsuite.run.checkpoint, docs/GUIDE.md, "Checkpoints"), and the
 per-slot fields a policy declares on the memory (clsuite.core.memory.buffer.Memory.declare)."""
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import clsuite.checkpoint as ck
-import clsuite.experiment as ex
-from clsuite import identity
-from clsuite.config import ConfigError, validate
+import clsuite.run.checkpoint as ck
+import clsuite.run.experiment as ex
+from clsuite.config.check import ConfigError, validate
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.reservoir import Reservoir
-from clsuite.experiment import run_experiment
-from tests.conftest import make_cfg
+from clsuite.run.experiment import run_experiment
+from tests.conftest import identity_of, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
@@ -133,7 +132,7 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
     assert len(cont["plugin"]["anchors"]) == 2 and cont["plugin"]["phi"].shape[0] == 6  # one anchor per class
     meta = c["clsuite"]
     assert meta["next_task"] == 1 and set(meta["rng"]) == {"torch", "cuda", "numpy", "python"}
-    assert meta["identity"] == identity.identity(make_cfg("method=hal"), "cpu")["key"]  # checkpoint keys ignored
+    assert meta["identity"] == identity_of(make_cfg("method=hal"), "cpu")["key"]  # checkpoint keys ignored
 
 
 @pytest.mark.parametrize("damage", ["truncated", "no digest", "bit flip"])
@@ -215,11 +214,11 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     """Issue 30: with checkpoint=off and a store whose files cannot be deleted, the run wrote its
     sealed results and then exited 1 saying "no results written". Now: a warning, the results stand."""
     from clsuite.cli import run_single
-    from clsuite.results import read_run
+    from clsuite.run.results import read_run
 
     store = f"checkpoint_dir={tmp_path / 'store'}"
     cfg = make_cfg("method=er", "checkpoint=task_end", store)
-    folder = ck.run_store_dir(cfg, identity.identity(cfg, "cpu")["key"])
+    folder = ck.run_store_dir(cfg, identity_of(cfg, "cpu")["key"])
     orig = killed_after(monkeypatch, 1)
     with pytest.raises(Killed):
         run_experiment(cfg, tmp_path / "killed", checkpoint_dir=folder)
@@ -268,7 +267,7 @@ def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, 
         run_experiment(make_cfg("method=er", "checkpoint=task_end"), tmp_path / "er", checkpoint_dir=store)
     monkeypatch.setattr(ck.CheckpointStore, "save", orig)
     adaer = make_cfg("method=adaer", "checkpoint=task_end")
-    relabel(e.value.args[0], identity.identity(adaer, "cpu")["key"])
+    relabel(e.value.args[0], identity_of(adaer, "cpu")["key"])
     capsys.readouterr()
     resumed = run_experiment(adaer, tmp_path / "adaer", checkpoint_dir=store)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
@@ -347,7 +346,7 @@ def test_checkpoint_keys_are_validated_and_leave_the_identity_alone():
     ]:
         with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
             validate(make_cfg(bad))
-    keys = {identity.identity(make_cfg(*o), "cpu")["key"] for o in [[], ["checkpoint=task_end", "keep_weights=true"]]}
+    keys = {identity_of(make_cfg(*o), "cpu")["key"] for o in [[], ["checkpoint=task_end", "keep_weights=true"]]}
     assert len(keys) == 1
 
 
@@ -427,7 +426,7 @@ _HOOK = f"""
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
-import clsuite.checkpoint as ck
+import clsuite.run.checkpoint as ck
 _save = ck.CheckpointStore.save
 def save(self, trainer, next_task):
     path = _save(self, trainer, next_task)
@@ -493,7 +492,7 @@ _KILL_IN_TASK_2 = f"""
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
-import clsuite.experiment as ex
+import clsuite.run.experiment as ex
 from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
 def run(cfg, out, logger=None, **kw):

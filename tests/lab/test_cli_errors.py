@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from clsuite.config import CONF_DIR, ConfigError, check_overrides, validate
+from clsuite.config.check import CONF_DIR, ConfigError, check_overrides, validate
 from tests.conftest import FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -336,7 +336,8 @@ def test_an_outside_config_named_as_one_of_the_suite_is_refused(tmp_path):
 def test_a_bug_in_the_checks_before_hydra_surfaces_as_itself(monkeypatch):
     """An unexpected exception before composition (a bug, not bad input) reaches the caller as it was
     raised, its traceback intact, instead of a NameError about the command line it never parsed."""
-    from clsuite import cli, compose
+    from clsuite import cli
+    from clsuite.config import compose
 
     def broken(argv):
         raise RuntimeError("a bug in the checks")

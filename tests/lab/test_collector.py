@@ -1,4 +1,4 @@
-"""clsuite.runtime.collect_and_freeze: one collection, then the survivors frozen, at the start of every run."""
+"""clsuite.run.runtime.collect_and_freeze: one collection, then the survivors frozen, at the start of every run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from clsuite import experiment, runtime
+from clsuite.run import experiment, runtime
 from tests.conftest import run_cfg
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from clsuite import commands, home
+from clsuite import commands
+from clsuite.config import home
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +137,7 @@ def _clone_beside(tmp_path: Path, shared: bool) -> Path:
 def test_the_design_cards_sweep_finds_the_data_beside_the_clone_without_setting_anything(tmp_path):
     """The design card's command (``-m method=... memory=...``) right after ``make run`` on a machine
     with ../shared/datasets failed: "data directory 'data' does not exist" (only the Makefile set
-    DATA_DIR). data.root's default is the Makefile's rule (clsuite.home.data_dir), also inside a job
+    DATA_DIR). data.root's default is the Makefile's rule (clsuite.config.home.data_dir), also inside a job
     that runs in its own folder (hydra.job.chdir)."""
     clone = _clone_beside(tmp_path, shared=True)
     env = {k: v for k, v in os.environ.items() if k != "DATA_DIR" and not k.startswith("CLSUITE_")}
@@ -153,8 +154,7 @@ def test_the_design_cards_sweep_finds_the_data_beside_the_clone_without_setting_
 def test_where_the_data_is_found_is_one_rule_and_never_the_runs_identity(tmp_path, monkeypatch):
     """$DATA_DIR, else ../shared/datasets when it exists, else data: the config's default; a run whose data
     was found there has the identity of a run of the same files elsewhere (only their content counts)."""
-    from clsuite.identity import identity
-    from tests.conftest import make_cfg
+    from tests.conftest import identity_of, make_cfg
 
     monkeypatch.delenv("DATA_DIR", raising=False)
     monkeypatch.chdir(_clone_beside(tmp_path / "bare", shared=False))
@@ -166,6 +166,6 @@ def test_where_the_data_is_found_is_one_rule_and_never_the_runs_identity(tmp_pat
     monkeypatch.setenv("DATA_DIR", str(tmp_path / "copy"))
     OmegaConf.resolve(given := make_cfg("benchmark=split_mnist"))
     assert home.data_dir() == given.data.root == str(tmp_path / "copy")
-    assert identity(found, "cpu")["key"] == identity(given, "cpu")["key"]
+    assert identity_of(found, "cpu")["key"] == identity_of(given, "cpu")["key"]
     (tmp_path / "copy" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"other")
-    assert identity(found, "cpu")["key"] != identity(given, "cpu")["key"]
+    assert identity_of(found, "cpu")["key"] != identity_of(given, "cpu")["key"]

@@ -17,19 +17,20 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def mapped_paths(text: str) -> list[str]:
-    """The paths of the first code block: top-level entries, and indented ones under the last folder."""
+    """The paths of the first code block: each entry under the folders above it at smaller indents."""
     block = text.split("```", 2)[1]
-    out, parent = [], ""
+    out, folders = [], []  # folders: (indent, path) of the enclosing folders, outermost first
     for line in block.splitlines():
         m = re.match(r"^(\s*)(\S+)", line)
         if not m or not re.search(r"[./]", m.group(2)) or m.group(2).startswith(("(", "`")):
             continue
-        name = m.group(2)
-        if not m.group(1):
-            parent = name if name.endswith("/") else ""
-            out.append(name)
-        elif parent:
-            out.append(parent + name)
+        indent, name = len(m.group(1)), m.group(2)
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        path = (folders[-1][1] if folders else "") + name
+        out.append(path)
+        if name.endswith("/"):
+            folders.append((indent, path))
     return out
 
 
@@ -42,7 +43,7 @@ def expand(path: str) -> list[str]:
 
 def test_every_path_of_the_architecture_map_exists():
     paths = [p for entry in mapped_paths((ROOT / "docs" / "DEVELOPING.md").read_text()) for p in expand(entry)]
-    assert "src/clsuite/sweep/" in paths and "src/clsuite/paper.py" in paths  # (the map is read)
+    assert "src/clsuite/sweep/" in paths and "src/clsuite/core/data/sources.py" in paths  # (the map is read)
     missing = [p for p in paths if not any(ROOT.glob(p.rstrip("/")))]
     assert not missing, f"docs/DEVELOPING.md names what does not exist: {missing}"
 

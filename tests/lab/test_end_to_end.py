@@ -53,7 +53,7 @@ def test_task_il_matrix_beside_class_il_and_in_the_summary(tmp_path):
     """Masking to the evaluated task's classes only removes competitors: every entry of R_task_il is
     at least R's; its metrics are its own; the summary prints its last row and metrics."""
     from clsuite.core.metrics import task_il_metrics
-    from clsuite.experiment import format_report
+    from clsuite.run.experiment import format_report
 
     res = run_cfg(tmp_path, "method=er", "reading=paper_text")
     R, Rt = np.asarray(res["R"]), np.asarray(res["R_task_il"])
@@ -72,7 +72,7 @@ def test_peak_memory_is_the_runs_own(tmp_path):
     import mmap
     import resource
 
-    from clsuite.experiment import format_report
+    from clsuite.run.experiment import format_report
 
     with mmap.mmap(-1, 400 * 2**20) as ballast:  # anonymous pages, touched (resident), then unmapped
         ballast[:: mmap.PAGESIZE] = b"x" * len(range(0, len(ballast), mmap.PAGESIZE))

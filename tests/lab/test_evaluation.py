@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from clsuite import api, commands, schema
+from clsuite import api, commands
+from clsuite.config import schema
 
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "trainer.threads=1"]
 TINY = ["benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20"]
@@ -94,12 +95,14 @@ def test_eval_refuses_with_one_line_what_it_cannot_evaluate(runs, tmp_path, caps
     ]  # fmt: skip
     for argv, line in cases:
         assert clsuite("eval", *argv, capsys=capsys) == (2, "", f"error: {line}\n"), argv
-    monkeypatch.setattr("clsuite.identity.data_identity", lambda cfg, source=None: {"files": {"MNIST/raw/x.gz": None}})
+    monkeypatch.setattr(
+        "clsuite.run.identity.data_identity", lambda cfg, source=None: {"files": {"MNIST/raw/x.gz": None}}
+    )
     assert clsuite("eval", folder, capsys=capsys)[2] == (
         f"error: the data files under {runs[0][1]['config']['data']['root']} are not the run's (MNIST/raw/x.gz differ "
         "or are missing); --data-root names the folder that holds them\n"
     )
-    monkeypatch.setattr("clsuite.identity.code_part", lambda config: {"hash": "0" * 16})  # a later commit
+    monkeypatch.setattr("clsuite.run.identity.code_part", lambda config: {"hash": "0" * 16})  # a later commit
     monkeypatch.setitem(schema.KEYS, "memory", schema.Whole(101, None, "M"))  # that refuses the run's M=100
     assert clsuite("eval", folder, capsys=capsys) == (
         2,
@@ -113,7 +116,7 @@ def test_eval_under_other_code_warns_naming_both_and_says_whether_the_rows_held(
     """A later commit (identity.code differs) was refused: evaluating a saved model after a change that
     moved no number is a normal need. One warning line naming both code parts; the rows, compared."""
     folder, res = runs[0]
-    monkeypatch.setattr("clsuite.identity.code_part", lambda config: {"hash": "0" * 16, "outside": {"mine": "ab"}})
+    monkeypatch.setattr("clsuite.run.identity.code_part", lambda config: {"hash": "0" * 16, "outside": {"mine": "ab"}})
     code, out, err = clsuite("eval", folder, capsys=capsys)
     assert code == 0 and err == (
         f"warning: the code at hand is not the run's (code {'0' * 16} + mine ab here, code "

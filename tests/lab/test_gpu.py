@@ -21,7 +21,7 @@ import torch
 
 from clsuite.core.callbacks import MemoryUpdate, evaluate
 from clsuite.core.train import build
-from clsuite.experiment import run_experiment
+from clsuite.run.experiment import run_experiment
 from tests.conftest import make_cfg
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

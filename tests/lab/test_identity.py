@@ -15,18 +15,24 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from clsuite import identity, io, sweep
 from clsuite.cli import Interrupted, interruptible
-from clsuite.config import ConfigError
+from clsuite.config.check import ConfigError
+from clsuite.config.paths import MAX_DIRNAME, job_dirname
 from clsuite.core.callbacks import Diverged, DivergenceGuard
-from clsuite.experiment import run_experiment
-from tests.conftest import CONF_DIR, make_cfg
+from clsuite.core.data import sources
+from clsuite.run import identity, io
+from clsuite.run.experiment import run_experiment
+from clsuite.sweep.grid import validate_grid
+from clsuite.sweep.job import Job
+from clsuite.sweep.locks import HOST, JobLock, live_holder
+from clsuite.sweep.summary import summarize
+from tests.conftest import CONF_DIR, expected_identity, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _job(cfg, sdir: Path, name="job") -> sweep.Job:
-    return sweep.Job(cfg, sdir / name, sweep_dir=sdir)
+def _job(cfg, sdir: Path, name="job") -> Job:
+    return Job(cfg, sdir / name, sweep_dir=sdir)
 
 
 # ----------------------------------------------------------------------------- identity
@@ -52,9 +58,9 @@ def test_results_record_the_identity_the_job_expected(tmp_path):
 
 
 def test_differences_name_what_changed():
-    base = identity.expected(make_cfg())
+    base = expected_identity(make_cfg())
     assert identity.differences(base, base) == []
-    assert identity.differences(base, identity.expected(make_cfg("seed=7"))) == [("config", "seed: 0 -> 7")]
+    assert identity.differences(base, expected_identity(make_cfg("seed=7"))) == [("config", "seed: 0 -> 7")]
     code = {**base, "code": {"commit": "abc", "dirty_hash": None}, "key": "k1"}
     assert [r for r, _ in identity.differences(code, base)] == ["code"]
     env = {**base, "env": {**base["env"], "torch_threads": 2}, "key": "k2"}
@@ -85,7 +91,7 @@ def _checkout(root: Path) -> tuple[Path, Path]:
     """A checkout: src/clsuite, conf/, src/run.py, src/hydra_plugins."""
     _tree(root / "src" / "clsuite", _PACKAGE)
     _tree(root / "conf", _CONF)
-    _tree(root / "src" / "hydra_plugins", {"clsuite_launcher.py": "from clsuite import launcher\n"})
+    _tree(root / "src" / "hydra_plugins", {"clsuite_launcher.py": "from clsuite.sweep import launcher\n"})
     (root / "src" / "run.py").write_text("from clsuite.cli import main\n")
     return root / "src" / "clsuite", root / "conf"
 
@@ -115,7 +121,7 @@ def test_code_hash_is_the_content_of_the_files_a_run_executes(tmp_path):
     _tree(pkg / "methods" / "__pycache__", {"er.cpython-311.pyc": "bytes", "er.py": "x = 1\n"})
     (pkg / ".er.py.swp.py").write_text("x")
     (src / "run.py").write_text("from clsuite.cli import main  # edited\n")
-    (src / "hydra_plugins" / "clsuite_launcher.py").write_text("from clsuite import launcher as l\n")
+    (src / "hydra_plugins" / "clsuite_launcher.py").write_text("from clsuite.sweep import launcher as l\n")
     assert h() == h0
     # what it does: a method, a config, a new module
     for name, text in [(pkg / "methods" / "er.py", "LR = 0.2\n"), (conf / "method" / "er.yaml", "name: er\nlr: 0.2\n")]:
@@ -149,10 +155,10 @@ def test_a_wheel_layout_counts_its_packaged_configs_once_as_conf(tmp_path):
 
 
 def test_this_checkouts_code_identity_needs_no_git(monkeypatch):
-    from clsuite.config import CONF_DIR
+    from clsuite.config.check import CONF_DIR
 
     names = identity.code_files(identity.PACKAGE_DIR, CONF_DIR)
-    assert {"clsuite/identity.py", "clsuite/cli.py", "conf/config.yaml"} <= set(names)
+    assert {"clsuite/run/identity.py", "clsuite/cli.py", "conf/config.yaml"} <= set(names)
     assert not [n for n in names if n.startswith("clsuite/analysis/") or not n.endswith((".py", ".yaml"))]
     assert not [n for n in names if not n.startswith(("clsuite/", "conf/"))]  # no run.py, no hydra_plugins
     real = identity.code_identity()
@@ -170,13 +176,13 @@ def test_the_key_ignores_provenance_and_follows_the_code(monkeypatch):
     cfg = make_cfg()
     prov = {"commit": "a" * 40, "dirty": False, "version": None}
     monkeypatch.setattr(identity, "provenance", lambda: prov)
-    a = identity.expected(cfg)
+    a = expected_identity(cfg)
     monkeypatch.setattr(identity, "provenance", lambda: {"commit": "b" * 40, "dirty": True, "version": "0.2.0"})
-    b = identity.expected(cfg)
+    b = expected_identity(cfg)
     assert a["provenance"] == prov and b["provenance"]["commit"] == "b" * 40
     assert a["key"] == b["key"] and identity.differences(a, b) == []
     monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "0123456789abcdef"})
-    c = identity.expected(cfg)
+    c = expected_identity(cfg)
     assert c["key"] != b["key"]
     assert identity.differences(a, c) == [
         ("code", f"code hash {a['code']['hash']} -> 0123456789abcdef (commit aaaaaaaaaa -> commit bbbbbbbbbb+dirty)")
@@ -198,7 +204,7 @@ def test_provenance_records_the_commit_and_uncommitted_changes():
 
 
 def test_an_identity_from_before_content_hashes_differs_in_code():
-    new = identity.expected(make_cfg())
+    new = expected_identity(make_cfg())
     old = {k: v for k, v in new.items() if k != "provenance"}
     old |= {"code": {"commit": "abc1234def5678", "dirty_hash": "0123456789abcdef"}, "key": "an old key"}
     assert identity.differences(old, new) == [
@@ -217,7 +223,7 @@ _NO_ANALYSIS = """
 import atexit, json, runpy, sys
 def report():
     print("MODULES " + json.dumps({"analysis": sorted(m for m in sys.modules if m.startswith("clsuite.analysis")),
-                                   "experiment": "clsuite.experiment" in sys.modules}))
+                                   "experiment": "clsuite.run.experiment" in sys.modules}))
 atexit.register(report)
 sys.argv = [RUN, *sys.argv[1:]]
 runpy.run_path(RUN, run_name="__main__")
@@ -246,11 +252,11 @@ def test_data_identity_is_the_md5_of_the_files_read(tmp_path):
     for i, f in enumerate(MNIST_LIKE["MNIST"]["files"]):
         (raw / f).write_bytes(bytes([i]) * 10)
     cfg = make_cfg("benchmark=split_mnist", f"data.root={tmp_path}")
-    a = identity.data_identity(cfg)["files"]
+    a = identity.data_identity(cfg, sources.bind(cfg.benchmark))["files"]
     assert a["MNIST/raw/t10k-labels-idx1-ubyte.gz"] == md5(raw / "t10k-labels-idx1-ubyte.gz")
     time.sleep(0.01)
     (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(b"other bytes")  # new size and mtime: hashed again
-    b = identity.data_identity(cfg)["files"]
+    b = identity.data_identity(cfg, sources.bind(cfg.benchmark))["files"]
     assert [k for k in a if a[k] != b[k]] == ["MNIST/raw/t10k-labels-idx1-ubyte.gz"]
 
 
@@ -266,7 +272,7 @@ def test_threads_are_pinned_for_torch_and_blas(tmp_path):
         identity.pin_threads(2)
         assert (
             torch.get_num_threads() == 2
-            and identity.expected(make_cfg("trainer.threads=1"))["env"]["torch_threads"] == 1
+            and expected_identity(make_cfg("trainer.threads=1"))["env"]["torch_threads"] == 1
         )
     finally:
         torch.set_num_threads(1)
@@ -306,7 +312,7 @@ def test_strict_resume_reruns_after_a_code_change_and_counts_why(tmp_path, monke
     assert f"code changed (code hash {real['hash']} -> 0123456789abcdef (" in capsys.readouterr().err
     run_experiment(cfg, again.out_dir)
     again.succeeded(1.0)
-    s = sweep.summarize(sdir)
+    s = summarize(sdir)
     assert s["ran"] == 2 and s["reruns"] == {"code": 1}
     # config_only: the same config is enough
     monkeypatch.setattr(identity, "code_identity", lambda: {"hash": "fedcba9876543210"})
@@ -373,7 +379,7 @@ def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
 
 
 _HOLDS_THE_LOCK = """import sys
-from clsuite.locks import JobLock
+from clsuite.sweep.locks import JobLock
 lock = JobLock(sys.argv[1])
 lock.acquire()
 print(flush=True)
@@ -382,10 +388,10 @@ input()
 
 
 def test_job_lock_atomic_holder_and_stale(tmp_path):
-    a, b = sweep.JobLock(tmp_path), sweep.JobLock(tmp_path)
+    a, b = JobLock(tmp_path), JobLock(tmp_path)
     assert a.acquire() is None
     holder = b.acquire()
-    assert holder["pid"] == os.getpid() and holder["host"] == sweep.HOST  # held by a live process: busy
+    assert holder["pid"] == os.getpid() and holder["host"] == HOST  # held by a live process: busy
     a.release()
     assert not (tmp_path / io.LOCK_FILE).exists()
     assert b.acquire() is None
@@ -395,12 +401,12 @@ def test_job_lock_atomic_holder_and_stale(tmp_path):
     cmd = [sys.executable, "-c", _HOLDS_THE_LOCK, str(tmp_path)]
     with subprocess.Popen(cmd, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as p:
         assert p.stdout.readline() == "\n"
-        assert sweep.JobLock(tmp_path).acquire() == {"pid": p.pid, "host": sweep.HOST, "sweep_id": None}  # alive: busy
-        assert sweep.live_holder(tmp_path / io.LOCK_FILE)["pid"] == p.pid  # for the summary too
+        assert JobLock(tmp_path).acquire() == {"pid": p.pid, "host": HOST, "sweep_id": None}  # alive: busy
+        assert live_holder(tmp_path / io.LOCK_FILE)["pid"] == p.pid  # for the summary too
         p.kill()
     assert json.loads((tmp_path / io.LOCK_FILE).read_text())["pid"] == p.pid
-    assert sweep.live_holder(tmp_path / io.LOCK_FILE) is None
-    c = sweep.JobLock(tmp_path)
+    assert live_holder(tmp_path / io.LOCK_FILE) is None
+    c = JobLock(tmp_path)
     assert c.acquire() is None and json.loads((tmp_path / io.LOCK_FILE).read_text())["pid"] == os.getpid()
     c.release()
 
@@ -456,7 +462,7 @@ def _at_step_2(seed_var: str, action: str) -> str:
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
-import clsuite.experiment as ex
+import clsuite.run.experiment as ex
 from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
 def run(cfg, out, logger=None, **kw):
@@ -560,13 +566,13 @@ def test_long_override_lists_get_a_hashed_folder(tmp_path):
     from tests.lab.test_sweeps import compose_sweep
 
     long = "x" * 300
-    assert sweep.job_dirname("a=1,b=2") == "a=1,b=2"
-    name = sweep.job_dirname(f"a=1,b={long},c=2")
-    assert len(name) <= sweep.MAX_DIRNAME and name.startswith("a=1,hash=")
-    assert name != sweep.job_dirname(f"a=1,b={long},c=3")
+    assert job_dirname("a=1,b=2") == "a=1,b=2"
+    name = job_dirname(f"a=1,b={long},c=2")
+    assert len(name) <= MAX_DIRNAME and name.startswith("a=1,hash=")
+    assert name != job_dirname(f"a=1,b={long},c=3")
     cfg = compose_sweep("table2", "method=er", "seed=0", "benchmark=synthetic", f"+logger.note={long}")
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"].startswith("${clsuite_dirname:")
-    job = sweep.Job(make_cfg(), tmp_path / name, sweep_dir=tmp_path, overrides=["a=1", f"b={long}", "c=2"])
+    job = Job(make_cfg(), tmp_path / name, sweep_dir=tmp_path, overrides=["a=1", f"b={long}", "c=2"])
     job.write_overrides()
     assert json.loads((tmp_path / name / io.OVERRIDES_FILE).read_text())[1] == f"b={long}"
 
@@ -593,7 +599,7 @@ def test_joblib_n_jobs_is_checked(n_jobs):
         ConfigError,
         match=rf"^hydra.launcher.n_jobs must be a whole number >= 1 \(or -1: one per core\), got {n_jobs}$",
     ):
-        sweep.validate_grid(cfg, [])
+        validate_grid(cfg, [])
 
 
 def test_two_runs_started_together_get_two_folders(tmp_path):
@@ -702,7 +708,7 @@ def test_a_job_held_by_another_process_is_left_alone(tmp_path):
     from clsuite.cli import run_job
 
     sdir, name = tmp_path / "multirun" / "exp", "method=online,seed=0"
-    other = sweep.JobLock(sdir / name)  # the first sweep, still running this job
+    other = JobLock(sdir / name)  # the first sweep, still running this job
     assert other.acquire() is None
     hc = _job_hc(sdir, name)
     assert run_job(make_cfg("method=online"), hc) is None
@@ -732,4 +738,4 @@ def test_a_file_system_without_locks_fails_the_job_with_one_error_line(tmp_path,
     assert capsys.readouterr().err.splitlines() == [f"error: {name}: {line} (details: {sdir / name / io.FAILED_FILE})"]
     assert json.loads((sdir / name / io.FAILED_FILE).read_text())["error"] == line
     assert not (sdir / name / io.RESULTS_FILE).exists()
-    assert sweep.summarize(sdir, None, [{"overrides": [], "dir": name}])["failed"] == 1
+    assert summarize(sdir, None, [{"overrides": [], "dir": name}])["failed"] == 1

@@ -20,11 +20,16 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict, read_write
 
-from clsuite import io, sweep
-from clsuite.config import ConfigError, check_overrides, validate
-from clsuite.experiment import run_experiment
-from clsuite.paths import MAX_NAME, safe_name
-from clsuite.results import read_run
+from clsuite.config.check import ConfigError, check_overrides, validate
+from clsuite.config.paths import MAX_NAME, safe_name
+from clsuite.run import io
+from clsuite.run.experiment import run_experiment
+from clsuite.run.results import read_run
+from clsuite.sweep.grid import check_folders, expand_grid
+from clsuite.sweep.index import INDEX_DIR, index_result, reindex
+from clsuite.sweep.job import Job
+from clsuite.sweep.locks import JobLock
+from clsuite.sweep.summary import job_state, summarize
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +81,7 @@ def _sealed_copy(src: Path, dst: Path) -> Path:
 
 def _resealed(one_run: Path, edit) -> str:
     """The reader's verdict on the suite's own results file, edited and sealed again: ok, or the reason."""
-    from clsuite.identity import seal
+    from clsuite.run.identity import seal
 
     r = {k: v for k, v in json.loads(one_run.read_text()).items() if k != "digest"}
     edit(r)
@@ -154,17 +159,17 @@ def test_config_only_relaxes_the_identity_never_the_seal_and_reuse_never_seals_u
     a = _sealed_copy(one_run, mr / "table2" / "a")
     res = json.loads((a / io.RESULTS_FILE).read_text())
     (a / io.RESULTS_FILE).write_text(json.dumps({k: v for k, v in res.items() if k != "digest"}))
-    job = sweep.Job(cfg, a, sweep_dir=mr / "table2")
+    job = Job(cfg, a, sweep_dir=mr / "table2")
     job.register()  # not indexed: not sealed
-    assert not (mr / sweep.INDEX_DIR).exists() and sweep.reindex(mr) == 0
-    sweep.index_result(mr, a / io.RESULTS_FILE, res, job.hash, "table2")  # an index entry pointing at it anyway
-    other = sweep.Job(make_cfg("method=er", *TINY, "resume=config_only", "experiment=memory"), mr / "memory" / "b")
+    assert not (mr / INDEX_DIR).exists() and reindex(mr) == 0
+    index_result(mr, a / io.RESULTS_FILE, res, job.hash, "table2")  # an index entry pointing at it anyway
+    other = Job(make_cfg("method=er", *TINY, "resume=config_only", "experiment=memory"), mr / "memory" / "b")
     assert other.finished() is None and not other.results_path.exists()  # not reused, nothing sealed
     assert job.finished() is None and job.rerun_reasons == ["edited"]  # its own job reruns it
     assert (a / "results.stale-1.json").is_file() and not (a / io.RESULTS_FILE).exists()
     # a sealed file: config_only skips it, whatever the code
     _sealed_copy(one_run, a)
-    assert sweep.Job(cfg, a, sweep_dir=mr / "table2").finished()[1] == "skipped"
+    assert Job(cfg, a, sweep_dir=mr / "table2").finished()[1] == "skipped"
     res, how = other.finished()
     assert how == "reused" and read_run(other.results_path).ok and res["config"]["experiment"] == "memory"
 
@@ -173,12 +178,12 @@ def test_json_that_is_not_an_object_never_crashes_a_job(tmp_path, one_run):
     d = tmp_path / "multirun" / "e" / "j"
     d.mkdir(parents=True)
     (d / io.LOCK_FILE).write_text("[]")  # no process holds it: taken
-    lock = sweep.JobLock(d)
+    lock = JobLock(d)
     assert lock.acquire() is None
     lock.release()
     (d / io.RESULTS_FILE).write_text("[]")
     (d / io.FAILED_FILE).write_text("[1]")
-    job = sweep.Job(make_cfg("method=er", *TINY), d, sweep_dir=d.parent)
+    job = Job(make_cfg("method=er", *TINY), d, sweep_dir=d.parent)
     assert job.finished() is None and job.rerun_reasons == ["malformed"]
     job.failed(RuntimeError("boom"))
     assert json.loads(job.failed_path.read_text())["attempt"] == 1
@@ -240,10 +245,10 @@ def test_every_reader_leaves_out_hostile_files_without_hanging_or_crashing(hosti
     for job, reason in reasons.items():
         got = _finished_within(lambda job=job: read_run(exp / job / io.RESULTS_FILE))
         assert got and not got[0].ok and got[0].reason == reason, (job, got)
-        assert _finished_within(lambda job=job: sweep.job_state(exp / job)) == [
+        assert _finished_within(lambda job=job: job_state(exp / job)) == [
             ("failed", "left no results and no failure record (its files could not be written?)")
         ]
-    assert _finished_within(lambda: sweep.reindex(tmp_path / "multirun")) == [1]  # the good one, once
+    assert _finished_within(lambda: reindex(tmp_path / "multirun")) == [1]  # the good one, once
     args = ["e", "--multirun-dir", str(tmp_path / "multirun"), "--out", str(tmp_path / "results")]
     assert _finished_within(lambda: main_aggregate(args)) == [0]
     left = sorted(line for line in capsys.readouterr().err.splitlines() if line.startswith("  left out: "))
@@ -253,11 +258,11 @@ def test_every_reader_leaves_out_hostile_files_without_hanging_or_crashing(hosti
     for name in (io.LOCK_FILE, io.FAILED_FILE, io.GRID_FILE, io.LOG_FILE):
         os.mkfifo(exp / "fifo" / name)
     assert _finished_within(lambda: io.read_object(exp / "fifo" / io.FAILED_FILE)) == [None]
-    assert _finished_within(lambda: sweep.job_state(exp / "fifo")) == [  # a record all the same, not "none"
+    assert _finished_within(lambda: job_state(exp / "fifo")) == [  # a record all the same, not "none"
         ("failed", f"its {io.FAILED_FILE} is unreadable: not a regular file (a FIFO)")
     ]
     assert _finished_within(lambda: io.read_log(exp / "fifo")) == [[]]
-    assert _finished_within(lambda: sweep.summarize(exp / "fifo", None, None))[0]["failed"] == 0
+    assert _finished_within(lambda: summarize(exp / "fifo", None, None))[0]["failed"] == 0
 
 
 _SUMMARY_FAILS = """
@@ -316,7 +321,7 @@ def test_good_names_pass_and_aggregate_checks_its_argument(tmp_path, capsys):
     for name in ("table2", "my_sweep-2", "a..b", "M=100,tau=0.5"):
         assert safe_name(name) == name
     check_overrides(["experiment=e3,e4", "method.name=er"])
-    from clsuite.wandb_sync import main as main_wandb
+    from clsuite.analysis.wandb_sync import main as main_wandb
 
     for arg in ("../../x", ""):
         for main in (main_aggregate, main_wandb):
@@ -330,10 +335,10 @@ def test_a_job_folder_name_is_one_folder_inside_the_sweep_s():
     """Issue 41: `-m 'logger.group=../../../../x'` made the job's folder four levels above the sweep's (its
     results, .hydra/ and wandb/ written there). The override dirname is escaped into one folder name."""
     from clsuite.analysis.load import job_overrides
-    from clsuite.paths import dirname_text, job_dirname
+    from clsuite.config.paths import dirname_text, job_dirname
 
     cfg = _sweep_cfg("logger=wandb", "logger.group=../../../../x", "seed=0,1")
-    dirs = [j["dir"] for j in sweep.expand_grid(cfg)]
+    dirs = [j["dir"] for j in expand_grid(cfg)]
     assert dirs == [f"logger.group=..%2F..%2F..%2F..%2Fx,seed={s}" for s in (0, 1)]
     assert [job_overrides(d) for d in dirs] == ["logger.group=../../../../x"] * 2  # read back as typed
     for name, folder in {
@@ -347,7 +352,7 @@ def test_a_job_folder_name_is_one_folder_inside_the_sweep_s():
         assert job_dirname(name) == folder and (dirname_text(folder) == name or not name)
     for subdir in ("../elsewhere", "/tmp/x/${hydra.job.num}", "${hydra.job.num}/../.."):
         with pytest.raises(ConfigError, match=r"^hydra.sweep.subdir=.* leaves the sweep's folder: its jobs would"):
-            sweep.check_folders(_sweep_cfg("seed=0", subdir=subdir), [{"overrides": ["seed=0"], "dir": None}])
+            check_folders(_sweep_cfg("seed=0", subdir=subdir), [{"overrides": ["seed=0"], "dir": None}])
 
 
 def test_a_job_folder_that_is_a_link_is_refused_before_any_job(tmp_path):
@@ -356,13 +361,13 @@ def test_a_job_folder_that_is_a_link_is_refused_before_any_job(tmp_path):
     cfg = _sweep_cfg("seed=0,1")
     with read_write(cfg), open_dict(cfg):
         cfg.hydra.sweep.dir = str(tmp_path / "multirun" / "e")
-    jobs = sweep.expand_grid(cfg)
+    jobs = expand_grid(cfg)
     (tmp_path / "outside").mkdir()
     (tmp_path / "multirun" / "e").mkdir(parents=True)
-    sweep.check_folders(cfg, jobs)
+    check_folders(cfg, jobs)
     (tmp_path / "multirun" / "e" / jobs[1]["dir"]).symlink_to(tmp_path / "outside")
     with pytest.raises(ConfigError) as e:
-        sweep.check_folders(cfg, jobs)
+        check_folders(cfg, jobs)
     assert str(e.value) == (
         f"the job folder {tmp_path / 'multirun' / 'e' / jobs[1]['dir']} is a link (to {tmp_path / 'outside'}): a sweep "
         "writes only inside its folder, where its grid and `clsuite aggregate` count the jobs; move that folder back "
@@ -405,9 +410,9 @@ def test_grid_refuses_a_swept_experiment_and_shared_folders():
     ):
         cfg = _sweep_cfg(*task, subdir=subdir)
         with pytest.raises(ConfigError, match=msg):
-            sweep.check_folders(cfg, sweep.expand_grid(cfg))
+            check_folders(cfg, expand_grid(cfg))
     ok = _sweep_cfg("seed=0,1", subdir="${hydra.job.num}")
-    sweep.check_folders(ok, sweep.expand_grid(ok))
+    check_folders(ok, expand_grid(ok))
 
 
 def test_the_summary_counts_jobs_from_their_files(tmp_path, one_run):
@@ -422,7 +427,7 @@ def test_the_summary_counts_jobs_from_their_files(tmp_path, one_run):
     (sdir / "failed").mkdir()
     (sdir / "failed" / io.FAILED_FILE).write_text(json.dumps({"error": "RuntimeError: boom"}))
     (sdir / "lost").mkdir()
-    s = sweep.summarize(sdir, "id", grid)  # no sweep log at all
+    s = summarize(sdir, "id", grid)  # no sweep log at all
     assert (s["finished_total"], s["failed"], s["expected"]) == (1, 3, 4)
     assert any(f.startswith("lost: left no results and no failure record") for f in s["failed_jobs"])
 
@@ -439,13 +444,13 @@ def test_an_unwritable_sweep_log_is_one_warning_and_no_false_progress(tmp_path, 
     grid_file = {"sweep_id": "s1", "created": "2026-01-01T00:00:00", "n_jobs": 3, "jobs": grid}
     (sdir / io.GRID_FILE).write_text(json.dumps(grid_file))  # (a progress line would say "0/3 done")
     for d in ("a", "b"):
-        sweep.Job(make_cfg("method=er", *TINY), sdir / d, sweep_dir=sdir).log("ran")
+        Job(make_cfg("method=er", *TINY), sdir / d, sweep_dir=sdir).log("ran")
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"warning: cannot write {sdir / io.LOG_FILE} (Is a directory: {sdir / io.LOG_FILE}): no progress lines "
         "and no rerun reasons; the summary counts the jobs from their own files"
     ]
-    assert sweep.summarize(sdir, "s1", grid)["log_lost"]
+    assert summarize(sdir, "s1", grid)["log_lost"]
 
 
 def test_cli_refusals_and_an_empty_sweep_change_nothing(tmp_path):
@@ -554,14 +559,14 @@ def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, mo
     assert not [p for p in out.iterdir() if p.name.startswith((".results", "results"))]  # no partial file
     # in a sweep: the job is recorded failed with that reason, the record names the path
     sdir = tmp_path / "multirun" / "e"
-    job = sweep.Job(make_cfg("method=er", *TINY), sdir / "j", sweep_dir=sdir)
+    job = Job(make_cfg("method=er", *TINY), sdir / "j", sweep_dir=sdir)
     with pytest.raises(OSError) as exc:
         run_experiment(make_cfg("method=er", *TINY), job.out_dir)
     monkeypatch.undo()
     line = job.failed(exc.value)
     assert line == f"OSError: No space left on device: {job.results_path}"
     assert json.loads(job.failed_path.read_text())["error"] == line
-    assert sweep.summarize(sdir, None, [{"overrides": [], "dir": "j"}])["failed"] == 1
+    assert summarize(sdir, None, [{"overrides": [], "dir": "j"}])["failed"] == 1
     # a parent that is a file: the folder cannot be made
     (tmp_path / "afile").write_text("x")
     with pytest.raises(OSError) as exc:
@@ -678,6 +683,6 @@ def test_every_paper_sweep_gives_each_job_its_own_folder(name):
     from tests.lab.test_sweeps import compose_sweep
 
     cfg = compose_sweep(name)
-    jobs = sweep.expand_grid(cfg)
-    sweep.check_folders(cfg, jobs)  # no ConfigError
+    jobs = expand_grid(cfg)
+    check_folders(cfg, jobs)  # no ConfigError
     assert len({j["dir"] for j in jobs}) == len(jobs) > 1

@@ -87,8 +87,8 @@ def test_make_parity_runs_the_harness_on_the_given_checkout():
 @pytest.mark.parametrize("shared", [True, False])
 def test_make_and_the_config_find_the_data_by_the_same_rule(tmp_path, monkeypatch, shared):
     """DATA_DIR of every target (and data.download=true of `make run` when it is data/) is
-    clsuite.home.data_dir's, the default of data.root too: $DATA_DIR, else ../shared/datasets, else data."""
-    from clsuite.home import data_dir
+    clsuite.config.home.data_dir's, the default of data.root too: $DATA_DIR, else ../shared/datasets, else data."""
+    from clsuite.config.home import data_dir
 
     if shared:
         (tmp_path / "shared" / "datasets").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""trainer.numerics (clsuite.numerics): portable pins the kernels whatever the machine would pick,
+"""trainer.numerics (clsuite.config.numerics): portable pins the kernels whatever the machine would pick,
 says so in the identity and the summary, and is refused where it cannot hold."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from clsuite import identity as ident
-from clsuite import numerics
-from clsuite.config import ConfigError
-from tests.conftest import ROOT, in_portable_process, make_cfg
+from clsuite.config import numerics
+from clsuite.config.check import ConfigError
+from clsuite.run import identity as ident
+from tests.conftest import ROOT, expected_identity, in_portable_process, make_cfg
 
 
 def test_portable_pins_every_library_even_against_the_environment(monkeypatch):
@@ -22,14 +22,16 @@ def test_portable_pins_every_library_even_against_the_environment(monkeypatch):
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     found = json.loads(
-        in_portable_process("import json\nfrom clsuite.numerics import in_effect\nprint(json.dumps(in_effect()))")
+        in_portable_process(
+            "import json\nfrom clsuite.config.numerics import in_effect\nprint(json.dumps(in_effect()))"
+        )
     )
     assert {k: found[k] for k in numerics.PORTABLE} == numerics.PORTABLE
     assert found["mode"] == "portable"
 
 
 def test_native_leaves_the_machine_its_choice():
-    code = "from clsuite.numerics import apply, in_effect\napply('native')\nimport json\nprint(json.dumps(in_effect()))"
+    code = "from clsuite.config.numerics import apply, in_effect\napply('native')\nimport json\nprint(json.dumps(in_effect()))"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     found = json.loads(p.stdout)
@@ -71,7 +73,7 @@ def test_a_run_records_and_prints_its_numerics(run):
     res = run("seed=0")
     found = res["identity"]["env"]["numerics"]
     assert found["mode"] == "native" and found["aten"] and found["mkldnn"] is True
-    from clsuite.experiment import format_report
+    from clsuite.run.experiment import format_report
 
     assert f"numerics: {numerics.summary(found)}" in format_report(res).splitlines()[1]
 
@@ -111,11 +113,11 @@ def test_native_records_the_kernel_variables_and_a_run_under_one_is_another_run(
     key is another one, the difference is named, and the summary and tables say it."""
     _clean(monkeypatch)
     cfg = make_cfg("method=online")
-    plain = ident.expected(cfg)
+    plain = expected_identity(cfg)
     assert "variables" not in plain["env"]["numerics"]  # a clean environment: the identity as before
     monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
-    bf16 = ident.expected(cfg)
+    bf16 = expected_identity(cfg)
     found = bf16["env"]["numerics"]
     assert found["variables"] == {"ONEDNN_DEFAULT_FPMATH_MODE": "BF16", "ONEDNN_MAX_CPU_ISA": "SSE41"}
     assert bf16["key"] != plain["key"] and [r for r, _ in ident.differences(bf16, plain)] == ["numerics"]
@@ -180,8 +182,8 @@ def test_a_run_sets_no_kernel_variable_that_the_next_run_would_record(tmp_path):
     import or at the fit; CUBLAS_WORKSPACE_CONFIG under trainer.deterministic): the next run of the
     same process has the identity of the first."""
     cfg = make_cfg("method=online", "trainer.deterministic=true")
-    before = ident.expected(cfg)
-    from clsuite.experiment import run_experiment
+    before = expected_identity(cfg)
+    from clsuite.run.experiment import run_experiment
 
     run_experiment(cfg, tmp_path)
-    assert ident.expected(cfg) == before
+    assert expected_identity(cfg) == before

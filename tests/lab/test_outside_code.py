@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from clsuite import identity, io
-from clsuite.config import ConfigError
-from clsuite.experiment import run_experiment
-from tests.conftest import make_cfg
+from clsuite.config.check import ConfigError
+from clsuite.run import identity, io
+from clsuite.run.experiment import run_experiment
+from tests.conftest import expected_identity, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false"]
@@ -184,14 +184,14 @@ def test_every_outside_module_a_run_imports_is_in_the_identity_and_an_edit_of_an
     config = identity.normalize(cfg)
     code = identity.outside_code(config)
     assert sorted(code) == OUTSIDE and all(len(h) == 16 for h in code.values())
-    key = identity.expected(cfg)["key"]  # a sweep's job before it runs: resume, skip and reuse compare this
+    key = expected_identity(cfg)["key"]  # a sweep's job before it runs: resume, skip and reuse compare this
     for rel, module in [("helper_b.py", "helper_b"), ("lazy_mod.py", "lazy_mod"), ("pkg/sub/deep.py", "pkg"),
                         ("ns_pol/policy.py", "ns_pol"), ("my_conf/conf_mod.py", "conf_mod")]:  # fmt: skip
         (modules / rel).write_text(FILES[rel] + "# edited\n")
         now = identity.outside_code(config)
         assert [m for m in OUTSIDE if now[m] != code[m]] == [module]
-        assert identity.expected(cfg)["key"] != key
-        code, key = now, identity.expected(cfg)["key"]
+        assert expected_identity(cfg)["key"] != key
+        code, key = now, expected_identity(cfg)["key"]
 
 
 def test_an_edit_after_this_process_imported_the_module_is_refused(modules):

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from clsuite import api, config, identity, io
-from clsuite.config import ConfigError
+from clsuite import api
+from clsuite.config import check as config
+from clsuite.config.check import ConfigError
+from clsuite.run import identity, io
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -72,7 +74,7 @@ def test_api_run_returns_the_results_dict(tmp_path):
 
 def _identity_in(site: Path, cwd: Path) -> dict:
     """``code_identity()`` as computed by a process that imports ``clsuite`` from ``site``."""
-    code = "import json, clsuite.identity as i; print(json.dumps([i.code_identity(), i.__file__]))"
+    code = "import json, clsuite.run.identity as i; print(json.dumps([i.code_identity(), i.__file__]))"
     env = {**os.environ, "PYTHONPATH": str(site)}
     p = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]

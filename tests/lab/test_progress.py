@@ -1,4 +1,4 @@
-"""A run's progress over all its tasks (clsuite.progress.RunClock): the lines a run prints when stderr is
+"""A run's progress over all its tasks (clsuite.run.progress.RunClock): the lines a run prints when stderr is
 not a terminal, and the time left that the bar shows on one."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from clsuite.progress import RunClock, run_progress
+from clsuite.run.progress import RunClock, run_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_a_run_redirected_to_a_file_prints_a_line_per_task_with_the_time_left(tm
 
 
 def test_the_bar_shows_the_runs_share_and_time_left_in_place_of_the_tasks(tmp_path, monkeypatch):
-    import clsuite.experiment as ex
+    import clsuite.run.experiment as ex
     from tests.conftest import run_cfg
 
     trainers, make = [], ex.make_trainer

@@ -1,4 +1,4 @@
-"""The declared schema (clsuite.schema, issue 21): every key of conf/ is declared; every key
+"""The declared schema (clsuite.config.schema, issue 21): every key of conf/ is declared; every key
 refuses a value of the wrong type and one out of its range with one `error:` line and exit 2,
 before anything is written; the cross-key rules; Hydra's errors as one line; --help and
 docs/CONFIG.md generated from the schema; the signal messages."""
@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from clsuite import cli, confighelp, schema
-from clsuite.config import ConfigError, group_options, validate
+from clsuite import cli
+from clsuite.config import help as confighelp
+from clsuite.config import schema
+from clsuite.config.check import ConfigError, group_options, validate
 from clsuite.core.replay.base import ReplayPolicy
 from tests.conftest import make_cfg
 from tests.core.test_imagefolder import TINY as IMAGES
@@ -66,7 +68,7 @@ def composed_configs():
 
 
 def test_every_key_of_conf_is_declared():
-    """A key in conf/ without a declaration fails here: its range is declared in clsuite.schema."""
+    """A key in conf/ without a declaration fails here: its range is declared in clsuite.config.schema."""
     undeclared = set()
     for cfg in composed_configs():
         c = OmegaConf.to_container(cfg, resolve=False)
@@ -80,7 +82,7 @@ def test_every_key_of_conf_is_declared():
                 if key.split(".", 2)[2] in schema.node_keys(target):
                     continue
             undeclared.add(key)
-    assert not undeclared, f"declare these keys in clsuite.schema: {sorted(undeclared)}"
+    assert not undeclared, f"declare these keys in clsuite.config.schema: {sorted(undeclared)}"
 
 
 def test_every_declared_class_exists_and_is_selected_by_an_option():
@@ -127,7 +129,7 @@ IDS = [f"{' '.join(ctx)} {key}-{what}".strip() for key, ctx, what, _, _ in WALK]
 
 def test_the_schema_covers_every_key():
     declared = {(key, tuple(ctx)) for key, _, ctx in all_keys()}
-    assert len(declared) == len(all_keys())  # no key declared twice (the count: python -m clsuite.confighelp --count)
+    assert len(declared) == len(all_keys())  # no key declared twice (the count: python -m clsuite.config.help --count)
 
 
 @pytest.fixture(scope="module")
@@ -530,7 +532,7 @@ def test_help_lists_every_group_and_key(tmp_path, monkeypatch, capsys):
 
 def test_config_doc_is_generated_from_the_schema():
     doc = (ROOT / "docs" / "CONFIG.md").read_text()
-    assert doc == confighelp.markdown(), "run: python -m clsuite.confighelp > docs/CONFIG.md"
+    assert doc == confighelp.markdown(), "run: python -m clsuite.config.help > docs/CONFIG.md"
 
 
 # ----------------------------------------------------------------------------- signals

@@ -15,9 +15,14 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict, read_write
 
-from clsuite import identity, io, sweep
 from clsuite.analysis.paper_values import METHOD_ORDER
-from clsuite.config import ConfigError, unknown_option
+from clsuite.config.check import ConfigError, unknown_option
+from clsuite.run import identity, io
+from clsuite.sweep import gpus
+from clsuite.sweep.gpus import gpu_slot
+from clsuite.sweep.grid import expand_grid, validate_grid
+from clsuite.sweep.index import reindex
+from clsuite.sweep.job import Job
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +69,7 @@ def grid(name: str, *command_line: str) -> list[dict]:
     cfg = compose_sweep(name)
     with read_write(cfg), open_dict(cfg):
         cfg.hydra.overrides.task = list(command_line)
-    return sweep.expand_grid(cfg)
+    return expand_grid(cfg)
 
 
 def test_every_paper_experiment_has_a_sweep():
@@ -79,7 +84,7 @@ def test_sweep_composes_with_its_grid(name):
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["dir"] == "multirun/${experiment}"
     params = cfg.hydra.sweeper.params
     assert params.seed == ("range(0,10)" if name.startswith(("choices_", "cells_")) else "range(0,5)")
-    jobs = sweep.expand_grid(cfg)
+    jobs = expand_grid(cfg)
     assert len(jobs) == GRID_SIZES[name]
     assert len({j["dir"] for j in jobs}) == len(jobs)  # one folder per run
     methods = {o.split("=", 1)[1] for j in jobs for o in j["overrides"] if o.startswith("method=")}
@@ -93,8 +98,8 @@ def test_sweep_composes_with_its_grid(name):
 def test_sweep_fixed_keys():
     assert compose_sweep("table2").memory == 100
     assert compose_sweep("cifar100", "benchmark=split_cifar100").benchmark.iters_per_batch == 5
-    # W&B: the experiment leads the tags and the group (one table cell: clsuite.wandb_run.describe)
-    from clsuite.wandb_run import describe
+    # W&B: the experiment leads the tags and the group (one table cell: clsuite.run.wandb_run.describe)
+    from clsuite.run.wandb_run import describe
 
     d = describe(OmegaConf.to_container(compose_sweep("tau", "logger=wandb", "tau=0.3"), resolve=False))
     assert d["tags"][0] == "tau" and d["group"].startswith("tau ") and "tau=0.3" in d["group"]
@@ -102,7 +107,7 @@ def test_sweep_fixed_keys():
 
 def tiny_job_overrides(name: str) -> list[str] | None:
     """The sweep's first job whose method exists, made tiny: synthetic data shaped like its benchmark."""
-    for job in sweep.expand_grid(compose_sweep(name)):
+    for job in expand_grid(compose_sweep(name)):
         if any(unknown_option(*o.split("=", 1)) for o in job["overrides"]):  # (a method not written yet)
             continue
         out = []
@@ -129,7 +134,7 @@ def tiny_job_overrides(name: str) -> list[str] | None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SWEEPS)
 def test_sweep_runs_one_tiny_job(name, tmp_path):
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     overrides = tiny_job_overrides(name)
     if overrides is None:
@@ -173,7 +178,7 @@ def grid_of(*command_line: str):
         cfg = compose(config_name="config", return_hydra_config=True)
     with read_write(cfg), open_dict(cfg):
         cfg.hydra.overrides.task = list(command_line)
-    return cfg, sweep.expand_grid(cfg)
+    return cfg, expand_grid(cfg)
 
 
 def test_a_bad_value_in_the_grid_is_refused():
@@ -182,7 +187,7 @@ def test_a_bad_value_in_the_grid_is_refused():
         initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"),
         pytest.raises(ConfigError, match="lr must be a finite number"),
     ):
-        sweep.validate_grid(cfg, jobs)
+        validate_grid(cfg, jobs)
 
 
 def test_an_unknown_option_in_the_grid_names_its_job():
@@ -194,7 +199,7 @@ def test_an_unknown_option_in_the_grid_names_its_job():
             ConfigError, match=r"^unknown method 'nope'; valid choices: .*\(job benchmark=synthetic,method=nope\)$"
         ),
     ):
-        sweep.validate_grid(cfg, jobs)
+        validate_grid(cfg, jobs)
 
 
 # ----------------------------------------------------------------------------- resume (in process)
@@ -209,8 +214,8 @@ def test_normalize_ignores_what_does_not_change_the_result():
     assert identity.config_diff(identity.normalize(a), identity.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
 
 
-def _job(cfg, sweep_dir: Path, name="job") -> sweep.Job:
-    return sweep.Job(cfg, sweep_dir / name, sweep_dir=sweep_dir)
+def _job(cfg, sweep_dir: Path, name="job") -> Job:
+    return Job(cfg, sweep_dir / name, sweep_dir=sweep_dir)
 
 
 def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp_path, monkeypatch):
@@ -228,7 +233,7 @@ def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp
 
 
 def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path):
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     cfg = make_cfg("method=online")
     sdir = tmp_path / "multirun" / "table2"
@@ -257,7 +262,7 @@ def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path):
 
 
 def test_reuse_across_experiments(tmp_path):
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     mr = tmp_path / "multirun"
     first = _job(make_cfg("method=online", "experiment=table2"), mr / "table2", "a")
@@ -276,14 +281,14 @@ def test_reuse_across_experiments(tmp_path):
 
 
 def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep.gpus, "gpu_count", lambda: 2)
-    monkeypatch.setattr(sweep.gpus, "GPU_LOCK_DIR", tmp_path)
+    monkeypatch.setattr(gpus, "gpu_count", lambda: 2)
+    monkeypatch.setattr(gpus, "GPU_LOCK_DIR", tmp_path)
     auto, got = {"accelerator": "auto"}, []
-    with sweep.gpu_slot(auto, 2, job_num=0) as a, sweep.gpu_slot(auto, 2, job_num=0) as b:
+    with gpu_slot(auto, 2, job_num=0) as a, gpu_slot(auto, 2, job_num=0) as b:
         assert {a, b} == {0, 1}
 
         def third():
-            with sweep.gpu_slot(auto, 2, job_num=0, poll_s=0.02) as c:
+            with gpu_slot(auto, 2, job_num=0, poll_s=0.02) as c:
                 got.append(c)
 
         t = threading.Thread(target=third)
@@ -293,12 +298,12 @@ def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
     t.join(5)
     assert got in ([0], [1])
     # n_jobs=4 on 2 GPUs: two slots each, taken free GPUs first
-    with sweep.gpu_slot(auto, 4, 1) as a, sweep.gpu_slot(auto, 4, 1) as b, sweep.gpu_slot(auto, 4, 1) as c:
+    with gpu_slot(auto, 4, 1) as a, gpu_slot(auto, 4, 1) as b, gpu_slot(auto, 4, 1) as c:
         assert [a, b, c] == [1, 0, 1]
     # a device chosen: no slot
-    with sweep.gpu_slot({"accelerator": "cpu"}, 2) as g:
+    with gpu_slot({"accelerator": "cpu"}, 2) as g:
         assert g is None
-    with sweep.gpu_slot({"accelerator": "auto", "device_index": 1}, 2) as g:
+    with gpu_slot({"accelerator": "auto", "device_index": 1}, 2) as g:
         assert g is None
 
 
@@ -404,7 +409,7 @@ def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reuse
     """A results file that reached multirun/ without a sweep's bookkeeping (copied from another
     machine: no .index entry) was retrained by every other experiment; reindex() makes it reusable,
     reads each file once, and leaves hand-edited files out."""
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     mr = tmp_path / "multirun"
     copied = mr / "table2" / "a"
@@ -416,7 +421,7 @@ def test_results_copied_in_without_an_index_are_indexed_at_sweep_start_and_reuse
     (edited / "results.json").write_text(json.dumps(res))
     other = _job(make_cfg("method=online", "experiment=memory"), mr / "memory", "m")
     assert other.finished() is None  # no index entry yet: it would train again
-    assert sweep.reindex(mr) == 1 and sweep.reindex(mr) == 0  # the copied file once; the edited one never
+    assert reindex(mr) == 1 and reindex(mr) == 0  # the copied file once; the edited one never
     res, how = other.finished()
     assert how == "reused" and res["reused_from"].endswith("table2/a/results.json")
     assert _job(make_cfg("method=online", "seed=1", "experiment=memory"), mr / "memory", "n").finished() is None

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf, open_dict
 
+from clsuite.analysis.wandb_sync import sync_experiment
 from clsuite.core.metrics import METRICS
-from clsuite.io import sha256
-from clsuite.progress import keep_report, sweep_progress
-from clsuite.wandb_run import describe, log_from_results
-from clsuite.wandb_sync import sync_experiment
+from clsuite.run.io import sha256
+from clsuite.run.progress import keep_report, sweep_progress
+from clsuite.run.wandb_run import describe, log_from_results
 from tests.conftest import make_cfg
 from tests.results_fixtures import fake_R, write_run
 from tests.wandb_offline import offline_runs, read_offline_run
@@ -30,8 +30,8 @@ TWO_TASKS = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "traine
 
 
 def train_logged(out, *overrides, logger="wandb"):
-    from clsuite.experiment import run_experiment
-    from clsuite.loggers import make_logger
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.loggers import make_logger
 
     cfg = make_cfg(f"logger={logger}", *TWO_TASKS, *overrides)
     with make_logger(cfg, out) as lg:
@@ -150,7 +150,7 @@ def test_names_and_groups():
 
 
 def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path):
-    from clsuite.experiment import run_experiment
+    from clsuite.run.experiment import run_experiment
 
     job = tmp_path / "multirun" / "exp" / "method=er,seed=0"
     cfg = make_cfg("logger=wandb", *TWO_TASKS, "method=er", "experiment=exp")
@@ -174,8 +174,8 @@ def test_skipped_grid_point_is_logged_from_its_results_once(wandb_env, tmp_path)
 def test_a_disabled_wandb_logs_nothing_at_a_sweep_s_end(wandb_env, tmp_path, monkeypatch):
     """Issue 41: a sweep under logger.mode=disabled ended with `clsuite wandb`'s usage text (its --mode
     knows no 'disabled'), and a skipped job's W&B mirror moved the folder's runs aside."""
-    from clsuite.experiment import run_experiment
-    from clsuite.wandb_run import log_sweep_aggregate, mirror_finished
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.wandb_run import log_sweep_aggregate, mirror_finished
 
     monkeypatch.delenv("WANDB_MODE")
     job = tmp_path / "multirun" / "exp" / "method=er"
@@ -196,7 +196,7 @@ def test_a_disabled_wandb_logs_nothing_at_a_sweep_s_end(wandb_env, tmp_path, mon
 
 
 def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
-    from clsuite.wandb_run import csv_history
+    from clsuite.run.wandb_run import csv_history
 
     job = tmp_path / "multirun" / "exp" / "method=er,seed=0"
     res = train_logged(job, "method=er", logger="csv")  # log_every_n_steps=5
@@ -219,8 +219,8 @@ def test_a_csv_run_pushed_later_carries_its_loss_curve(wandb_env, tmp_path):
 def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_env, tmp_path):
     """A sweep in experiment A (CSV logger), then the same grid point with logger=wandb in B: the job
     copies A's results and its ``csv/metrics.csv``, and its W&B run holds A's loss rows."""
-    from clsuite.sweep import Job
-    from clsuite.wandb_run import mirror_finished
+    from clsuite.run.wandb_run import mirror_finished
+    from clsuite.sweep.job import Job
 
     mr = tmp_path / "multirun"
     first = Job(make_cfg("logger=csv", *TWO_TASKS, "method=er", "experiment=a"), mr / "a" / "job", mr / "a")
@@ -242,7 +242,7 @@ def test_a_reused_job_carries_its_loss_curve_to_its_folder_and_to_wandb(wandb_en
 def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
     """The aggregate run logs the tables and figures ``clsuite aggregate`` makes (an ad-hoc sweep's
     table of every setting, mean ± std and n per row; its heatmaps), the same files."""
-    from clsuite.wandb_sync import log_experiment
+    from clsuite.analysis.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "t2"
     for method in ("er", "mir"):
@@ -310,7 +310,7 @@ def test_sync_an_experiment_and_its_charts(wandb_env, tmp_path):
 
 
 def test_tau_and_lambda_sweep(wandb_env, tmp_path):
-    from clsuite.wandb_sync import log_experiment
+    from clsuite.analysis.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "sens"
     for tau in (0.1, 0.5):
@@ -354,7 +354,7 @@ def test_report_kept_in_run_log(tmp_path):
 def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank(tmp_path):
     """``M=100`` alone reads as 100 slots to a Mammoth user; under mir_code it is 100 per class."""
     from clsuite.core.metrics import FWT_CLASS_IL
-    from clsuite.experiment import format_report, run_experiment
+    from clsuite.run.experiment import format_report, run_experiment
 
     res = run_experiment(make_cfg(*TWO_TASKS, "method=er", "reading=mir_code"), tmp_path / "a")  # 4 classes
     lines = format_report(res).splitlines()
@@ -368,7 +368,7 @@ def test_the_run_summary_names_the_memory_unit_its_slots_and_why_fwt_cannot_rank
 
 
 def test_progress_bar_names_the_task_and_shows_the_loss(tmp_path, monkeypatch):
-    import clsuite.experiment as ex
+    import clsuite.run.experiment as ex
     from tests.conftest import run_cfg
 
     trainers, make = [], ex.make_trainer
@@ -429,7 +429,7 @@ def test_the_bar_charts_title_fits_its_figure(n_bars, tmp_path):
 
 def test_chart_titles_name_a_key_held_off_its_default_for_every_run(wandb_env, tmp_path):
     """The experiment's aggregate run, like its tables and figures, names M = 50 held for every run."""
-    from clsuite.wandb_sync import log_experiment
+    from clsuite.analysis.wandb_sync import log_experiment
 
     root = tmp_path / "multirun" / "t2"
     for method in ("er", "mir"):

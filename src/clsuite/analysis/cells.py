@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from clsuite.analysis import choices as ch
+from clsuite.analysis import open_choices as ch
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
 from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
@@ -24,7 +24,7 @@ NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
 
 
 def _reading_value(choice: str) -> Callable[[dict, str], bool]:
-    """Default = the reading's own value of an open choice (``clsuite.analysis.choices.Choice.default``)."""
+    """Default = the reading's own value of an open choice (``clsuite.analysis.open_choices.Choice.default``)."""
     c = ch.BY_EXPERIMENT[ch.PREFIX + choice]
     return lambda flat, reading: (
         (d := c.default(reading, flat.get("benchmark.name"), flat.get("method.name"))) is not ch.NO_DEFAULT

@@ -19,8 +19,8 @@ def default_of(benchmark: str, method: str, reading: str) -> tuple[dict, tuple[s
     """(flattened default config, groups left at the suite's default) for one (benchmark, method, reading)."""
     from hydra import compose, initialize_config_dir
 
-    from clsuite.config import CONF_DIR, group_options
-    from clsuite.identity import normalize
+    from clsuite.config.check import CONF_DIR, group_options
+    from clsuite.run.identity import normalize
 
     chosen = dict(zip(GROUPS, (benchmark, method, reading)))
     known = {g: v for g, v in chosen.items() if v in group_options(g)}

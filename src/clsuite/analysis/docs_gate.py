@@ -13,14 +13,14 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
-from clsuite import identity as ident
+from clsuite.run import identity as ident
 
 ACCEPTED_FILE = "accepted_code.json"
 CODE_PATHS = ("src/clsuite", "src/run.py", "src/hydra_plugins", "conf")
 
 
 def code_at(rev: str, root: Path = ident.ROOT) -> str | None:
-    """The content hash (``clsuite.identity.code_hash``) of the code at commit ``rev`` of the git
+    """The content hash (``clsuite.run.identity.code_hash``) of the code at commit ``rev`` of the git
     checkout ``root``; None when git cannot give that commit's code."""
     try:
         tar = subprocess.run(

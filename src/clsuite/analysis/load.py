@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 
 from clsuite.analysis.stats import CONDITIONS, COSTS, KEYS
+from clsuite.config.numerics import label as numerics_label
+from clsuite.config.paths import dirname_text
+from clsuite.config.schema import dotted_get
 from clsuite.core.metrics import METRICS, QUANTITIES, first_task_drop, first_task_final
-from clsuite.identity import code_identity, config_hash, normalize
-from clsuite.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, Unreadable, load_json, read_failure
-from clsuite.numerics import label as numerics_label
-from clsuite.paths import dirname_text
-from clsuite.results import as_today, read_run
-from clsuite.schema import dotted_get
+from clsuite.run.identity import code_identity, config_hash, normalize
+from clsuite.run.io import FAILED_FILE, GRID_FILE, RESULTS_FILE, Unreadable, load_json, read_failure
+from clsuite.run.results import as_today, read_run
 
 
 def short(key: str) -> str:
@@ -143,7 +143,7 @@ def run_row(res: dict, job: str) -> dict:
         "torch_threads": "unknown" if threads is None else str(threads),
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
         "cpu": str(versions.get("cpu") or versions.get("platform") or "unknown"),
-        "numerics": numerics_label(env.get("numerics")),  # the CPU kernels in effect (clsuite.numerics)
+        "numerics": numerics_label(env.get("numerics")),  # the CPU kernels in effect (clsuite.config.numerics)
         "commit": commit,
         "code": code,
         "real_data": real_data(res),
@@ -186,7 +186,7 @@ def varying_keys(flats) -> set[str]:
 def read_grid(exp_dir) -> dict | None:
     """The experiment's ``grid.json``, None when there is none. One that exists but is not a grid the
     sweep wrote (not a regular file, too large, not valid JSON, not an object whose ``jobs`` each name
-    one folder of the experiment, a link to nothing) is :class:`~clsuite.io.Unreadable` naming it:
+    one folder of the experiment, a link to nothing) is :class:`~clsuite.run.io.Unreadable` naming it:
     without it, a results file in a grid folder could not be checked against the grid's run there."""
     path = Path(exp_dir) / GRID_FILE
     try:
@@ -246,7 +246,7 @@ def not_the_grids(res: dict, job: dict) -> str | None:
 
 
 def read_runs(exp_dir, grid: dict[str, dict] | None = None) -> tuple[list[dict], list[dict]]:
-    """One row per sealed results file of ``exp_dir`` (``clsuite.results.read_run``), and the files
+    """One row per sealed results file of ``exp_dir`` (``clsuite.run.results.read_run``), and the files
     left out: ``[{"job", "reason"}]`` (unsealed, edited, malformed, not finished, or in a folder of
     ``grid`` (:func:`grid_jobs`) without the run the grid asked for there)."""
     exp_dir = Path(exp_dir)
@@ -279,7 +279,7 @@ def _keep_first(df: pd.DataFrame, by: list[str], **order: pd.Series) -> tuple[pd
 
 
 def current_code() -> str | None:
-    """The content hash of the code in this checkout (``clsuite.identity.code_identity``)."""
+    """The content hash of the code in this checkout (``clsuite.run.identity.code_identity``)."""
     try:
         return code_identity()["hash"]
     except OSError:

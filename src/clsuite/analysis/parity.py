@@ -1,5 +1,5 @@
 """Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py;
-its form and checks: ``clsuite.records.parity_problem``). :func:`table` is what ``make parity`` prints
+its form and checks: ``clsuite.run.records.parity_problem``). :func:`table` is what ``make parity`` prints
 and the report shows (:func:`markdown`); the setting and the fixes: docs/notes/PARITY.md; how the record
 is carried: docs/INTEGRITY.md, section 8.
 """
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite import records as rec
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis.stats import paired
 from clsuite.analysis.tables import Table, fmt, paper_number
-from clsuite.io import Unreadable, load_json
-from clsuite.numerics import label
+from clsuite.config.numerics import label
+from clsuite.run import records as rec
+from clsuite.run.io import Unreadable, load_json
 
 PINNED = "e75a491"  # github.com/aimagelab/mammoth, the commit the harness is made for
 TITLE = "Parity with Mammoth (GSS, iCaRL, HAL)"

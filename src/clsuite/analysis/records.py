@@ -1,4 +1,4 @@
-"""``clsuite records``: pack experiments into records (``clsuite.records``), and check that the
+"""``clsuite records``: pack experiments into records (``clsuite.run.records``), and check that the
 committed report is the one its records rebuild (docs/INTEGRITY.md, section 8).
 
 What :func:`pack` refuses and what :func:`check` compares, byte for byte: docs/INTEGRITY.md, section 8.
@@ -12,13 +12,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clsuite import records as rec
 from clsuite.analysis.docs_gate import code_at
 from clsuite.analysis.load import files, load_experiment
 from clsuite.analysis.report import build_report
-from clsuite.config import ConfigError
-from clsuite.home import CHECKOUT
-from clsuite.io import (
+from clsuite.config.check import ConfigError
+from clsuite.config.home import CHECKOUT
+from clsuite.config.numerics import label as numerics_label
+from clsuite.config.paths import safe_name
+from clsuite.run import records as rec
+from clsuite.run.io import (
     FAILED_FILE,
     GRID_FILE,
     RESULTS_FILE,
@@ -29,8 +31,6 @@ from clsuite.io import (
     sha256,
     write_bytes_atomic,
 )
-from clsuite.numerics import label as numerics_label
-from clsuite.paths import safe_name
 
 REPORT = "REPRODUCTION.md"
 FIGURE = re.compile(r"\]\(figures/([^)\s]+)\)")  # a figure the report shows: ![...](figures/<name>)

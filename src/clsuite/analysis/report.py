@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from clsuite import records as rec
 from clsuite.analysis import cells as cl
 from clsuite.analysis import choices as ch
 from clsuite.analysis import claims
@@ -44,11 +43,12 @@ from clsuite.analysis.load import (
 )
 from clsuite.analysis.paper_values import TARGETS
 from clsuite.analysis.stats import summarize
-from clsuite.config import ConfigError
+from clsuite.config.check import ConfigError
+from clsuite.config.home import for_readers, hint
+from clsuite.config.paths import safe_name
 from clsuite.core.metrics import FWT_CLASS_IL
-from clsuite.home import for_readers, hint
-from clsuite.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
-from clsuite.paths import safe_name
+from clsuite.run import records as rec
+from clsuite.run.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
 
 Built = tuple[list[tb.Table], list[Path]]
 
@@ -156,7 +156,7 @@ class Section:
 
     @property
     def command(self) -> str:
-        """What fills it, in the form that works where this process runs (``clsuite.home.hint``)."""
+        """What fills it, in the form that works where this process runs (``clsuite.config.home.hint``)."""
         args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
         return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
 
@@ -422,9 +422,9 @@ def build_report(
     """Write ``results/report/``; with ``docs``, also ``docs/`` when every required section has runs.
     ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine);
     ``history``: the measured history folder (``docs/history``) the report links to; ``records``: a
-    records folder (``clsuite.records``) read instead of ``multirun``, whose manifest's codes the docs
+    records folder (``clsuite.run.records``) read instead of ``multirun``, whose manifest's codes the docs
     gate takes (``RecordsError`` when a record fails its checks). With ``docs``, every command the
-    page names is in the installed form (``clsuite.home.for_readers``): the page is the same wherever
+    page names is in the installed form (``clsuite.config.home.for_readers``): the page is the same wherever
     it is built."""
     with for_readers() if docs is not None else contextlib.nullcontext():
         if records is None:

@@ -150,7 +150,7 @@ class AccuracyMatrix(L.Callback):
         if self.on_row is not None:
             self.on_row(len(self.rows) - 1, accs)
 
-    def state_dict(self) -> dict:  # in the run's checkpoint (clsuite.checkpoint)
+    def state_dict(self) -> dict:  # in the run's checkpoint (clsuite.run.checkpoint)
         keys = ("b", "rows", "rows_task_il", "per_class", "steps_per_task", "train_time_s")
         return {k: getattr(self, k) for k in keys}
 

@@ -70,7 +70,7 @@ class ContinualLearner(L.LightningModule):
         self.train_steps = 0  # real updates on incoming batches (all tasks)
         self.last_loss: torch.Tensor | None = None  # the last iteration's total loss, detached, on the device
         self.last_loss_parts: dict[str, torch.Tensor] = {}  # its "current" / "replay" parts, detached
-        self.want_loss_parts = False  # set by clsuite.loggers.RunLogger before a logging step
+        self.want_loss_parts = False  # set by clsuite.run.loggers.RunLogger before a logging step
         self._shared: tuple | None = None  # (B_t, None or (its loss, its gradient)) in an update that shares it
 
     # -- optimisation --------------------------------------------------------
@@ -185,7 +185,7 @@ class ContinualLearner(L.LightningModule):
         self.seen_tasks = max(self.seen_tasks, task + 1)
         self.plugin.on_task_start(self, task)
 
-    # -- checkpoint (clsuite.checkpoint): Lightning's hooks carry everything beyond the net's weights
+    # -- checkpoint (clsuite.run.checkpoint): Lightning's hooks carry everything beyond the net's weights
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["continual"] = {
             "learner": {

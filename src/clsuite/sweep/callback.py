@@ -17,13 +17,13 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from clsuite import identity as ident
-from clsuite.config import ConfigError, check_names, validate
-from clsuite.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
-from clsuite.locks import HOST
+from clsuite.config.check import ConfigError, check_names, validate
+from clsuite.run import identity as ident
+from clsuite.run.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import reindex
 from clsuite.sweep.job import error_line
+from clsuite.sweep.locks import HOST
 from clsuite.sweep.summary import summarize
 
 
@@ -173,9 +173,9 @@ class SweepCallback(Callback):
             print(f"  reran because {why}", file=sys.stderr)
         for line in s["failed_jobs"][:20]:
             print(f"  failed: {line}", file=sys.stderr)
-        from clsuite.home import hint
+        from clsuite.config.home import hint
 
         print(f"  tables and figures: {hint('aggregate', str(exp))}", file=sys.stderr)
-        from clsuite.wandb_run import log_sweep_aggregate  # logger=wandb: the experiment's aggregate W&B run
+        from clsuite.run.wandb_run import log_sweep_aggregate  # logger=wandb: the experiment's aggregate W&B run
 
         log_sweep_aggregate(config)

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clsuite.home import gpu_count
+from clsuite.config.home import gpu_count
 
 GPU_LOCK_DIR = Path(tempfile.gettempdir()) / f"clsuite-gpu-locks-{os.getuid()}"  # one pool per user and machine
 

@@ -10,9 +10,9 @@ from pathlib import Path, PurePath
 
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config import ConfigError
-from clsuite.identity import config_hash
-from clsuite.paths import job_dirname
+from clsuite.config.check import ConfigError
+from clsuite.config.paths import job_dirname
+from clsuite.run.identity import config_hash
 
 PER_JOB = ("override_dirname", "hydra.job.num", "hydra:job.num", "hydra.job.id", "hydra:job.id")  # a subdir per job
 
@@ -55,7 +55,7 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import open_dict
 
-    from clsuite.config import GROUPS, check_overrides, validate
+    from clsuite.config.check import GROUPS, check_overrides, validate
 
     n_jobs = config.hydra.launcher.get("n_jobs")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
@@ -90,7 +90,7 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
         except ConfigError as e:
             raise ConfigError(f"{e} ({where})") from None
         except Exception as e:  # a composition error (an unknown key, a missing file)
-            from clsuite.compose import error_line as hydra_error_line
+            from clsuite.config.compose import error_line as hydra_error_line
 
             raise ConfigError(f"{hydra_error_line(e, job['overrides'], name)} ({where})") from None
         try:
@@ -99,7 +99,9 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
             raise ConfigError(f"{e} ({where})") from None
         numerics.setdefault(str(cfg.trainer.numerics), where)
         job["config_hash"] = config_hash(cfg)  # the run this folder stands for (grid.json; clsuite.analysis)
-    if len(numerics) > 1:  # clsuite.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
+    if (
+        len(numerics) > 1
+    ):  # clsuite.config.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
         (a, wa), (b, wb) = list(numerics.items())[:2]
         raise ConfigError(
             f"trainer.numerics takes one value per sweep (each process pins its CPU kernels once), got {a} ({wa}) "

@@ -8,9 +8,9 @@ import contextlib
 import os
 from pathlib import Path
 
-from clsuite.identity import config_hash, normalize
-from clsuite.io import RESULTS_FILE, read_object, write_json_atomic
-from clsuite.results import read_run
+from clsuite.run.identity import config_hash, normalize
+from clsuite.run.io import RESULTS_FILE, read_object, write_json_atomic
+from clsuite.run.results import read_run
 
 INDEX_DIR = ".index"
 SCANNED_FILE = "_scanned.json"  # in the index folder: results files already read, with their mtimes

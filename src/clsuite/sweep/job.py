@@ -14,11 +14,11 @@ import time
 import traceback
 from pathlib import Path
 
-from clsuite import identity as ident
-from clsuite.config import dotted_get
+from clsuite.config.check import dotted_get
 from clsuite.core.data import sources
-from clsuite.identity import config_diff, config_hash, normalize
-from clsuite.io import (
+from clsuite.run import identity as ident
+from clsuite.run.identity import config_diff, config_hash, normalize
+from clsuite.run.io import (
     CHECKPOINT_DIR,
     FAILED_FILE,
     GRID_FILE,
@@ -34,9 +34,9 @@ from clsuite.io import (
     write_bytes_atomic,
     write_json_atomic,
 )
-from clsuite.locks import HOST, JobLock
-from clsuite.results import read_run
+from clsuite.run.results import read_run
 from clsuite.sweep.index import INDEX_DIR, index_result
+from clsuite.sweep.locks import HOST, JobLock
 
 _LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
 
@@ -77,7 +77,7 @@ class Job:
 
     # -- resume
     def mismatch(self, res: dict) -> list[tuple[str, str]]:
-        """Why a sealed result (``clsuite.results.read_run``) cannot stand for this job ([] when it can).
+        """Why a sealed result (``clsuite.run.results.read_run``) cannot stand for this job ([] when it can).
 
         ``config_only`` compares the normalised config only: it relaxes the identity, never the seal."""
         if self.mode == "config_only":
@@ -199,7 +199,7 @@ class Job:
                 _LOG_LOST.add(str(self.sweep_dir))
                 print(f"warning: cannot write {self.sweep_dir / LOG_FILE} ({os_error_line(e)}): no progress lines "
                       "and no rerun reasons; the summary counts the jobs from their own files", file=sys.stderr)  # fmt: skip
-        from clsuite.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
+        from clsuite.run.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
 
         if status != "busy" and str(self.sweep_dir) not in _LOG_LOST and (line := sweep_progress(self.sweep_dir)):
             print(line, file=sys.stderr)
@@ -228,7 +228,7 @@ def error_line(exc: BaseException) -> str:
 
 
 def rejection_reason(data: dict | None, reason: str) -> str:
-    """The rerun reason (``clsuite.identity.REASONS``) of a results file the reader rejected."""
+    """The rerun reason (``clsuite.run.identity.REASONS``) of a results file the reader rejected."""
     if reason.startswith("unsealed") and data is not None and "identity" not in data:
         return "no identity"  # made before identities
     if reason.startswith("unsealed") or reason.startswith("edited"):

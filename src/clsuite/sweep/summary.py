@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from clsuite.identity import config_hash
-from clsuite.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_failure, read_log
-from clsuite.locks import live_holder
-from clsuite.results import read_run
+from clsuite.run.identity import config_hash
+from clsuite.run.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_failure, read_log
+from clsuite.run.results import read_run
+from clsuite.sweep.locks import live_holder
 
 
 def job_state(folder: Path, config: str | None = None) -> tuple[str, str]:

@@ -5,7 +5,7 @@ MNIST / Fashion-MNIST: the four idx ``.gz`` files under ``<root>/<Name>/raw/``
 extracted ``<root>/cifar-10-batches-py/`` folder or the archive beside it.
 Every file is opened as a regular file (:func:`open_regular`: a FIFO or a device is refused, never
 waited on) and md5-checked before it is read (:func:`check_mnist_like`, :func:`check_cifar`, which
-``clsuite.config.validate`` runs before any folder is made); a missing or corrupted file raises
+``clsuite.config.check.validate`` runs before any folder is made); a missing or corrupted file raises
 ``DataError`` with one line naming the directory, the files and how to get them.
 Decoding is a few lines of numpy: the images become one uint8 array per split, decoded once
 per process (memoised on the files' path, size and mtime) and shared read-only by its jobs.
@@ -30,7 +30,7 @@ class DataError(RuntimeError):
     """A dataset file is missing or corrupted (message is a single line)."""
 
 
-# (as clsuite.io's, which this module cannot import: data/files is on the ground floor of its chain)
+# (as clsuite.run.io's, which this module cannot import: data/files is on the ground floor of its chain)
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
           stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}  # fmt: skip
 
@@ -124,7 +124,7 @@ _DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns, inode, ctime_ns) -> md
 
 def file_md5(path: str | Path) -> str:
     """md5 of a data file, memoised on its (path, size, mtime, inode, ctime): the config check
-    (``clsuite.config.validate``), the loader and the run's identity (``clsuite.identity.data_identity``)
+    (``clsuite.config.check.validate``), the loader and the run's identity (``clsuite.run.identity.data_identity``)
     share one hash. Not a regular file, or unreadable: ``DataError``."""
     path = Path(path).resolve()
     with open_regular(path) as f:
@@ -324,7 +324,7 @@ def absent(root: str | Path, rels, source: str, downloads: bool) -> str | None:
     """The first file of ``rels`` (the files of benchmark.source ``source``, relative to ``root``) that
     is not there, as one line naming it and how to get it (``data.download=true`` where the source
     ``downloads``); None when all are. A CIFAR folder's files count as there when the archive beside
-    it is (the loader reads either). Checked before any run (``clsuite.config.validate``), so a run
+    it is (the loader reads either). Checked before any run (``clsuite.config.check.validate``), so a run
     without its data leaves no folder."""
     root = Path(root)
     for rel in rels:

@@ -9,7 +9,7 @@ this package).
 
 :func:`bind` is the one lookup of a benchmark's source: the registered :class:`Source` with the
 benchmark config bound to it. Each entry binds once and hands it down: the config check
-(``clsuite.schema.check``: its sizes; ``clsuite.config.validate``: its files, :meth:`Source.check_files`)
+(``clsuite.config.schema.check``: its sizes; ``clsuite.config.check.validate``: its files, :meth:`Source.check_files`)
 and the run's build (``clsuite.core.train.build``: the data module reads through :meth:`Source.read`,
 the run's data identity hashes :meth:`Source.file_list` and records :meth:`Source.decoded_sha256`).
 """
@@ -48,13 +48,25 @@ class Source:
         """The files the bound benchmark reads, relative to ``data.root`` (none: generated data)."""
         return [] if self.files is None else list(self.files(self.benchmark))
 
+    def digests(self, root) -> dict[str, str | None]:
+        """The md5 of each file the bound benchmark reads (:meth:`file_list`), by its name under ``root``; a
+        folder of a source that reads folders: the md5 of its files' (path, md5) lines
+        (``clsuite.core.data.imagefolder.checksum``); None where it is absent. The run's data identity."""
+        found = {}
+        for rel in self.file_list():
+            path = Path(root) / rel
+            found[rel] = (
+                F.file_md5(path) if path.is_file() else IF.checksum(path) if self.folders and path.is_dir() else None
+            )
+        return found
+
     def read(self, root, download: bool, verify: bool, cache_dir: str | None = None):
         """(x_train, y_train, x_test, y_test) of the bound benchmark."""
         return self.reader(Path(root), self.benchmark, **self._options(download, verify, cache_dir))
 
     def check_files(self, root, download: bool, verify: bool, cache_dir: str | None = None) -> None:
         """The files' checks that need their content (md5; an image-folder archive: its read), run by
-        ``clsuite.config.validate`` before any folder is made: ``DataError``. Memoised in the process,
+        ``clsuite.config.check.validate`` before any folder is made: ``DataError``. Memoised in the process,
         so the run pays none of it again."""
         if self.check is not None:
             self.check(Path(root), self.benchmark, **self._options(download, verify, cache_dir))

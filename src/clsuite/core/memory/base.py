@@ -15,7 +15,7 @@ and write only through ``memory.append`` / ``memory.replace`` / ``memory.place``
 ``learner.logit_mask(t)``, ``learner.task_classes``) but must not train it.
 Per-slot data of its own goes into a field it declares (``memory.declare``, e.g.
 ``ClassRingBuffer``'s arrival times): checkpointed with the memory. Its other state
-(its attributes) is checkpointed through ``state_dict`` (``clsuite.runtime``).
+(its attributes) is checkpointed through ``state_dict`` (``clsuite.run.runtime``).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ class Memory:
         else:
             super().__setattr__(name, value)
 
-    # -- state (clsuite.checkpoint) ---------------------------------------------
+    # -- state (clsuite.run.checkpoint) ---------------------------------------------
     def state_dict(self) -> dict:
         """Samples, counters and every declared field with its fill."""
         return {"capacity": self.capacity, "size": self.size, "seen": self.seen, "x": self.x, "y": self.y,

@@ -24,7 +24,7 @@ Call order::
         plugin.on_task_end(learner, k, datamodule)       # Fisher, anchors, previous network
         (the row R[k, :] is measured, with plugin.predict(learner, x, t) when it returns scores)
         (a task-end checkpoint may be written: plugin.state_dict(), by default its attributes;
-         on resume plugin.load_state_dict(state, learner) after the network's weights: clsuite.runtime)
+         on resume plugin.load_state_dict(state, learner) after the network's weights: clsuite.run.runtime)
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: floa
     """Eq. 13: g~ = G' v* + g, v* the solution of the dual QP above (float64).
 
     The products are torch's (its BLAS, which ``trainer.numerics`` pins), not numpy's: numpy's
-    OpenBLAS picks its kernels by CPU when it loads, before a run can choose (clsuite.numerics).
+    OpenBLAS picks its kernels by CPU when it loads, before a run can choose (clsuite.config.numerics).
     """
     Gd, gd = G.detach().double().cpu(), g.detach().double().cpu()
     k = Gd.shape[0]

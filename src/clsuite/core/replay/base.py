@@ -16,7 +16,7 @@ write ``learner.memory.score`` (the interference scores E-BRS reads),
 (``memory.declare``); it must not change the network, the optimizer or the
 memory's samples. Randomness comes from torch's global generator (seeded per
 run, saved in checkpoints), so a policy is reproducible for a seed; its
-attributes are its checkpointed state (``clsuite.runtime``).
+attributes are its checkpointed state (``clsuite.run.runtime``).
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def load(path: Path, split: str = "test", data_root: str | None = None):
     """(results, config, weights file) of the finished run at ``path`` (its folder or its weights
     file); a ``ConfigError`` when there is none, it kept no weights, or it has no ``split``."""
-    from clsuite.checkpoint import WEIGHTS_FILE
-    from clsuite.io import RESULTS_FILE
-    from clsuite.results import as_today, read_run
+    from clsuite.run.checkpoint import WEIGHTS_FILE
+    from clsuite.run.io import RESULTS_FILE
+    from clsuite.run.results import as_today, read_run
 
     folder, weights = (path.parent, path) if path.is_file() else (path, path / WEIGHTS_FILE)
     run = read_run(folder / RESULTS_FILE)
@@ -58,7 +58,7 @@ def load(path: Path, split: str = "test", data_root: str | None = None):
 def other_code(res: dict, cfg) -> str | None:
     """Both code parts of the identity (``code <hash>[ + <outside module> <hash>...]``: the code at hand's,
     the run's) where they differ, else None."""
-    from clsuite.identity import code_part, normalize
+    from clsuite.run.identity import code_part, normalize
 
     def named(code: dict) -> str:
         outside = (code or {}).get("outside") or {}
@@ -70,7 +70,7 @@ def other_code(res: dict, cfg) -> str | None:
 
 def not_the_runs(res: dict, cfg, source) -> str | None:
     """Why the data files at hand are not the run's (its identity), or None."""
-    from clsuite.identity import data_identity
+    from clsuite.run.identity import data_identity
 
     ident = res["identity"]
     data = data_identity(cfg, source)
@@ -86,17 +86,17 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     """Per task, the class-IL and the task-IL accuracy (%) of the run's saved model on ``split``
     (``columns``), with the run's last rows of R and R_task_il where ``split`` is the one R was
     measured on; ``code``: :func:`other_code` (None: the run's code)."""
-    from clsuite.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
+    from clsuite.config.check import checked_source
+    from clsuite.config.numerics import apply, check
     from clsuite.core.callbacks import evaluate
     from clsuite.core.train import build
-    from clsuite.identity import pin_threads, threads_of
-    from clsuite.numerics import apply, check
-    from clsuite.schema import check as check_config
+    from clsuite.run.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
+    from clsuite.run.identity import pin_threads, threads_of
 
     res, cfg, weights = load(path, split, data_root)
     code = other_code(res, cfg)
     try:
-        source = check_config(cfg)  # the run's config, as the code at hand reads it
+        source = checked_source(cfg)  # the run's config, as the code at hand reads it
     except ConfigError as e:
         why = f"the code at hand cannot build the run's config: {e}"
         raise ConfigError(f"{why} ({code})" if code else why) from None

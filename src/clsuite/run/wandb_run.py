@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from clsuite.config import dotted_get, wandb_settings
+from clsuite.config.check import dotted_get, wandb_settings
+from clsuite.config.home import child_env
 from clsuite.core.metrics import METRICS
-from clsuite.home import child_env
-from clsuite.io import METRICS_CSV, RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
-from clsuite.results import IGNORED_KEYS, read_run
+from clsuite.run.io import METRICS_CSV, RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
+from clsuite.run.results import IGNORED_KEYS, read_run
 
 MIRROR_FILE = "mirror.json"  # <folder>/wandb/: the W&B run that mirrors the folder's results file
 TASK_AXIS = "task"  # row i of R
@@ -92,7 +92,7 @@ def _short(text: str, limit: int = 128) -> str:
 
 
 def sealed(out_dir) -> tuple[dict | None, str | None]:
-    """The folder's sealed results (``clsuite.results.read_run``; None when missing or rejected) and
+    """The folder's sealed results (``clsuite.run.results.read_run``; None when missing or rejected) and
     the SHA-256 of its file (what ``wandb/mirror.json`` records)."""
     path = Path(out_dir) / RESULTS_FILE
     if not (run := read_run(path)).ok:
@@ -229,7 +229,7 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
     mode = wandb_settings(lc)["mode"]
     if res is None or mirrored(out_dir, sha, mode):
-        return False  # no sealed results file (clsuite.results): nothing to mirror
+        return False  # no sealed results file (clsuite.run.results): nothing to mirror
     with finishing(init_run(cfg, out_dir, source=source, overrides=overrides, lc=lc), out_dir, sha, mode) as run:
         for h in [*csv_history(out_dir, res), *task_rows(res.get("R") or [])]:  # train/step rows, then task rows
             run.log(h)
@@ -253,7 +253,7 @@ def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
 def log_sweep_aggregate(config) -> None:
     """The end of a sweep under logger=wandb (W&B not disabled): ``clsuite wandb <its folder>`` in a
     child process (the experiment's aggregate run, and a run for any job without one:
-    ``clsuite.wandb_sync``, whose analysis sits above the sweep). A failure is a warning: the sweep's
+    ``clsuite.analysis.wandb_sync``, whose analysis sits above the sweep). A failure is a warning: the sweep's
     results stand."""
     if config.logger.get("name") != "wandb" or (settings := wandb_settings(config.logger))["mode"] == "disabled":
         return

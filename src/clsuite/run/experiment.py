@@ -17,7 +17,14 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.checkpoint import (
+from clsuite.config.check import ConfigError
+from clsuite.config.numerics import apply as apply_numerics
+from clsuite.config.numerics import check as check_numerics
+from clsuite.config.numerics import summary as numerics_summary
+from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
+from clsuite.core.train import build, pick_device, schedule_of, train_tasks
+from clsuite.run.checkpoint import (
     WEIGHTS_FILE,
     AtomicCheckpointIO,
     Cadence,
@@ -26,19 +33,12 @@ from clsuite.checkpoint import (
     restore,
     structure_problem,
 )
-from clsuite.checkpoint import run_store_dir as default_store
-from clsuite.config import ConfigError
-from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
-from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
-from clsuite.core.train import build, pick_device, schedule_of, train_tasks
-from clsuite.identity import check_unchanged, identity, pin_threads, seal, threads_of
-from clsuite.io import RESULTS_FILE, os_error_line, write_json_atomic
-from clsuite.loggers import RunLogger
-from clsuite.numerics import apply as apply_numerics
-from clsuite.numerics import check as check_numerics
-from clsuite.numerics import summary as numerics_summary
-from clsuite.progress import RunClock, run_progress, task_progress_bar
-from clsuite.runtime import collect_and_freeze, keep_freed_memory, peak_memory_mb, reset_peak_memory
+from clsuite.run.checkpoint import run_store_dir as default_store
+from clsuite.run.identity import check_unchanged, identity, pin_threads, seal, threads_of
+from clsuite.run.io import RESULTS_FILE, os_error_line, write_json_atomic
+from clsuite.run.loggers import RunLogger
+from clsuite.run.progress import RunClock, run_progress, task_progress_bar
+from clsuite.run.runtime import collect_and_freeze, keep_freed_memory, peak_memory_mb, reset_peak_memory
 
 for _name in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
     logging.getLogger(_name).setLevel(logging.WARNING)  # no per-fit "GPU available" chatter
@@ -49,7 +49,7 @@ warnings.filterwarnings("ignore", message=".*does not have many workers.*")  # t
 
 def make_trainer(cfg, device, callbacks, logger, clock: RunClock | None = None) -> L.Trainer:
     """The suite's Trainer; with ``clock``, the run's progress (``trainer.progress_bar``: auto = the bar
-    when stderr is a terminal, else the progress lines; ``clsuite.progress``)."""
+    when stderr is a terminal, else the progress lines; ``clsuite.run.progress``)."""
     bar = cfg.trainer.progress_bar
     lines = bar == "auto" and not sys.stderr.isatty() and clock is not None
     bar = (sys.stderr.isatty() if bar == "auto" else bool(bar)) and clock is not None
@@ -61,7 +61,7 @@ def make_trainer(cfg, device, callbacks, logger, clock: RunClock | None = None) 
         max_epochs=0,
         logger=logger if logger is not None else False,
         callbacks=callbacks,
-        enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.checkpoint's
+        enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.run.checkpoint's
         plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,
         enable_progress_bar=bar,
@@ -80,21 +80,21 @@ def run_experiment(
 
     Threads (torch and BLAS) are pinned first, so the launcher cannot move the numbers; a
     non-finite loss raises ``Diverged`` (no results file). The results record the run's
-    identity (``clsuite.identity``) and are sealed against hand edits. A valid checkpoint of the
-    same identity in ``checkpoint_dir`` (default: ``clsuite.checkpoint.run_store_dir``) is
+    identity (``clsuite.run.identity``) and are sealed against hand edits. A valid checkpoint of the
+    same identity in ``checkpoint_dir`` (default: ``clsuite.run.checkpoint.run_store_dir``) is
     resumed from; checkpoints are written there at task ends (``checkpoint``) and deleted once
-    the results file is written (``clsuite.checkpoint``). Side files (checkpoints, ``model.ckpt``)
+    the results file is written (``clsuite.run.checkpoint``). Side files (checkpoints, ``model.ckpt``)
     that cannot be written or deleted are a warning: they never cost the results. ``source``: the
     benchmark's bound source where the caller looked it up already (:func:`build`).
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
-    apply_numerics(cfg.trainer.numerics)  # before the process's first torch computation (clsuite.numerics)
+    apply_numerics(cfg.trainer.numerics)  # before the process's first torch computation (clsuite.config.numerics)
     check_numerics(cfg.trainer.numerics)
     pin_threads(threads_of(cfg))
-    keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.runtime)
-    collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.runtime)
-    reset_peak_memory(pick_device(cfg.trainer))  # the run's own peaks, data included (clsuite.runtime)
+    keep_freed_memory()  # large per-step CPU tensors reuse freed memory (clsuite.run.runtime)
+    collect_and_freeze()  # later garbage-collector passes skip what is alive now (clsuite.run.runtime)
+    reset_peak_memory(pick_device(cfg.trainer))  # the run's own peaks, data included (clsuite.run.runtime)
     dm, learner, device = build(cfg, source)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
     if empty:
@@ -158,7 +158,7 @@ def run_experiment(
         "config": OmegaConf.to_container(cfg, resolve=True),
         "versions": versions(),
     }
-    check_unchanged(ident)  # outside code edited while the run ran: no results (clsuite.identity)
+    check_unchanged(ident)  # outside code edited while the run ran: no results (clsuite.run.identity)
     write_json_atomic(out_dir / RESULTS_FILE, seal(results))
     store.clear()  # the run is finished: its checkpoints are no longer needed (an OS error: a warning)
     return results

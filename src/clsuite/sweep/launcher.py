@@ -20,7 +20,7 @@ from joblib import Parallel, delayed
 from joblib.externals.loky.process_executor import BrokenProcessPool
 from omegaconf import DictConfig, open_dict, read_write
 
-from clsuite.io import LOCK_FILE, read_object
+from clsuite.run.io import LOCK_FILE, read_object
 from clsuite.sweep.job import os_cause
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class _Recording:
 
     def _not_started(self, idx: int, overrides: Sequence[str], error: OSError) -> JobReturn:
         """Hydra could not make the job's folder or write its ``run.log`` or ``.hydra/`` (``error``)."""
-        from clsuite.sweep import Job
+        from clsuite.sweep.job import Job
 
         folder, cfg = self._job(overrides)
         Job(cfg, folder, sweep_dir=self.config.hydra.sweep.dir, overrides=overrides, job_num=idx).unwritable(error)
@@ -91,7 +91,7 @@ class BasicLauncher(_Recording, _HydraBasicLauncher):
 class JoblibLauncher(_Recording, _HydraJoblibLauncher):
     def _died_here(self, overrides: Sequence[str], dead_only: bool = True) -> bool:
         """Was this job running (a lock of this sweep whose holder is gone) when the worker died?"""
-        from clsuite.sweep import live_holder
+        from clsuite.sweep.locks import live_holder
 
         path = self._job(overrides)[0] / LOCK_FILE
         holder = read_object(path)
@@ -101,7 +101,7 @@ class JoblibLauncher(_Recording, _HydraJoblibLauncher):
 
     def _record_death(self, idx: int, overrides: Sequence[str], error, status: str = "failed") -> JobReturn:
         """``failed.json`` for a job whose worker died (``Job.failed`` never raises)."""
-        from clsuite.sweep import Job
+        from clsuite.sweep.job import Job
 
         folder, cfg = self._job(overrides)
         exc = error if isinstance(error, BaseException) else RuntimeError(error)

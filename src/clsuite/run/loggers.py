@@ -12,8 +12,8 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
-from clsuite.config import wandb_settings
-from clsuite.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
+from clsuite.config.check import wandb_settings
+from clsuite.run.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
 
 KINDS = ("csv", "wandb", "tensorboard", "none")
 

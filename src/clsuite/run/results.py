@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.core.metrics import METRICS, all_metrics, task_il_metrics
-from clsuite.io import Unreadable, canonical, load_json, sha256
+from clsuite.run.io import Unreadable, canonical, load_json, sha256
 
 TOLERANCE = 1e-6  # metrics recomputed from R and b must match the written ones to this (absolute)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -62,7 +62,7 @@ def read_run(path) -> SealedRun | Rejected:
     """The results file at ``path`` as a :class:`SealedRun`, else :class:`Rejected` with the reason."""
     path = Path(path)
     try:
-        res = load_json(path)  # a regular file, bounded in size and nesting (clsuite.io)
+        res = load_json(path)  # a regular file, bounded in size and nesting (clsuite.run.io)
     except FileNotFoundError:
         return Rejected(path, "missing")
     except Unreadable as e:
@@ -169,7 +169,7 @@ def identity_problem(identity, cfg: dict) -> str | None:
     return None
 
 
-PARTS = ("config", "code", "data", "env")  # what an identity's key hashes (clsuite.identity; not provenance)
+PARTS = ("config", "code", "data", "env")  # what an identity's key hashes (clsuite.run.identity; not provenance)
 
 
 def key_of(identity: dict) -> str:
@@ -186,7 +186,7 @@ IGNORED_KEYS = (
     "experiment",
     "resume",
     "reuse",
-    "checkpoint",  # when a run saves its state (clsuite.checkpoint): a resumed run's numbers are the same
+    "checkpoint",  # when a run saves its state (clsuite.run.checkpoint): a resumed run's numbers are the same
     "checkpoint_every",
     "checkpoint_dir",
     "keep_weights",

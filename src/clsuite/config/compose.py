@@ -16,7 +16,7 @@ import yaml
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config import CONF_DIR, ConfigError, check_overrides, group_options, unknown_option
+from clsuite.config.check import CONF_DIR, ConfigError, check_overrides, group_options, unknown_option
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -33,7 +33,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def check(argv: list[str]) -> tuple[argparse.Namespace, list[Path]]:
-    """A command line parsed, its config folders and overrides checked (``clsuite.config.check_overrides``)
+    """A command line parsed, its config folders and overrides checked (``clsuite.config.check.check_overrides``)
     before Hydra reads them: (its arguments, its ``--config-dir`` folders); ``ConfigError`` (one line)."""
     args = parse_args(argv)
     extra = [] if args.config_dir is None else [Path(args.config_dir).resolve()]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from clsuite.io import Unreadable, os_error_line, read_regular, sha256, write_bytes_atomic
+from clsuite.run.io import Unreadable, os_error_line, read_regular, sha256, write_bytes_atomic
 
 # auto: a task end at least AUTO_INTERVAL_S after the run's start or its last checkpoint, and at least
 # AUTO_WRITES times that checkpoint's write time (docs/notes/CHECKPOINTS.md, "Why auto is time-based")

@@ -12,9 +12,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from clsuite.config.paths import MAX_DIRNAME, safe_name
 from clsuite.core.errors import ConfigError
-from clsuite.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadable, parse_json, read_regular, sha256
-from clsuite.paths import MAX_DIRNAME, safe_name
+from clsuite.run.io import FAILED_FILE, GRID_FILE, MAX_BYTES, RESULTS_FILE, Unreadable, parse_json, read_regular, sha256
 
 MANIFEST_FILE = "MANIFEST.json"
 PARITY_FILE = "parity.json"  # the parity record (scripts/parity/harness.py writes it; clsuite.analysis.parity)
@@ -30,7 +30,7 @@ class RecordsError(Exception):
 
 def member_problem(name: str) -> str | None:
     """Why ``name`` cannot be a member of a record (None when it can): ``grid.json`` or
-    ``<job>/<results.json | failed.json>`` with ``<job>`` a job folder's name (``clsuite.paths.safe_name``, up to the sweep's ``MAX_DIRNAME``)."""
+    ``<job>/<results.json | failed.json>`` with ``<job>`` a job folder's name (``clsuite.config.paths.safe_name``, up to the sweep's ``MAX_DIRNAME``)."""
     if name == GRID_FILE:
         return None
     job, _, leaf = name.partition("/")

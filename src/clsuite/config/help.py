@@ -1,6 +1,6 @@
-"""``clsuite --help`` and docs/CONFIG.md, generated from the schema (``clsuite.schema``) and conf/.
+"""``clsuite --help`` and docs/CONFIG.md, generated from the schema (``clsuite.config.schema``) and conf/.
 
-``python -m clsuite.confighelp > docs/CONFIG.md`` rewrites the doc; ``tests/lab/test_schema.py`` fails when
+``python -m clsuite.config.help > docs/CONFIG.md`` rewrites the doc; ``tests/lab/test_schema.py`` fails when
 the file differs.
 """
 
@@ -11,8 +11,8 @@ import functools
 import yaml
 from omegaconf import OmegaConf
 
-from clsuite.config import CONF_DIR, GROUPS, dotted_get, group_options
-from clsuite.schema import KEYS, MISSING, NODES, RULES, SLOTS, node_keys, targets
+from clsuite.config.check import CONF_DIR, GROUPS, dotted_get, group_options
+from clsuite.config.schema import KEYS, MISSING, NODES, RULES, SLOTS, node_keys, targets
 
 USAGE = """\
 usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
@@ -142,7 +142,7 @@ def markdown() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from `src/clsuite/schema.py` by `python -m clsuite.confighelp > docs/CONFIG.md`",
+        "Generated from `src/clsuite/config/schema.py` by `python -m clsuite.config.help > docs/CONFIG.md`",
         "(`tests/lab/test_schema.py` fails when this file is out of date). `clsuite --help` prints the same.",
         "Every key is checked before a run (and before any job of a sweep) against the range below and",
         "the cross-key rules at the end; a bad value is one `error:` line and exit status 2.",
@@ -170,10 +170,10 @@ def markdown() -> str:
         "",
         "## Adding a key",
         "",
-        "One line in `src/clsuite/schema.py`: in `KEYS` for a key of `conf/config.yaml` or of a group",
+        "One line in `src/clsuite/config/schema.py`: in `KEYS` for a key of `conf/config.yaml` or of a group",
         '(`"data.foo": Flag("what it does")`), in `NODES` under its class for a parameter of a replay',
         'policy, update policy or method plugin (`foo=Whole(1, None, "what it does")`); then',
-        "`python -m clsuite.confighelp > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
+        "`python -m clsuite.config.help > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
         "`tests/lab/test_schema.py`.",
         "",
     ]

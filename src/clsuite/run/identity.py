@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from clsuite.config.home import CONF_DIR, cpu_count
 from clsuite.core.errors import ConfigError
-from clsuite.home import CONF_DIR, cpu_count
-from clsuite.io import canonical, sha256  # noqa: F401  (re-exported)
-from clsuite.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
+from clsuite.run.io import canonical, sha256  # noqa: F401  (re-exported)
+from clsuite.run.results import (  # noqa: F401  (re-exported: the config part and the seal live with the results file)
     IGNORED_KEYS,
     _container,
     config_hash,
@@ -23,7 +23,7 @@ from clsuite.results import (  # noqa: F401  (re-exported: the config part and t
     seal_ok,
 )
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (src/clsuite/ -> ..), when run from a checkout
+ROOT = Path(__file__).resolve().parents[3]  # the repository (src/clsuite/run/ -> ../..), when run from a checkout
 
 
 # ----------------------------------------------------------------------------- 1. config
@@ -43,7 +43,7 @@ def config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 # ----------------------------------------------------------------------------- 2. code
 
-PACKAGE_DIR = Path(__file__).resolve().parent  # clsuite/ (src/clsuite in a checkout)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # clsuite/ (src/clsuite in a checkout)
 CODE_SUFFIXES = (".py", ".yaml")
 NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/lab/test_identity.py checks it)
 PACKAGED_SWEEPS = "sweeps"  # clsuite/sweeps/ of a wheel (pyproject force-include): configs, not code
@@ -296,28 +296,17 @@ def provenance() -> dict:
 # ----------------------------------------------------------------------------- 3. data
 
 
-def data_identity(cfg, source=None) -> dict:
-    """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data); a
-    folder of a source that reads folders: the md5 of its files' (path, md5) lines
-    (``clsuite.core.data.imagefolder.checksum``); ``"decoder"`` too where the source names one, and
-    ``"decoded"``, the sha256 of the arrays as read, where it keeps them between runs (a cache).
-    ``source``: the run's bound source (``clsuite.core.data.sources.bind``), else bound here."""
-    from clsuite.core.data import sources
-    from clsuite.core.data.files import file_md5
-    from clsuite.core.data.imagefolder import checksum
-
-    c = _container(cfg)
-    root = Path(str(c["data"]["root"]))
-    src = source or sources.bind(c["benchmark"])
-    files = {}
-    for rel in src.file_list():
-        path = root / rel
-        files[rel] = file_md5(path) if path.is_file() else checksum(path) if src.folders and path.is_dir() else None
-    d = c["data"]
-    decoded = src.decoded_sha256(root, bool(d.get("download")), bool(d.get("verify_md5", True)), d.get("cache_dir"))
+def data_identity(cfg, source) -> dict:
+    """``{"files": {relative name: md5}}`` of the files the run reads (none for synthetic data: the bound
+    ``source``'s :meth:`~clsuite.core.data.sources.Source.digests`); ``"decoder"`` too where the source
+    names one, and ``"decoded"``, the sha256 of the arrays as read, where it keeps them between runs (a
+    cache). ``source``: the run's bound source (``clsuite.core.data.sources.bind``)."""
+    d = _container(cfg)["data"]
+    root = Path(str(d["root"]))
+    decoded = source.decoded_sha256(root, bool(d.get("download")), bool(d.get("verify_md5", True)), d.get("cache_dir"))
     return {
-        "files": files,
-        **({"decoder": src.decoder()} if src.decoder else {}),
+        "files": source.digests(root),
+        **({"decoder": source.decoder()} if source.decoder else {}),
         **({"decoded": decoded} if decoded else {}),
     }
 
@@ -370,12 +359,12 @@ def numerics_of(cfg) -> str:
 
 
 def env_identity(device: str, numerics: str = "native", deterministic: bool = False) -> dict:
-    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.numerics.apply``):
+    """What this process runs with now (call after :func:`pin_threads` and ``clsuite.config.numerics.apply``):
     ``numerics`` holds the kernels in effect and, when any is set, the kernel variables of the
-    environment that can act on the run (``variables``: ``clsuite.numerics.variables``)."""
+    environment that can act on the run (``variables``: ``clsuite.config.numerics.variables``)."""
     import torch
 
-    from clsuite.numerics import in_effect, variables
+    from clsuite.config.numerics import in_effect, variables
 
     found = variables(numerics, device, deterministic)
     return {
@@ -390,9 +379,9 @@ def env_identity(device: str, numerics: str = "native", deterministic: bool = Fa
 # ----------------------------------------------------------------------------- the whole
 
 
-def identity(cfg, device: str | None = None, source=None) -> dict:
-    """The identity of a run of ``cfg`` in this process (threads must be pinned already);
-    ``source``: the run's bound source (:func:`data_identity`)."""
+def identity(cfg, device: str | None, source) -> dict:
+    """The identity of a run of ``cfg`` in this process (threads must be pinned already) on ``device``
+    (a type; None: the config's); ``source``: the run's bound source (:func:`data_identity`)."""
     config = normalize(cfg)
     deterministic = bool((config.get("trainer") or {}).get("deterministic"))
     parts = {
@@ -404,14 +393,14 @@ def identity(cfg, device: str | None = None, source=None) -> dict:
     return {"key": key_of(parts), **parts, "provenance": provenance()}
 
 
-def expected(cfg, source=None) -> dict:
+def expected(cfg, source) -> dict:
     """The identity a run of ``cfg`` started now in this process would have: pins the threads and
-    the kernels (``clsuite.numerics.apply``), as the run will; ``source``: as :func:`identity`."""
-    from clsuite.numerics import apply
+    the kernels (``clsuite.config.numerics.apply``), as the run will; ``source``: as :func:`identity`."""
+    from clsuite.config.numerics import apply
 
     apply(numerics_of(cfg))
     pin_threads(threads_of(cfg))
-    return identity(cfg, source=source)
+    return identity(cfg, None, source)
 
 
 def made_by(ident: dict) -> str:

@@ -1,5 +1,5 @@
 """The declared schema of the composed config: every key's type, range, choices and meaning, and the rules
-that tie keys together; ``clsuite.config.validate`` checks a config against it (:func:`check`) and
+that tie keys together; ``clsuite.config.check.validate`` checks a config against it (:func:`check`) and
 ``--help`` and docs/CONFIG.md are generated from it (docs/CONFIG.md, "Adding a key"; why a table:
 docs/DEVELOPING.md, "Where a change goes").
 """
@@ -20,13 +20,13 @@ from clsuite.core.errors import ConfigError, import_outside
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
-CHECKPOINT_MODES = ("auto", "task_end", "every_k", "off")  # clsuite.checkpoint: when a run writes one
+CHECKPOINT_MODES = ("auto", "task_end", "every_k", "off")  # clsuite.run.checkpoint: when a run writes one
 # Lightning precisions that run the suite end to end (tests/lab/test_schema.py: each trains on the CPU);
 # "64-true" / "16-true" / "bf16-true" cast the network but not the data, the aliases (32, "16") are
 # second spellings of one run, "16-mixed" on a CPU is silently run as bf16-mixed.
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
 CPU_PRECISIONS = ("32-true", "bf16-mixed")
-MAX_SLOTS = 100_000  # memory slots always allowed (clsuite.schema._rule_memory)
+MAX_SLOTS = 100_000  # memory slots always allowed (clsuite.config.schema._rule_memory)
 MISSING = object()  # value()'s marker of a key absent from the config
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
 
@@ -558,20 +558,20 @@ def _check_slot(cfg, slot: str) -> None:
         _check(cfg, f"method.{slot}.{k}", spec)
 
 
-def check(cfg: DictConfig):
+def check(cfg: DictConfig) -> None:
     """Every key of :data:`KEYS` against its :class:`Spec` (an interpolation that fails is named with the
-    key's range), the method's slots (:func:`_check_slot`), then the cross-key :data:`RULES` in order
-    with the sizes of the benchmark's source, looked up once; returns that bound source. A failure is
-    one ``ConfigError`` line (``<key> must be ..., got <value>`` or ``unknown <key> ...; valid choices``)."""
+    key's range), then the method's slots (:func:`_check_slot`). A failure is one ``ConfigError`` line
+    (``<key> must be ..., got <value>`` or ``unknown <key> ...; valid choices``)."""
     for key, spec in KEYS.items():
         _check(cfg, key, spec, spec.req)
     for slot in SLOTS:
         _check_slot(cfg, slot)
-    from clsuite.core.data import sources  # (here: numpy only for a config that is checked, not for --help)
 
-    source = sources.bind(value(cfg, "benchmark"))
+
+def check_rules(cfg: DictConfig, source) -> None:
+    """The cross-key :data:`RULES` in order, with the sizes of the benchmark's bound ``source``
+    (``clsuite.core.data.sources.bind``), after :func:`check`."""
     sizes = source_size(source)
     for rule in RULES:
         if msg := rule(cfg, sizes):
             raise ConfigError(msg)
-    return source

@@ -17,11 +17,11 @@ RESULTS_FILE = "results.json"  # one finished run (written last, atomically)
 FAILED_FILE = "failed.json"  # one failed sweep job (error line, traceback, attempts)
 GRID_FILE = "grid.json"  # the expected job folders of a sweep
 LOG_FILE = "sweep_log.jsonl"  # one line per sweep job: ran / skipped / reused / busy / interrupted / failed
-LOCK_FILE = "running.lock"  # a sweep job in progress: flock held, holder pid and host (clsuite.locks.JobLock)
+LOCK_FILE = "running.lock"  # a sweep job in progress: flock held, holder pid and host (clsuite.sweep.locks.JobLock)
 OVERRIDES_FILE = "overrides.json"  # a job folder whose name is hashed (overrides too long) keeps them here
 STALE_PREFIX = "results.stale-"  # an older result of the job, kept when its identity no longer matches
-CHECKPOINT_DIR = "checkpoints"  # a sweep job's task-end checkpoints, in its folder (clsuite.checkpoint)
-METRICS_CSV = "csv/metrics.csv"  # a run's loss and accuracy rows from the CSV logger (clsuite.loggers)
+CHECKPOINT_DIR = "checkpoints"  # a sweep job's task-end checkpoints, in its folder (clsuite.run.checkpoint)
+METRICS_CSV = "csv/metrics.csv"  # a run's loss and accuracy rows from the CSV logger (clsuite.run.loggers)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:

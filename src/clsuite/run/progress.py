@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from clsuite.io import GRID_FILE, read_log, read_object
+from clsuite.run.io import GRID_FILE, read_log, read_object
 
 DONE = ("ran", "skipped", "reused")
 FAILED = ("failed", "interrupted")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from clsuite.config.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
+from clsuite.config.numerics import check_environment
+from clsuite.config.paths import NAMED, RUN_ID, job_dirname, safe_name
+from clsuite.config.schema import ConfigError, check, check_rules, dotted_get, value
 from clsuite.core.errors import import_outside
-from clsuite.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
-from clsuite.numerics import check_environment
-from clsuite.paths import NAMED, RUN_ID, job_dirname, safe_name
-from clsuite.schema import ConfigError, check, dotted_get
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 RESOLVERS = {  # ${clsuite_n_jobs:} (launcher=joblib), ${clsuite_run_id:} (hydra.run.dir), ${clsuite_dirname:...}
@@ -129,7 +129,7 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
 
 
 def check_names(cfg) -> None:
-    """Every config value of ``clsuite.paths.NAMED``: names that become folder names (checked by
+    """Every config value of ``clsuite.config.paths.NAMED``: names that become folder names (checked by
     :func:`validate`, and for a sweep's own folder by ``clsuite.sweep.callback``)."""
     for key in NAMED:
         value = dotted_get(cfg, key)
@@ -137,11 +137,22 @@ def check_names(cfg) -> None:
             safe_name(value, key)
 
 
+def checked_source(cfg: DictConfig):
+    """The config's keys and rules checked (``clsuite.config.schema``), returning the benchmark's bound
+    source, looked up once (here: numpy only for a config that is checked, not for ``--help``)."""
+    from clsuite.core.data import sources
+
+    check(cfg)
+    source = sources.bind(value(cfg, "benchmark"))
+    check_rules(cfg, source)
+    return source
+
+
 def validate(cfg: DictConfig) -> None:
     """Every check a composed config must pass before a run (docs/DEVELOPING.md, step 2): ``ConfigError``."""
     check_names(cfg)
-    source = check(cfg)
-    check_environment(str(cfg.trainer.numerics))  # a kernel variable portable cannot pin (clsuite.numerics)
+    source = checked_source(cfg)
+    check_environment(str(cfg.trainer.numerics))  # a kernel variable portable cannot pin (clsuite.config.numerics)
     logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
     if logger.get("name") == "wandb" and logger.get("required") and (why := cannot_start(logger)):
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")

@@ -10,12 +10,12 @@ import re
 import sys
 from pathlib import Path
 
-from clsuite.config import ConfigError, wandb_settings
+from clsuite.config.check import ConfigError, wandb_settings
+from clsuite.config.paths import dirname_text, safe_name
 from clsuite.core.metrics import METRICS
-from clsuite.io import OVERRIDES_FILE, RESULTS_FILE, Unreadable, os_error_line, read_json, sha256
-from clsuite.paths import dirname_text, safe_name
-from clsuite.results import read_run
-from clsuite.wandb_run import finishing, log_from_results, mirrored, open_run
+from clsuite.run.io import OVERRIDES_FILE, RESULTS_FILE, Unreadable, os_error_line, read_json, sha256
+from clsuite.run.results import read_run
+from clsuite.run.wandb_run import finishing, log_from_results, mirrored, open_run
 
 # ----------------------------------------------------------------------------- an experiment
 
@@ -82,7 +82,7 @@ def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results"
     exp_dir = Path(multirun_dir) / experiment
     if not exp_dir.is_dir():
         from clsuite.analysis.paper_values import TARGETS
-        from clsuite.home import hint
+        from clsuite.config.home import hint
 
         first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")

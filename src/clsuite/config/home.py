@@ -12,11 +12,11 @@ import shutil
 import sys
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root when this file is src/clsuite/home.py
+CHECKOUT = Path(__file__).resolve().parents[3]  # the repository root when this file is src/clsuite/config/home.py
 
 
 def _data_dir(name: str) -> Path:
-    packaged = Path(__file__).resolve().parent / name  # pip install . (hatch force-include)
+    packaged = Path(__file__).resolve().parents[1] / name  # pip install . (hatch force-include)
     return packaged if packaged.is_dir() else CHECKOUT / name
 
 
@@ -31,7 +31,7 @@ def data_dir() -> str:
     """The datasets' folder, the one rule of ``data.root``'s default (``${clsuite_data_dir:}``) and the
     Makefile's ``DATA_DIR``: ``$DATA_DIR``, else :data:`SHARED_DATA` when that folder exists, else
     :data:`OWN_DATA`; relative to the working directory. Where the data is found never changes a run's
-    identity (``clsuite.identity``: the files' names under the folder and their md5)."""
+    identity (``clsuite.run.identity``: the files' names under the folder and their md5)."""
     return os.environ.get("DATA_DIR") or (SHARED_DATA if os.path.isdir(SHARED_DATA) else OWN_DATA)
 
 
@@ -80,7 +80,7 @@ def hint(verb: str, *args: str) -> str:
 def child_env() -> dict[str, str]:
     """The environment of a ``python -m clsuite`` child process that imports this very clsuite (this
     package's parent folder first on ``PYTHONPATH``), whether it is a checkout or an installed copy."""
-    path = (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))
+    path = (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
 
 

@@ -14,16 +14,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from clsuite import records as rec
-from clsuite.home import CHECKOUT
-from clsuite.io import RESULTS_FILE
+from clsuite.config.home import CHECKOUT
+from clsuite.run import records as rec
+from clsuite.run.io import RESULTS_FILE
 
 PORTABLE = "portable"
 
 
 def pool(root: Path, methods: set[str] | None, benchmarks: set[str] | None) -> tuple[dict[str, list], list[str]]:
     """Step 1 on records unpacked under ``root``: ``({identity key: [(record name, results)]}, refusals)``."""
-    from clsuite.results import read_run
+    from clsuite.run.results import read_run
 
     groups: dict[str, list] = {}
     refused = []
@@ -65,8 +65,8 @@ def replay(res: dict, out: Path, data_dir: str) -> dict:
     """Step 3 for one record: its config as recorded, with only keys that cannot change R changed."""
     from omegaconf import OmegaConf
 
-    from clsuite.experiment import run_experiment
-    from clsuite.results import as_today
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.results import as_today
 
     cfg = OmegaConf.create(as_today(res["config"]))
     cfg.data.root, cfg.data.download = data_dir, False
@@ -117,8 +117,8 @@ def main(argv: list[str]) -> int:
 
 def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) -> int:
     """Steps 3-4."""
+    from clsuite.config.numerics import apply, check
     from clsuite.core.errors import ConfigError
-    from clsuite.numerics import apply, check
 
     try:
         apply(PORTABLE)  # before this process's first torch computation
@@ -126,7 +126,7 @@ def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) ->
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from clsuite.experiment import cpu_model
+    from clsuite.run.experiment import cpu_model
 
     print(f"replaying {len(drawn)} of the {of} {PORTABLE} runs of {a.records} (--seed {a.seed}) on {cpu_model()}, "
           "R and b compared bit for bit (R[i,j]: after task i, on task j)")  # fmt: skip

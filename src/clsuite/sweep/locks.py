@@ -13,7 +13,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from clsuite.io import LOCK_FILE, read_object
+from clsuite.run.io import LOCK_FILE, read_object
 
 HOST = socket.gethostname()
 

@@ -117,7 +117,7 @@ def check(mode: str, found: dict | None = None) -> dict:
             raise ConfigError(
                 "trainer.numerics=portable is not in effect in this process: " + ", ".join(wrong) + "; torch "
                 "computed before the run started (start a new process: python src/run.py ..., or call "
-                "clsuite.numerics.apply('portable') before any torch computation), or use trainer.numerics=native"
+                "clsuite.config.numerics.apply('portable') before any torch computation), or use trainer.numerics=native"
             )
     return found
 
