@@ -521,6 +521,7 @@ def test_paper_values_transcribed():
     assert all(len(pv.TABLE2[b]) == 14 for b in pv.TABLE2_BENCHMARKS)
     assert set(pv.METHOD_ORDER) == set(pv.TABLE2["split_mnist"])
     assert {q.experiment for q in pv.QUOTES} <= {c.experiment for c in cl.CLAIMS}
+    assert [(p["er"], p["mir"]) for p in pv.PEERS["split_cifar10"]] == [(41.3, 47.6), (38.4, 42.4), (37.7, 43.0)]
     assert pv.method_label("my_method") == "my_method" and pv.order_methods(["zz", "adaer", "er"]) == [
         "er",
         "adaer",
@@ -538,6 +539,12 @@ def test_paper_values_transcribed():
         (", vs: {memory: 50}}", "}", r"quotes.memory: a gain or decline needs vs: \{'quote': "),
         ("quotes:", "quotes: [", r"not laid out as expected \(ParserError: "),
         (
+            "er: 41.3, mir: 47.6}",
+            "er: 41.3, mirr: 47.6}",
+            r"peers.split_cifar10: unexpected \{'source': \"MIR's paper ",
+        ),
+        ("er: 38.4,", "er: 38,", r"peers.split_cifar10: unexpected \{'source': 'ASER "),
+        (
             "benchmarks: [split_mnist, split_fmnist, split_cifar10, split_cifar100]",
             "benchmarks: 3",
             r"not laid out as expected \(TypeError: 'int' object is not subscriptable\)$",
@@ -552,6 +559,27 @@ def test_paper_values_file_is_checked(tmp_path, old, new, error):
     bad.write_text(pv.VALUES_FILE.read_text().replace(old, new, 1))
     with pytest.raises(pv.PaperValuesError, match="^" + re.escape(f"{bad}: ") + error):
         pv.load_values(bad)
+
+
+def test_other_data_row_gets_paired_differences_and_the_published_peers_beside(tmp_path):
+    """A Table II row on other data (CIFAR-10's JPEG copy): x - y per seed over the seeds both ran, its
+    mean and 95% t interval per comparison, and ER's and MIR's Acc beside other papers' published ones."""
+    root = tmp_path / "i44"
+    accs = {"er": [40.0, 42.0, 38.0], "mir": [44.0, 45.0, 43.0], "adaer": [50.0, 47.0]}
+    for method, values in accs.items():
+        for seed, acc in enumerate(values):
+            write_run(root, "split_cifar10_jpeg", method, seed, R=fake_R(5, acc), job=f"{method}-{seed}")
+    runs = load_experiment(root).runs
+    rows = tb.differences(runs, "split_cifar10_jpeg", "d").rows
+    assert [r[0] for r in rows] == ["MIR − ER", "AdaER − MIR", "AdaER − ER"]  # (no C-CMR, E-BRS runs: no rows)
+    assert rows[0][1:3] + rows[0][-1:] == ["paper_text", "+4.0 [+1.5, +6.5]", "3"]  # 4, 3, 5: sd 1, t(2) 4.303
+    assert rows[1][2:3] + rows[1][-1:] == ["+4.0 [-21.4, +29.4]", "2"]  # 6, 2 over seeds 0-1 only
+    peer = tb.peers(runs, "split_cifar10_jpeg", "p")
+    assert peer.rows[0] == ["this suite (paper_text)", "CIFAR-10 (JPEG copy)", "40.0 ± 2.0", "44.0 ± 1.0",
+                            "+4.0 [+1.5, +6.5], n=3"]  # fmt: skip
+    assert peer.rows[1][1:] == ["split-CIFAR10, official data, other code", "41.3", "47.6", "+6.3"]
+    assert len(peer.rows) == 1 + len(pv.PEERS["split_cifar10"]) and "other code, official data" in peer.note
+    assert tb.peers(runs, "split_mnist", "p") is None  # no published peers known for it
 
 
 def test_fmt():

@@ -79,7 +79,7 @@ def load_values(path=VALUES_FILE) -> dict:
 
 
 def _values(raw, check) -> dict:
-    keys = ["targets", "benchmarks", "benchmark_labels", "method_labels", "table2", "quotes"]
+    keys = ["targets", "benchmarks", "benchmark_labels", "method_labels", "table2", "quotes", "peers"]
     check(isinstance(raw, dict) and list(raw) == keys, f"expected the keys {keys}")
     t2 = raw["table2"]
     check(list(t2) == ["columns", "metrics", "conditions", "groups", "notes"], "table2: unexpected keys")
@@ -102,6 +102,10 @@ def _values(raw, check) -> dict:
             check(ok and q.get("quantity") in QUANTITIES, f"quotes.{exp}: unexpected quote {q}")
             check((kind == "abs") == (q.get("vs") is None), f"quotes.{exp}: a gain or decline needs vs: {q}")
             quotes.append(Quote(exp, block["where"], **q))
+    for b, published in raw["peers"].items():
+        for pub in published:
+            ok = b in raw["benchmarks"] and isinstance(pub.get("source"), str) and set(pub) - {"source"} <= set(rows)
+            check(ok and all(type(pub[m]) is float for m in set(pub) - {"source"}), f"peers.{b}: unexpected {pub}")
     table2 = {b: {m: dict(zip(METRICS, v[i], strict=True)) for m, v in rows.items()} for i, b in enumerate(cols)}
     groups = tuple(tuple(group) for group in t2["groups"])
     return {**raw, "table2": table2, "conditions": t2["conditions"], "notes": tuple(t2["notes"]),
@@ -124,6 +128,8 @@ METHOD_ORDER: tuple[str, ...] = tuple(m for group in METHOD_GROUPS for m in grou
 METHOD_LABELS: dict[str, str] = _VALUES["method_labels"]
 BENCHMARK_LABELS: dict[str, str] = _VALUES["benchmark_labels"]
 QUOTES: tuple[Quote, ...] = _VALUES["quotes"]
+# Other papers' published Acc on a paper benchmark: benchmark -> [{source, method: value}] (not the paper's).
+PEERS: dict[str, list[dict]] = _VALUES["peers"]
 
 
 def method_label(method: str) -> str:

@@ -24,10 +24,11 @@ from clsuite.analysis.claims import (
     Comparison,
     Judged,
     QuoteCheck,
+    arm,
     sign_flip_floor_note,
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
-from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, seeds_needed
+from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, paired, seeds_needed
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
 
 NOTE = (
@@ -174,6 +175,60 @@ def table2(summary: pd.DataFrame, title: str = "Table II") -> list[Table]:
             t.add(row, group=group_of.get(m, len(pv.METHOD_GROUPS)))
         tables.append(t)
     return tables
+
+
+# The paired differences that Table II's claims on a benchmark rest on: the replay methods against MIR and ER.
+DIFFERENCES = (("mir", "er"), ("adaer", "mir"), ("adaer", "er"), ("ccmr", "mir"), ("ebrs", "mir"), ("ccmr", "er"),
+               ("ebrs", "er"))  # fmt: skip
+DIFFERENCES_NOTE = (
+    "x − y per seed, over the seeds both ran (Table II's conditions), then mean [95% t interval]: positive = x "
+    "higher (for Forget, higher is worse)."
+)
+PEERS_NOTE = (
+    "*other code, official data*: each paper's own ER and MIR on the official split-CIFAR10 at 1,000 memory slots, "
+    "as printed (src/clsuite/analysis/paper_values.yaml, `peers`), beside this suite's runs on {bench} for scale, "
+    "not as the same measurement; their MIR − ER is a difference of published means, ours is paired by seed."
+)
+
+
+def differences(runs: pd.DataFrame, benchmark: str, title: str) -> Table:
+    """:data:`DIFFERENCES` on ``benchmark`` under Table II's conditions, per reading: Acc, Forget, BWT, n."""
+    qs = ("acc", "forget", "bwt")
+    t = Table(title, ["comparison", "reading", *(METRICS[q].label for q in qs), "n"], note=DIFFERENCES_NOTE)
+    r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
+    for reading in order_readings(r["reading"]):
+        for x, y in DIFFERENCES:
+            d = [paired(arm(r, q, method=x, reading=reading), arm(r, q, method=y, reading=reading)) for q in qs]
+            if d[0].n:
+                name = f"{pv.method_label(x)} − {pv.method_label(y)}"
+                t.add([name, reading, *(p.interval() for p in d), str(d[0].n)], group=reading)
+    return t
+
+
+def peers(runs: pd.DataFrame, benchmark: str, title: str) -> Table | None:
+    """ER, MIR and MIR − ER (Acc) of this suite on ``benchmark`` beside the published ones of other papers
+    on its official benchmark (:data:`clsuite.analysis.paper_values.PEERS`); None where none are known."""
+    ref = pv.OFFICIAL_OF.get(benchmark, benchmark)
+    if not pv.PEERS.get(ref):
+        return None
+    t = Table(
+        title, ["source", "data", "ER", "MIR", "MIR − ER"], note=PEERS_NOTE.format(bench=pv.bench_label(benchmark))
+    )
+    r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
+    for reading in order_readings(r["reading"]):
+        er, mir = arm(r, "acc", method="er", reading=reading), arm(r, "acc", method="mir", reading=reading)
+        d = paired(mir, er)
+        level = [fmt(pd.Series(a).mean(), pd.Series(a).std()) if a else "–" for a in (er, mir)]
+        t.add([f"this suite ({reading})", pv.bench_label(benchmark), *level, f"{d.interval()}, n={d.n}"], group=0)
+    for pub in pv.PEERS[ref]:
+        row = [
+            pub["source"],
+            f"{pv.bench_label(ref)}, official data, other code",
+            f"{pub['er']:.1f}",
+            f"{pub['mir']:.1f}",
+        ]
+        t.add([*row, f"{pub['mir'] - pub['er']:+.1f}"], group=1)
+    return t
 
 
 def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None, row_key: str = "method") -> Table:
