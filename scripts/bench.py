@@ -353,7 +353,7 @@ def record_machine(args) -> dict:
     import torch
 
     try:
-        from clsuite.experiment import cpu_model
+        from clsuite.record import cpu_model
     except ImportError:  # an older code tree (--src)
         cpu_model = platform.processor
     record = {

@@ -59,6 +59,9 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval_split=val"], "needs data.val_fraction > 0"),
         (["benchmark=split_mnist", "data.root=/nonexistent/dir"], "data directory '/nonexistent/dir' does not exist"),
         (["logger=csv", "+logger.required=true"], "logger.required=true needs logger=wandb"),
+        (["logger=csv", "logger._target_=nope.Nope"], "unknown logger._target_ 'nope.Nope': no class or function"),
+        (["callbacks.record._target_=clsuite.record.Nope"], "unknown callbacks.record._target_ 'clsuite.record.Nope'"),
+        (["callbacks.record=5"], "callbacks.record must be null or a node with a _target_, got 5"),
     ],
 )
 def test_validate_rejects_with_one_line(overrides, needle):
