@@ -353,7 +353,7 @@ def record_machine(args) -> dict:
     import torch
 
     try:
-        from clsuite.run.experiment import cpu_model
+        from clsuite.run.record import cpu_model
     except ImportError:  # an older code tree (--src)
         cpu_model = platform.processor
     record = {

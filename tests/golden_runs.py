@@ -53,7 +53,8 @@ def measure() -> dict:
     from clsuite.config.numerics import apply, check
 
     apply("portable")  # before this process's first torch computation
-    from clsuite.run.experiment import cpu_model, run_experiment
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.record import cpu_model
     from tests.conftest import make_cfg
 
     out = {}

@@ -29,7 +29,6 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
 def run(cfg: DictConfig | Sequence[str], out_dir: str | Path) -> dict:
     """Train one run of ``cfg`` (a composed config or a list of overrides); the results dict."""
     from clsuite.run.experiment import run_experiment
-    from clsuite.run.loggers import make_logger
 
     if isinstance(cfg, DictConfig):
         validate(cfg)  # (a config edited after compose)
@@ -37,5 +36,4 @@ def run(cfg: DictConfig | Sequence[str], out_dir: str | Path) -> dict:
         cfg = compose(cfg)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with make_logger(cfg, out_dir) as logger:
-        return run_experiment(cfg, out_dir, logger=logger)
+    return run_experiment(cfg, out_dir)

@@ -107,12 +107,10 @@ def fail(msg: str, status: int = 2):
 
 
 def _train(cfg: DictConfig, out_dir, **kw) -> dict:
-    """The run: its logger (``clsuite.run.loggers``) around ``run_experiment`` (torch is imported only here)."""
+    """The run (torch is imported only here)."""
     from clsuite.run.experiment import run_experiment
-    from clsuite.run.loggers import make_logger
 
-    with make_logger(cfg, out_dir) as logger:
-        return run_experiment(cfg, out_dir, logger=logger, **kw)
+    return run_experiment(cfg, out_dir, **kw)
 
 
 def _report(results: dict, out_dir) -> float:

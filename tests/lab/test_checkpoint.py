@@ -495,9 +495,9 @@ sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.run.experiment as ex
 from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
-def run(cfg, out, logger=None, **kw):
+def run(cfg, out, **kw):
     os.environ["SEED_NOW"] = str(cfg.seed)
-    return _run(cfg, out, logger=logger, **kw)
+    return _run(cfg, out, **kw)
 def step(self, trainer, learner, outputs, batch, batch_idx):
     _step(self, trainer, learner, outputs, batch, batch_idx)
     once = Path(os.environ["ONCE"])
@@ -522,7 +522,7 @@ def test_a_killed_joblib_sweep_resumes_its_jobs_from_their_checkpoints_on_the_re
     assert [f.name for f in (job / "checkpoints").glob("*.ckpt")] == ["after-task-0001.ckpt"]
     assert not (job / "results.json").exists()
     p = _cli(tmp_path, *args, "hydra.sweep.dir=k", env=env, timeout=600)  # the rerun
-    assert p.returncode == 0 and "resuming at task 2 of 3 from" in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0 and "resuming at task 2 of 3 (task 1 done) from" in p.stderr, p.stderr[-3000:]
     assert not list((tmp_path / "k").rglob("checkpoints"))
     p = _cli(tmp_path, *args, "hydra.sweep.dir=u", "reuse=false", env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

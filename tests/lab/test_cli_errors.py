@@ -59,6 +59,18 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval_split=val"], "needs data.val_fraction > 0"),
         (["benchmark=split_mnist", "data.root=/nonexistent/dir"], "data directory '/nonexistent/dir' does not exist"),
         (["logger=csv", "+logger.required=true"], "logger.required=true needs logger=wandb"),
+        (["logger=csv", "logger._target_=nope.Nope"], "unknown logger._target_ 'nope.Nope': no class or function"),
+        (
+            ["callbacks.progress._target_=clsuite.run.progress.nope"],
+            "unknown callbacks.progress._target_ 'clsuite.run.progress.nope'",
+        ),
+        (["callbacks.progress=5"], "callbacks.progress must be null or a node with a _target_, got 5"),
+        (["callbacks.record=5"], "callbacks.record must be {_target_: clsuite.run.record.RunRecord} (the run's"),
+        (["callbacks.record=null"], "callbacks.record must be {_target_: clsuite.run.record.RunRecord} (the run's"),
+        (
+            ["+callbacks.mine._target_=collections.OrderedDict"],
+            "callbacks.mine._target_ must be one of clsuite's callbacks (they stay out of a run's identity)",
+        ),
     ],
 )
 def test_validate_rejects_with_one_line(overrides, needle):

@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from clsuite.run import experiment, runtime
+from clsuite.run import experiment, record, runtime
 from tests.conftest import run_cfg
 
 
@@ -43,7 +43,7 @@ def test_every_run_collects_and_freezes_first(tmp_path, monkeypatch):
         calls.append("built")
         raise Built
 
-    monkeypatch.setattr(experiment, "collect_and_freeze", lambda: calls.append("frozen"))
+    monkeypatch.setattr(record, "collect_and_freeze", lambda: calls.append("frozen"))
     monkeypatch.setattr(experiment, "build", build)
     with pytest.raises(Built):
         run_cfg(tmp_path, "method=online")

@@ -465,9 +465,9 @@ sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.run.experiment as ex
 from clsuite.core.callbacks import DivergenceGuard
 _run, _step = ex.run_experiment, DivergenceGuard.on_train_batch_end
-def run(cfg, out, logger=None, **kw):
+def run(cfg, out, **kw):
     os.environ["SEED_NOW"] = str(cfg.seed)
-    return _run(cfg, out, logger=logger, **kw)
+    return _run(cfg, out, **kw)
 def step(self, trainer, learner, *a):
     _step(self, trainer, learner, *a)
     if learner.train_steps == 2 and os.environ.get("SEED_NOW") == os.environ.get({seed_var!r}):

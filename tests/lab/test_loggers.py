@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from lightning.pytorch.loggers import CSVLogger
 
 from clsuite import api
 
@@ -40,3 +41,30 @@ def test_tensorboard_gets_the_loss_and_every_row_of_r_in_one_events_file(tmp_pat
     for j in range(len(R)):  # acc/task<j+1> after every task from the j-th on
         assert [v for _, v in got[f"acc/task{j + 1}"]] == pytest.approx([row[j] for row in R[j:]], abs=1e-4)
     assert not (tmp_path / "csv").exists()
+
+
+SEEN: list[dict] = []
+
+
+class Recording(CSVLogger):
+    """A logger of the test's own, named by ``logger._target_``: keeps what the run logs in ``SEEN``."""
+
+    def log_metrics(self, metrics, step=None):
+        SEEN.append(dict(metrics))
+
+
+def test_the_logger_is_the_class_its_config_names(tmp_path):
+    """conf/logger/'s ``_target_`` is instantiated into the run's folder: the losses and rows go to it."""
+    SEEN.clear()
+    overrides = [
+        *FAST,
+        "method=er",
+        "logger=csv",
+        "trainer.log_every_n_steps=5",
+        f"logger._target_={__name__}.Recording",
+    ]
+    res = api.run(overrides, tmp_path)
+    assert len([m for m in SEEN if "train/loss" in m]) == sum(res["steps_per_task"]) // 5
+    assert [m["acc/seen"] for m in SEEN if "acc/seen" in m] == pytest.approx(
+        [sum(row[: i + 1]) / (i + 1) for i, row in enumerate(res["R"])], abs=1e-4
+    )

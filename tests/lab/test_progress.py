@@ -113,6 +113,19 @@ def test_the_bar_shows_the_runs_share_and_time_left_in_place_of_the_tasks(tmp_pa
     assert re.fullmatch(r"task 2/2: 100%\|█+\| 20/20 \[\d\d:\d\d, .*, run=100%, left=about 0s\]", line), line
 
 
+def test_a_null_callback_of_the_config_is_not_built(tmp_path, monkeypatch):
+    """conf/callbacks/ declares the run's bookkeeping: `callbacks.progress=null` leaves out the bar and the lines."""
+    import clsuite.run.experiment as ex
+    from tests.conftest import run_cfg
+
+    trainers, make = [], ex.make_trainer
+    monkeypatch.setattr(ex, "make_trainer", lambda *a, **k: trainers.append(make(*a, **k)) or trainers[-1])
+    res = run_cfg(tmp_path, "benchmark.n_tasks=2", "method=er", "trainer.progress_bar=true", "callbacks.progress=null")
+    names = {type(cb).__name__ for cb in trainers[0].callbacks}
+    assert trainers[0].progress_bar_callback is None and len(res["R"]) == 2
+    assert "RunProgress" not in names and {"TaskCheckpoint", "RunRecord"} <= names
+
+
 def test_an_archive_being_decoded_says_so_once(tmp_path, capsys):
     """The decode of CIFAR-10's JPEG copy (about half a minute) was a silent start: a line names it, and
     a run that reads the cache prints nothing."""

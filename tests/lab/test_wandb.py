@@ -31,11 +31,8 @@ TWO_TASKS = ("benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "traine
 
 def train_logged(out, *overrides, logger="wandb"):
     from clsuite.run.experiment import run_experiment
-    from clsuite.run.loggers import make_logger
 
-    cfg = make_cfg(f"logger={logger}", *TWO_TASKS, *overrides)
-    with make_logger(cfg, out) as lg:
-        return run_experiment(cfg, out, logger=lg)
+    return run_experiment(make_cfg(f"logger={logger}", *TWO_TASKS, *overrides), out)
 
 
 def the_run(folder) -> dict:

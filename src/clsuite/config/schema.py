@@ -221,6 +221,9 @@ KEYS: dict[str, Spec] = {
     "logger.group": Spec("text", "W&B group; null: the table cell", null=True, req=False),
     "logger.run_name": Spec("text", "W&B run name; null: every key of the run", null=True, req=False),
     "logger.tags": Spec("names", "W&B tags added to the automatic ones", req=False),
+    "logger.version": Spec("text", "CSV, TensorBoard: a sub-folder of the logger's folder; empty: none", req=False),
+    "logger.default_hp_metric": Flag("TensorBoard: log a placeholder hp_metric", req=False),
+    "logger.config": Spec("text", "W&B: the run's resolved config, which the run puts here", null=True, req=False),
     "logger.required": Flag("W&B must start (else: a warning and the CSV logger); true: an error line before training", req=False),
     # conf/method/
     "method.name": Spec("name", "the method's name (results, tables)"),
@@ -502,6 +505,34 @@ def _rule_logger(cfg, sizes) -> str | None:
     return None
 
 
+RECORD = "clsuite.run.record.RunRecord"  # callbacks.record: the run's sealed results file, never left out
+
+
+def _rule_targets(cfg, sizes) -> str | None:
+    """logger._target_ and each callbacks.<name>._target_ name a class or function (a null callback: none);
+    the callbacks are clsuite's (they are left out of a run's identity, so outside code there could move
+    its numbers unseen), and ``callbacks.record`` is :data:`RECORD` (without it a run writes no results)."""
+    callbacks = cfg.get("callbacks") or {}
+    record = (callbacks.get("record") or {}).get("_target_") if isinstance(callbacks.get("record"), Mapping) else None
+    if record != RECORD:
+        return (
+            f"callbacks.record must be {{_target_: {RECORD}}} (the run's results file), got {callbacks.get('record')!r}"
+        )
+    nodes = [("logger", cfg.get("logger") or {})]
+    nodes += [(f"callbacks.{k}", v) for k, v in callbacks.items() if v is not None]
+    for key, node in nodes:
+        target = node.get("_target_") if isinstance(node, Mapping) else None
+        if target is None and key != "logger":  # (logger=none: a node without one)
+            return f"{key} must be null or a node with a _target_, got {node!r}"
+        if target is not None and key != "logger" and not str(target).startswith("clsuite."):
+            return (
+                f"{key}._target_ must be one of clsuite's callbacks (they stay out of a run's identity), got {target!r}"
+            )
+        if target is not None and not callable(locate(str(target), f"{key}._target_")):
+            return f"unknown {key}._target_ {target!r}: no class or function of that name"
+    return None
+
+
 RULES: tuple[Callable, ...] = (
     _rule_benchmark,
     _rule_memory,
@@ -509,6 +540,7 @@ RULES: tuple[Callable, ...] = (
     _rule_device,
     _rule_eval_split,
     _rule_logger,
+    _rule_targets,
 )
 
 

@@ -10,8 +10,6 @@ The callbacks (``clsuite.core.callbacks``) update the memory and fill R.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import lightning as L
 import torch
 from hydra.utils import instantiate
@@ -117,19 +115,10 @@ def schedule_of(cfg, dm) -> tuple[list, int]:
     return schedule, int(cfg.method.get("epochs") or 1)
 
 
-def train_tasks(
-    trainer,
-    learner,
-    dm,
-    schedule: list,
-    passes: int,
-    guard,
-    start: int = 0,
-    task_done: Callable[[int], None] | None = None,
-) -> None:
+def train_tasks(trainer, learner, dm, schedule: list, passes: int, guard, start: int = 0) -> None:
     """Train ``schedule`` from its task ``start`` (0: the first; a resumed run: the one after its
-    checkpoint); ``task_done(k)`` after the k-th task (1-based). A crash after a non-finite loss is
-    reported as the divergence (``guard``: ``DivergenceGuard``)."""
+    checkpoint); what follows a task's end is its callbacks' ``on_fit_end``. A crash after a
+    non-finite loss is reported as the divergence (``guard``: ``DivergenceGuard``)."""
     for epoch, task in enumerate(schedule):
         if epoch < start:
             continue
@@ -141,5 +130,3 @@ def train_tasks(
         except Exception:
             guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
             raise
-        if task_done is not None:
-            task_done(epoch + 1)

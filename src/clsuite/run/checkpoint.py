@@ -220,13 +220,24 @@ class CheckpointStore:
 
 class TaskCheckpoint(L.Callback):
     """Adds the run's identity, its position in the stream, its wall time and its generators to
-    every checkpoint the trainer writes."""
+    every checkpoint the trainer writes; with a ``store``, writes one there at the task ends its
+    ``cadence`` picks (``passes``: the fit loop's epochs per task)."""
 
-    def __init__(self, key: str, t0: float | None = None):
-        self.key = key
+    def __init__(self, key: str, t0: float | None = None, store=None, cadence: Cadence | None = None, passes=1):
+        self.key, self.store, self.cadence, self.passes = key, store, cadence, passes
         self.next_task = 0
         self.wall_before = 0.0  # wall time of the run's earlier (interrupted) processes
         self._t0 = time.perf_counter() if t0 is None else t0  # this process's start of the run
+
+    @classmethod
+    def for_run(cls, run) -> TaskCheckpoint:
+        """conf/callbacks' ``checkpoint``: into the run's store, at the ends ``checkpoint`` picks."""
+        return cls(run.ident["key"], run.t0, run.store, Cadence(run.cfg, len(run.schedule)), run.passes)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.next_task = done = trainer.fit_loop.max_epochs // self.passes  # the tasks trained so far
+        if self.cadence is not None and self.cadence.due(done) and self.store.save(trainer, done):
+            self.cadence.saved()  # (a failed write: a warning, once)
 
     @property
     def wall_time_s(self) -> float:

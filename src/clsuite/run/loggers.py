@@ -9,13 +9,12 @@ import sys
 
 import lightning as L
 import torch
+from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
-from clsuite.config.check import wandb_settings
+from clsuite.config.check import CONF_DIR, wandb_settings
 from clsuite.run.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
-
-KINDS = ("csv", "wandb", "tensorboard", "none")
 
 
 class LoggerUnavailable(RuntimeError):
@@ -56,6 +55,37 @@ class SafeWandbLogger(WandbLogger):
     def finalize(self, status):
         self._guard("write", super().finalize, status)
 
+    @classmethod
+    def open(cls, save_dir, config: dict, required: bool = False, **lc):
+        """conf/logger/wandb.yaml's logger: the lab opens the run (``clsuite.run.wandb_run.init_run``: earlier
+        runs superseded, the task axes, the name and group of ``describe``) and the logger writes to it,
+        so Lightning adds no ``trainer/global_step`` axis. W&B that cannot start: ``LoggerUnavailable``
+        when ``required``, else a warning and conf/logger/csv.yaml's logger."""
+        lc = {**lc, "tags": list(lc.get("tags") or []), "required": required}
+        try:
+            run = init_run(config, save_dir, source="ran", overrides=_overrides(), lc=lc)
+        except Exception as e:
+            if required:
+                line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
+                                        f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
+            _warn("start", e)
+            return instantiate(OmegaConf.load(CONF_DIR / "logger" / "csv.yaml"), save_dir=save_dir)
+        logger = cls(experiment=run)
+        logger.out_dir, logger.mode = save_dir, wandb_settings(lc)["mode"]
+        return logger
+
+    def close(self, failed: bool) -> None:
+        """The run's end: the results file's facts (a finished run), finish, and, when every write went
+        through, the folder's mirror record (an incomplete W&B run is left to scripts/wandb_sync.py)."""
+        try:
+            res, sha = sealed(self.out_dir) if not failed and self.ok else (None, None)
+            with finishing(self.experiment, self.out_dir, sha, self.mode, int(failed)) as run:
+                if res is not None:
+                    log_results(run, res)
+        except Exception as e:
+            _warn("finish", e)
+
 
 class RunTensorBoardLogger(TensorBoardLogger):
     """Lightning's TensorBoard logger, one events file for the whole run: Lightning finalizes its
@@ -66,8 +96,8 @@ class RunTensorBoardLogger(TensorBoardLogger):
         if self._experiment is not None:
             self.experiment.flush()
 
-    def close(self) -> None:
-        super().finalize("success")
+    def close(self, failed: bool) -> None:
+        super().finalize("failed" if failed else "success")
 
 
 def _overrides() -> list[str]:
@@ -82,55 +112,22 @@ def _overrides() -> list[str]:
 
 @contextlib.contextmanager
 def make_logger(cfg, out_dir):
-    """The Lightning logger of a run (None for ``logger=none``), closed after the run."""
-    kind = cfg.logger.name
-    if kind not in KINDS:
-        raise ValueError(f"unknown logger {kind!r}; valid: {', '.join(KINDS)}")
-    if kind == "none":
+    """conf/logger's node instantiated into ``out_dir`` (None for a node without ``_target_``:
+    ``logger=none``); a node with a ``config`` key gets the run's resolved config there (W&B names and
+    groups its run from it). After the run, the logger's ``close(failed)``, where it has one."""
+    node = cfg.get("logger") or {}
+    if "_target_" not in node:
         yield None
         return
-    if kind == "tensorboard":
-        logger = RunTensorBoardLogger(out_dir, name="tensorboard", version="", default_hp_metric=False)
-        try:
-            yield logger
-        finally:
-            logger.close()
-        return
-    run = None
-    if kind == "wandb":
-        config = OmegaConf.to_container(cfg, resolve=True)
-        try:
-            run = init_run(config, out_dir, source="ran", overrides=_overrides(), lc=config["logger"])
-        except Exception as e:
-            if config["logger"].get("required"):
-                line = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
-                                        f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
-            _warn("start", e)
-    if run is None:  # csv, or W&B that could not start
-        from lightning.pytorch.loggers import CSVLogger
-
-        yield CSVLogger(out_dir, name="csv", version="")
-        return
-    logger = SafeWandbLogger(experiment=run)  # a given run: Lightning adds no trainer/global_step axis
-    exit_code = 1
+    extra = {"config": OmegaConf.to_container(cfg, resolve=True)} if "config" in node else {}
+    logger = instantiate(node, _partial_=True)(save_dir=str(out_dir), **extra)  # (the config: not instantiated)
+    failed = True
     try:
         yield logger
-        exit_code = 0
+        failed = False
     finally:
-        try:
-            _finish(logger, out_dir, exit_code, wandb_settings(config["logger"])["mode"])
-        except Exception as e:
-            _warn("finish", e)
-
-
-def _finish(logger: SafeWandbLogger, out_dir, exit_code: int, mode: str) -> None:
-    """The run's end: the results file's facts (a finished run), finish, and, when every write went
-    through, the folder's mirror record (an incomplete W&B run is left to scripts/wandb_sync.py)."""
-    res, sha = sealed(out_dir) if exit_code == 0 and logger.ok else (None, None)
-    with finishing(logger.experiment, out_dir, sha, mode, exit_code) as run:
-        if res is not None:
-            log_results(run, res)
+        if (close := getattr(logger, "close", None)) is not None:
+            close(failed)
 
 
 class RunLogger(L.Callback):
@@ -140,6 +137,11 @@ class RunLogger(L.Callback):
         self.logger, self.every = logger, max(1, int(every))
         self.wandb = logger if isinstance(logger, SafeWandbLogger) else None  # log on our own axes
         self.learner = None
+
+    @classmethod
+    def for_run(cls, run) -> list:
+        """conf/callbacks' ``losses``: to the run's logger, every ``trainer.log_every_n_steps`` (none without one)."""
+        return [cls(run.logger, int(run.cfg.trainer.log_every_n_steps))] if run.logger is not None else []
 
     def on_fit_start(self, trainer, learner):
         self.learner = learner

@@ -94,6 +94,25 @@ class RunClock:
         return f"{msg}, {eta} left" + (" (at task 1's rate; later tasks are slower)" if self.lower_bound else "")
 
 
+def for_run(run) -> list:
+    """conf/callbacks' ``progress``: the run's clock, moved by the progress lines and, by
+    ``trainer.progress_bar`` (auto: the bar when stderr is a terminal, else the lines), the bar."""
+    cfg, bar = run.cfg, run.cfg.trainer.progress_bar
+    lines = bar == "auto" and not sys.stderr.isatty()
+    bar = sys.stderr.isatty() if bar == "auto" else bool(bar)
+    what = f"{cfg.benchmark.name}, {cfg.method.name}, seed {cfg.seed}"  # (the progress lines' first)
+    clock = RunClock(*batches_and_names(run.dm, run.schedule, run.passes), what)
+    return [run_progress(clock, lines), *([task_progress_bar(clock)] if bar else [])]
+
+
+def batches_and_names(dm, schedule: list, passes: int) -> tuple[list[int], list[str]]:
+    """Per task of ``schedule``: its batches (``TensorStream``'s, times the passes) and its name."""
+    if schedule == ["joint"]:
+        return [-(-sum(len(t.train[1]) for t in dm.tasks) // dm.batch_size) * passes], ["joint (all tasks)"]
+    sizes = [len(dm.tasks[k].train[1]) for k in schedule]
+    return [-(-n // dm.batch_size) * passes for n in sizes], [f"task {k + 1}/{len(schedule)}" for k in schedule]
+
+
 def run_progress(clock: RunClock, lines: bool, out=None):
     """The callback that moves ``clock``; with ``lines``, it prints (to stderr) :meth:`RunClock.start_line`
     when this process starts training, then :meth:`RunClock.line` at every task's end and at every part

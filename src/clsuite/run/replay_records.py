@@ -126,7 +126,7 @@ def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) ->
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from clsuite.run.experiment import cpu_model
+    from clsuite.run.record import cpu_model
 
     print(f"replaying {len(drawn)} of the {of} {PORTABLE} runs of {a.records} (--seed {a.seed}) on {cpu_model()}, "
           "R and b compared bit for bit (R[i,j]: after task i, on task j)")  # fmt: skip

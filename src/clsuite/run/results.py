@@ -191,6 +191,7 @@ IGNORED_KEYS = (
     "checkpoint_dir",
     "keep_weights",
     "logger",
+    "callbacks",  # the run's bookkeeping (conf/callbacks/)
     "launcher",
     "trainer.progress_bar",
     "trainer.log_every_n_steps",
