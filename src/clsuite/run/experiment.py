@@ -21,7 +21,7 @@ from clsuite.config.check import ConfigError
 from clsuite.config.numerics import apply as apply_numerics
 from clsuite.config.numerics import check as check_numerics
 from clsuite.config.numerics import summary as numerics_summary
-from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate, TaskStart
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL, all_metrics, task_il_metrics
 from clsuite.core.train import build, pick_device, schedule_of, train_tasks
 from clsuite.run.checkpoint import (
@@ -30,7 +30,6 @@ from clsuite.run.checkpoint import (
     Cadence,
     CheckpointStore,
     TaskCheckpoint,
-    restore,
     structure_problem,
 )
 from clsuite.run.checkpoint import run_store_dir as default_store
@@ -62,7 +61,7 @@ def make_trainer(cfg, device, callbacks, logger, clock: RunClock | None = None) 
         logger=logger if logger is not None else False,
         callbacks=callbacks,
         enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.run.checkpoint's
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(map_location=device)],
         enable_model_summary=False,
         enable_progress_bar=bar,
         num_sanity_val_steps=0,
@@ -107,14 +106,14 @@ def run_experiment(
     run_log = RunLogger(logger, every=int(cfg.trainer.log_every_n_steps)) if logger is not None else None
     acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=run_log.log_row if run_log else None)
     guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
-    callbacks = [guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
+    callbacks = [TaskStart(), guard, MemoryUpdate(), acc_cb, *([run_log] if run_log else []), saver]
     schedule, passes = schedule_of(cfg, dm)
     what = f"{cfg.benchmark.name}, {cfg.method.name}, seed {cfg.seed}"  # (the progress lines' first)
     trainer = make_trainer(cfg, device, callbacks, logger, RunClock(*_batches_and_names(dm, schedule, passes), what))
     store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
-    cadence, start = Cadence(cfg, len(schedule)), 0
+    cadence, start, ckpt_path = Cadence(cfg, len(schedule)), 0, None
     if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
-        start = restore(found[1], trainer, learner, callbacks)
+        ckpt_path, start = found[0], int(found[1]["next_task"])  # the first fit restores it (train_tasks)
         done = "task 1" if start == 1 else f"tasks 1-{start}"
         print(f"resuming at task {start + 1} of {len(schedule)} ({done} done) from {found[0]}", file=sys.stderr)
 
@@ -124,7 +123,7 @@ def run_experiment(
             cadence.saved()
 
     try:
-        train_tasks(trainer, learner, dm, schedule, passes, guard, start, task_done)
+        train_tasks(trainer, learner, dm, schedule, passes, guard, start, task_done, ckpt_path)
     except BaseException as e:  # a stop or a failure: what a rerun does (clsuite.cli prints it on a stop)
         e.add_note(rerun_note(store, len(schedule)))
         raise
