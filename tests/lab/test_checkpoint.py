@@ -19,6 +19,7 @@ import clsuite.run.experiment as ex
 from clsuite.config.check import ConfigError, validate
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.reservoir import Reservoir
+from clsuite.core.methods.base import Plugin
 from clsuite.run.experiment import run_experiment
 from tests.conftest import identity_of, make_cfg
 
@@ -84,6 +85,41 @@ def test_resume_without_the_random_generators_differs(monkeypatch, tmp_path):
     assert resumed["R"][0] == full["R"][0] and resumed["b"] == full["b"]  # measured before the kill
 
 
+class ReadsTheNetOnLoad(Plugin):
+    """A plugin from outside src/ whose ``load_state_dict`` reads the learner's network (iCaRL's copies it)."""
+
+    def __init__(self):
+        self.net_on_load = None
+
+    def load_state_dict(self, state: dict, learner=None) -> None:
+        self.net_on_load = {k: v.clone() for k, v in learner.net.state_dict().items()}
+
+
+def test_a_plugin_restores_its_state_from_the_restored_network(monkeypatch, tmp_path):
+    """Lightning calls the learner's on_load_checkpoint before it loads the weights: the learner loads
+    them first, so a plugin's load_state_dict reads the checkpoint's network, not a fresh one."""
+    build, learners = ex.build, []
+
+    def with_plugin(cfg, source=None):
+        dm, learner, device = build(cfg, source)
+        learner.plugin = ReadsTheNetOnLoad()
+        learners.append(learner)
+        return dm, learner, device
+
+    monkeypatch.setattr(ex, "build", with_plugin)
+    orig = killed_after(monkeypatch, 1)
+    cfg = make_cfg("method=er", "checkpoint=task_end")
+    with pytest.raises(Killed) as e:
+        run_experiment(cfg, tmp_path / "killed", checkpoint_dir=tmp_path / "ck")
+    saved = torch.load(e.value.args[0], weights_only=True)["state_dict"]
+    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    assert run_experiment(cfg, tmp_path / "resumed", checkpoint_dir=tmp_path / "ck")["resumed_at_task"] == 2
+    got = learners[-1].plugin.net_on_load
+    assert got.keys() == {k.removeprefix("net.") for k in saved} and all(
+        torch.equal(v, saved[f"net.{k}"]) for k, v in got.items()
+    )
+
+
 def test_tasks_are_numbered_1_to_T_in_the_file_the_message_and_the_field(monkeypatch, tmp_path, capsys):
     """Killed after task 2 of 3: the file is after-task-0002.ckpt, the run says it resumes at task 3
     with tasks 1-2 done, and the results record resumed_at_task 3, the first task it trained."""
@@ -96,23 +132,6 @@ def test_tasks_are_numbered_1_to_T_in_the_file_the_message_and_the_field(monkeyp
     err = capsys.readouterr().err
     assert f"resuming at task 3 of 3 (tasks 1-2 done) from {store / 'after-task-0002.ckpt'}" in err
     assert resumed["resumed_at_task"] == 3 and all(resumed[k] == full[k] for k in SAME)
-
-
-def test_a_checkpoint_named_as_earlier_versions_did_still_resumes(monkeypatch, tmp_path, capsys):
-    """Versions before 0.3.0 wrote task-<k>.ckpt (k tasks done, as now): still found, in order."""
-
-    def old_names(store):
-        for p in store.glob("after-task-*.ckpt"):
-            old = p.with_name(p.name.removeprefix("after-"))
-            ck.digest_path(p).rename(ck.digest_path(old))
-            p.rename(old)
-
-    full, resumed, store = kill_and_resume(
-        monkeypatch, tmp_path, "method=er", "checkpoint=task_end", n_saves=2, between=old_names
-    )
-    assert f"resuming at task 3 of 3 (tasks 1-2 done) from {store / 'task-0002.ckpt'}" in capsys.readouterr().err
-    assert resumed["resumed_at_task"] == 3 and all(resumed[k] == full[k] for k in SAME)
-    assert not store.exists()  # the old files are cleared with the run's end too
 
 
 def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):

@@ -1,5 +1,6 @@
-"""Callbacks: the memory update after each batch, and the accuracy matrix.
+"""Callbacks: the task's start, the memory update after each batch, and the accuracy matrix.
 
+``TaskStart`` starts the datamodule's task on the learner when a fit starts.
 ``MemoryUpdate`` applies the method's update policy (reservoir, E-BRS, GSS, ...)
 to each incoming batch after its update step (PROTOCOL section 2).
 ``AccuracyMatrix`` measures b (random-init accuracy per task) at the first fit
@@ -16,6 +17,16 @@ import time
 import lightning as L
 import numpy as np
 import torch
+
+
+class TaskStart(L.Callback):
+    """``learner.start_task`` of the datamodule's task (Joint: the last) when a fit starts: after
+    Lightning restored a checkpoint (``trainer.fit(ckpt_path=)``), so that the restored counters and
+    method state never overwrite the task's, and before the other callbacks, which read it (list it first)."""
+
+    def on_fit_start(self, trainer, learner):
+        dm = trainer.datamodule
+        learner.start_task(dm.n_tasks - 1 if dm.task == "joint" else dm.task)
 
 
 class MemoryUpdate(L.Callback):

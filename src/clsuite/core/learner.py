@@ -179,7 +179,7 @@ class ContinualLearner(L.LightningModule):
         self.train_steps += 1
         return None
 
-    # -- task boundaries (called by the runner around each fit) ---------------
+    # -- task boundaries (start: clsuite.core.callbacks.TaskStart, at each fit's start) --
     def start_task(self, task: int) -> None:
         self.current_task = task
         self.seen_tasks = max(self.seen_tasks, task + 1)
@@ -200,7 +200,9 @@ class ContinualLearner(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """After the weights (``load_state_dict``): the memory, the policies, the plugin, the counters."""
+        """The weights, then the memory, the policies, the plugin and the counters: a seam's
+        ``load_state_dict`` gets the restored learner (Lightning loads the weights after this hook)."""
+        self.load_state_dict(checkpoint["state_dict"])
         state = checkpoint["continual"]
         for key, value in state["learner"].items():
             setattr(self, key, value)

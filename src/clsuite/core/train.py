@@ -1,14 +1,17 @@
 """The run's science: the data module, network, memory and method built from the composed config, and
 the stream trained task by task (docs/DEVELOPING.md, "The path of one run").
 
-Per task: ``set_task(k)``, ``learner.start_task``, raise the fit loop's epoch budget by the task's
-passes (a reused Trainer would otherwise train zero steps on every task after the first),
-``trainer.fit``. Joint is one "task", the union of all tasks, trained for ``method.epochs`` passes
-(1 by default, as every method; each pass reshuffles the union) and measured once after the last.
+Per task: ``set_task(k)``, raise the fit loop's epoch budget by the task's passes (a reused Trainer
+would otherwise train zero steps on every task after the first), ``trainer.fit`` (whose ``TaskStart``
+callback starts the task on the learner). Joint is one "task", the union of all tasks, trained for
+``method.epochs`` passes (1 by default, as every method; each pass reshuffles the union) and measured
+once after the last.
 The callbacks (``clsuite.core.callbacks``) update the memory and fill R.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -115,18 +118,21 @@ def schedule_of(cfg, dm) -> tuple[list, int]:
     return schedule, int(cfg.method.get("epochs") or 1)
 
 
-def train_tasks(trainer, learner, dm, schedule: list, passes: int, guard, start: int = 0) -> None:
+def train_tasks(
+    trainer, learner, dm, schedule: list, passes: int, guard, start: int = 0, ckpt_path: Path | None = None
+) -> None:
     """Train ``schedule`` from its task ``start`` (0: the first; a resumed run: the one after its
-    checkpoint); what follows a task's end is its callbacks' ``on_fit_end``. A crash after a
-    non-finite loss is reported as the divergence (``guard``: ``DivergenceGuard``)."""
+    checkpoint ``ckpt_path``, which the first fit restores); what follows a task's end is its
+    callbacks' ``on_fit_end``. ``trainer`` lists ``TaskStart`` first. A crash after a non-finite loss
+    is reported as the divergence (``guard``: ``DivergenceGuard``)."""
     for epoch, task in enumerate(schedule):
         if epoch < start:
             continue
         dm.set_task(task)
-        learner.start_task(dm.n_tasks - 1 if task == "joint" else task)
         trainer.fit_loop.max_epochs = (epoch + 1) * passes  # the next task's passes (one per task; Joint: epochs)
+        resume = ckpt_path if epoch == start else None  # (a Path: never Lightning's "last", "best", ...)
         try:
-            trainer.fit(learner, datamodule=dm)  # learner.on_train_end runs the plugin's task-end hook
+            trainer.fit(learner, datamodule=dm, ckpt_path=resume)  # learner.on_train_end: the task-end hooks
         except Exception:
             guard.check(learner)  # a crash after a non-finite loss (nan scores, ...) is the divergence
             raise

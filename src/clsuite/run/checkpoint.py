@@ -1,7 +1,8 @@
 """Task-end checkpoints: a killed run continues from its last finished task.
 
 When one is written (:class:`Cadence`), how (:class:`AtomicCheckpointIO`), where it lives
-(:class:`CheckpointStore`), when it is trusted and how it is restored (:func:`restore`): docs/GUIDE.md, "Checkpoints".
+(:class:`CheckpointStore`), when it is trusted (:func:`structure_problem`) and how Lightning restores it
+(``trainer.fit(ckpt_path=)``, :class:`TaskCheckpoint`): docs/GUIDE.md, "Checkpoints".
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ AUTO_INTERVAL_S, AUTO_WRITES = 60.0, 50
 KEEP = 2  # newest checkpoints kept while a run goes on
 FORMAT = 1
 WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
-SUFFIX = ".ckpt"
-PREFIXES = ("after-task-", "task-")  # the name written now, and the one versions before 0.3.0 wrote
+PREFIX, SUFFIX = "after-task-", ".ckpt"
 
 
 class Cadence:
@@ -78,7 +78,11 @@ class CorruptCheckpoint(Exception):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's torch checkpoint file, written atomically, with its sha256 in ``<file>.sha256``."""
+    """Lightning's torch checkpoint file, written atomically, with its sha256 in ``<file>.sha256``;
+    loaded only when the digest matches, onto ``map_location`` unless a load names another."""
+
+    def __init__(self, map_location=None):
+        self.map_location = map_location
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         buf = io.BytesIO()
@@ -98,7 +102,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if sha256(data) != digest:
             raise CorruptCheckpoint("its content does not match its sha256 (partial or corrupt)")
         try:  # weights_only: tensors and plain containers only, never pickled code
-            return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+            return torch.load(io.BytesIO(data), map_location=map_location or self.map_location, weights_only=True)
         except Exception as e:
             raise CorruptCheckpoint(f"torch.load failed: {str(e).splitlines()[0]}") from None
 
@@ -143,15 +147,14 @@ class CheckpointStore:
 
     def path(self, done: int) -> Path:
         """The file written after task ``done`` (1..T) finished."""
-        return self.folder / f"{PREFIXES[0]}{done:04d}{SUFFIX}"
+        return self.folder / f"{PREFIX}{done:04d}{SUFFIX}"
 
     def files(self) -> list[Path]:
-        """Checkpoint files of either name, newest (most tasks done; the current name first) first."""
+        """Checkpoint files, newest (most tasks done) first."""
         if not self.folder.is_dir():
             return []
-        found = {p for prefix in PREFIXES for p in self.folder.glob(f"{prefix}[0-9]*{SUFFIX}")}
-        done = {p: (int(p.stem.rsplit("-", 1)[1]), p.name.startswith(PREFIXES[0])) for p in found}
-        return sorted(found, key=done.__getitem__, reverse=True)
+        found = self.folder.glob(f"{PREFIX}[0-9]*{SUFFIX}")
+        return sorted(found, key=lambda p: int(p.stem.rsplit("-", 1)[1]), reverse=True)
 
     def _lost(self, what: str, e: OSError) -> None:
         if self.broken is None:
@@ -159,8 +162,8 @@ class CheckpointStore:
             warn(f"{what} ({self.broken}); the run goes on without checkpoints and writes its results")
 
     def latest(self, map_location=None, fits=None) -> tuple[Path, dict] | None:
-        """(path, checkpoint) of the newest valid one of this identity, else None (each one passed
-        over: a warning). ``fits(checkpoint)``: why its state does not fit the run, or None."""
+        """(path, its ``clsuite`` record) of the newest valid checkpoint of this identity, else None
+        (each one passed over: a warning). ``fits(checkpoint)``: why its state does not fit the run, or None."""
         try:
             found = self.files()
         except OSError as e:  # a name too long, a folder that cannot be listed
@@ -179,7 +182,7 @@ class CheckpointStore:
             if fits is not None and (why := fits(ckpt)):
                 warn(f"ignoring checkpoint {path}: its state does not fit this run ({why})")
                 continue
-            return path, ckpt
+            return path, meta
         return None
 
     def save(self, trainer: L.Trainer, done: int) -> Path | None:
@@ -206,7 +209,7 @@ class CheckpointStore:
         try:
             if not self.folder.is_dir():
                 return
-            for path in [*self.files(), *(t for prefix in PREFIXES for t in self.folder.glob(f".{prefix}*.tmp"))]:
+            for path in [*self.files(), *self.folder.glob(f".{PREFIX}*.tmp")]:
                 _remove(path)  # (a .tmp file: a killed write's)
             if not any(self.folder.iterdir()):
                 self.folder.rmdir()
@@ -221,7 +224,9 @@ class CheckpointStore:
 class TaskCheckpoint(L.Callback):
     """Adds the run's identity, its position in the stream, its wall time and its generators to
     every checkpoint the trainer writes; with a ``store``, writes one there at the task ends its
-    ``cadence`` picks (``passes``: the fit loop's epochs per task)."""
+    ``cadence`` picks (``passes``: the fit loop's epochs per task); puts the wall time and the generators
+    back when a fit restores one (``trainer.fit(ckpt_path=)``: after the learner's state, before the first
+    batch)."""
 
     def __init__(self, key: str, t0: float | None = None, store=None, cadence: Cadence | None = None, passes=1):
         self.key, self.store, self.cadence, self.passes = key, store, cadence, passes
@@ -253,6 +258,10 @@ class TaskCheckpoint(L.Callback):
             "rng": rng_states(),
             "state_of": state_classes(pl_module),  # whose state the checkpoint holds (structure_problem)
         }
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self.wall_before = float(checkpoint["clsuite"]["wall_time_s"])
+        set_rng_states(checkpoint["clsuite"]["rng"])  # (a fit's setup, before this hook, draws nothing)
 
 
 PARTS = ("replay", "update", "plugin")  # the learner's seams whose state a checkpoint holds
@@ -307,18 +316,3 @@ def structure_problem(ckpt: dict, learner) -> str | None:
             if torch.is_tensor(v) and torch.is_tensor(g) and (v.dim() != g.dim() or v.shape[1:] != g.shape[1:]):
                 return f"{part}.{k} is {_shape(g)}, this run's {_shape(v)}"
     return None
-
-
-def restore(ckpt: dict, trainer: L.Trainer, learner, callbacks) -> int:
-    """Put a checkpoint back into a freshly built run; returns the next task's position."""
-    learner.load_state_dict(ckpt["state_dict"])  # the network's weights and buffers
-    learner.on_load_checkpoint(ckpt)  # memory, policies, plugin, counters
-    learner.configure_optimizers().load_state_dict(ckpt["optimizer_states"][0])
-    for cb in callbacks:
-        if cb.state_key in ckpt.get("callbacks", {}):
-            cb.load_state_dict(ckpt["callbacks"][cb.state_key])
-        if isinstance(cb, TaskCheckpoint):
-            cb.wall_before = float(ckpt["clsuite"]["wall_time_s"])
-    trainer.fit_loop.load_state_dict(ckpt["loops"]["fit_loop"])  # epochs (= tasks) done, steps
-    set_rng_states(ckpt["clsuite"]["rng"])  # last: nothing above may draw after it
-    return int(ckpt["clsuite"]["next_task"])

@@ -114,8 +114,7 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
         raise ConfigError(f"{weights} holds another run's weights (its identity is not {res['identity']['key'][:12]})")
     if why := structure_problem(ckpt, learner):
         raise ConfigError(f"{weights} does not fit the run's config: {why}")
-    learner.load_state_dict(ckpt["state_dict"])
-    learner.on_load_checkpoint(ckpt)  # the memory (iCaRL's class means), the counters (eval_mask=seen)
+    learner.on_load_checkpoint(ckpt)  # the weights, the memory (iCaRL's class means), the counters (eval_mask=seen)
     class_il, _, task_il = evaluate(learner, dm, split)
     cols = {"class-IL": class_il, "task-IL": task_il}
     if split == res["eval_split"]:  # the split R was measured on: the run's last rows beside

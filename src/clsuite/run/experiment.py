@@ -18,10 +18,10 @@ from omegaconf import DictConfig
 
 from clsuite.config.check import ConfigError
 from clsuite.config.numerics import summary as numerics_summary
-from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate
+from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate, TaskStart
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL
 from clsuite.core.train import build, schedule_of, train_tasks
-from clsuite.run.checkpoint import AtomicCheckpointIO, CheckpointStore, restore, structure_problem
+from clsuite.run.checkpoint import AtomicCheckpointIO, CheckpointStore, structure_problem
 from clsuite.run.checkpoint import run_store_dir as default_store
 from clsuite.run.identity import identity
 from clsuite.run.loggers import RunLogger, make_logger
@@ -43,7 +43,7 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
         logger=logger if logger is not None else False,
         callbacks=callbacks,
         enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.run.checkpoint's
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(map_location=device)],
         enable_model_summary=False,
         enable_progress_bar=any(isinstance(cb, ProgressBar) for cb in callbacks),
         num_sanity_val_steps=0,
@@ -82,14 +82,15 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
         rows = [cb.log_row for cb in book if isinstance(cb, RunLogger)]
         acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=rows[0] if rows else None)
         guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
-        callbacks = [guard, MemoryUpdate(), acc_cb, *book]
-        trainer, start = make_trainer(cfg, device, callbacks, logger), 0
+        callbacks = [TaskStart(), guard, MemoryUpdate(), acc_cb, *book]  # (TaskStart first: after a restore)
+        trainer, start, ckpt_path = make_trainer(cfg, device, callbacks, logger), 0, None
         if found := store.latest(map_location=device, fits=lambda ckpt: structure_problem(ckpt, learner)):
-            run.start = start = restore(found[1], trainer, learner, callbacks)
+            ckpt_path, start = found[0], int(found[1]["next_task"])  # the first fit restores it (train_tasks)
+            run.start = start
             done = "task 1" if start == 1 else f"tasks 1-{start}"
             print(f"resuming at task {start + 1} of {len(schedule)} ({done} done) from {found[0]}", file=sys.stderr)
         try:
-            train_tasks(trainer, learner, dm, schedule, passes, guard, start)
+            train_tasks(trainer, learner, dm, schedule, passes, guard, start, ckpt_path)
         except BaseException as e:  # a stop or a failure: what a rerun does (clsuite.cli prints it on a stop)
             e.add_note(rerun_note(store, len(schedule)))
             raise
