@@ -21,7 +21,7 @@ from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.reservoir import Reservoir
 from clsuite.core.methods.base import Plugin
 from clsuite.run.experiment import run_experiment
-from tests.conftest import identity_of, make_cfg
+from tests.conftest import expected_identity, identity_of, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
@@ -237,7 +237,7 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
 
     store = f"checkpoint_dir={tmp_path / 'store'}"
     cfg = make_cfg("method=er", "checkpoint=task_end", store)
-    folder = ck.run_store_dir(cfg, identity_of(cfg, "cpu")["key"])
+    folder = ck.run_store_dir(cfg, expected_identity(cfg)["key"])
     orig = killed_after(monkeypatch, 1)
     with pytest.raises(Killed):
         run_experiment(cfg, tmp_path / "killed", checkpoint_dir=folder)
