@@ -68,3 +68,36 @@ def test_the_logger_is_the_class_its_config_names(tmp_path):
     assert [m["acc/seen"] for m in SEEN if "acc/seen" in m] == pytest.approx(
         [sum(row[: i + 1]) / (i + 1) for i, row in enumerate(res["R"])], abs=1e-4
     )
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    import csv
+
+    with open(path, newline="") as f:
+        return [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def test_a_resumed_run_keeps_the_csv_rows_its_killed_process_wrote_before_the_checkpoint(tmp_path):
+    """Lightning's CSV writer deletes ``metrics.csv`` on open, so a resumed run's file held only the rows
+    from the resume on. Kept: the earlier rows before the first step the new process logs (those after
+    it, the killed part of a task, are logged again); a run started again from step 0 keeps none."""
+    from clsuite.run.loggers import RunCSVLogger
+
+    run = tmp_path / "csv"
+    first = RunCSVLogger(tmp_path, name="csv", version="")
+    for step, loss in [(10, 2.5), (20, 2.0), (30, 1.5)]:  # steps 10-20: task 1; 30: the killed part of task 2
+        first.log_metrics({"train/loss": loss}, step)
+    first.log_metrics({"acc/task1": 90.0, "task": 1}, 20)
+    first.save()
+    again = RunCSVLogger(tmp_path, name="csv", version="")  # the resumed process, from the checkpoint at step 20
+    again.log_metrics({"train/loss": 1.25}, 30)
+    again.log_metrics({"train/loss": 1.0}, 40)
+    again.save()
+    rows = _csv_rows(run / "metrics.csv")
+    assert [(r["step"], r.get("train/loss"), r.get("acc/task1")) for r in rows] == [
+        ("10", "2.5", None), ("20", "2.0", None), ("20", None, "90.0"), ("30", "1.25", None), ("40", "1.0", None)
+    ]  # fmt: skip
+    fresh = RunCSVLogger(tmp_path, name="csv", version="")  # started again from the beginning: nothing kept
+    fresh.log_metrics({"train/loss": 3.0}, 10)
+    fresh.save()
+    assert [(r["step"], r["train/loss"]) for r in _csv_rows(run / "metrics.csv")] == [("10", "3.0")]

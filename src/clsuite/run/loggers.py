@@ -5,16 +5,49 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import sys
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from omegaconf import OmegaConf
 
 from clsuite.config.check import CONF_DIR, wandb_settings
 from clsuite.run.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
+
+
+class _ResumedWriter(ExperimentWriter):
+    """Lightning's CSV writer, which deletes an existing ``metrics.csv`` on open, keeping instead the rows
+    an earlier process of the run wrote before the step this one starts at (a resumed run: the rows up to
+    its checkpoint; a run started again from step 0: none)."""
+
+    def _check_log_dir_exists(self) -> None:
+        self._earlier: list[dict] = []
+        if self._fs.isfile(self.metrics_file_path):
+            with self._fs.open(self.metrics_file_path, "r", newline="") as f:
+                self._earlier = [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+            self._fs.rm_file(self.metrics_file_path)
+
+    def save(self) -> None:
+        if self._earlier and self.metrics:
+            first = min(float(m["step"]) for m in self.metrics)
+            self.metrics = [*(r for r in self._earlier if float(r.get("step", first)) < first), *self.metrics]
+            self._earlier = []
+        super().save()
+
+
+class RunCSVLogger(CSVLogger):
+    """``logger=csv``: Lightning's CSVLogger whose rows survive a resume (:class:`_ResumedWriter`)."""
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _ResumedWriter(log_dir=self.log_dir)
+        return self._experiment
 
 
 class LoggerUnavailable(RuntimeError):
