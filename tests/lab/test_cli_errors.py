@@ -153,8 +153,8 @@ def test_cli_unknown_method_and_bad_tau(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("error: unknown key 'memroy'") and len(p.stderr.splitlines()) == 1
     p = _run("method.update._target_=x.Y", "benchmark=synthetic", "logger=none", cwd=tmp_path)  # Hydra logged 3 lines
     assert p.returncode == 2 and p.stderr.splitlines() == [
-        "error: unknown method.update._target_ 'x.Y'; valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, "
-        "ClassRingBuffer, TaskRingBuffer, TaskReservoir"
+        "error: unknown method.update._target_ 'x.Y'; valid classes: ClassRingBuffer, EBRS, GSSGreedy, "
+        "HerdingMemory, Reservoir, TaskReservoir, TaskRingBuffer"
     ]
     assert not list(tmp_path.rglob("results.json"))
 

@@ -9,6 +9,7 @@ import copy
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 from omegaconf import OmegaConf, open_dict
@@ -18,6 +19,7 @@ from clsuite.config import help as confighelp
 from clsuite.config import schema
 from clsuite.config.check import ConfigError, group_options, validate
 from clsuite.core.replay.base import ReplayPolicy
+from clsuite.core.spec import Whole
 from tests.conftest import make_cfg
 from tests.core.test_imagefolder import TINY as IMAGES
 from tests.core.test_imagefolder import members, write_archive
@@ -88,9 +90,24 @@ def test_every_key_of_conf_is_declared():
 def test_every_declared_class_exists_and_is_selected_by_an_option():
     from hydra.utils import get_class
 
-    for target in schema.NODES:
+    for target in [t for slot in schema.SLOTS for t in schema.targets(slot)]:
         get_class(target)
         assert confighelp.selected_by().get(target), f"no conf/ option selects {target}"
+
+
+def test_every_parameter_of_a_slot_class_is_declared_where_the_class_takes_it():
+    """One declaration per key: each constructor parameter of the suite's replay, update and plugin classes
+    carries its Spec (``Annotated[type, Spec]``), which the check, --help and docs/CONFIG.md read."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    for target in [t for slot in schema.SLOTS for t in schema.targets(slot)]:
+        cls = get_class(target)
+        taken = [k for k in inspect.signature(cls).parameters]
+        assert list(schema.node_keys(target)) == taken, f"{target}: annotate each parameter with its Spec"
+    assert list(schema.node_keys("clsuite.core.replay.ccmr.CCMRReplay"))[:2] == ["tau", "candidates"]
+    assert schema.node_keys("clsuite.core.replay.ccmr.CCMRReplay")["tau"].range() == "in [0, 1]"
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -116,7 +133,7 @@ def all_keys() -> list[tuple[str, schema.Spec, list[str]]]:
     """Every declaration: (dotted key, spec, overrides that select it); a key of a replay / update /
     plugin class once per class that declares it."""
     keys = [(key, spec, context(key)) for key, spec in schema.KEYS.items()]
-    for target in schema.NODES:
+    for target in [t for slot in schema.SLOTS for t in schema.targets(slot)]:
         slot, option = slot_of(target), confighelp.selected_by()[target][0]
         base = ["method=er"] if slot != "plugin" else []
         keys += [(f"method.{slot}.{k}", spec, [*base, option]) for k, spec in schema.node_keys(target).items()]
@@ -396,38 +413,44 @@ def test_an_undeclared_class_must_at_least_exist():
         cfg.method.replay._target_ = "clsuite.core.replay.nope.Nope"
     with pytest.raises(
         ConfigError,
-        match=r"^unknown method.replay._target_ 'clsuite.core.replay.nope.Nope'; valid classes: RandomReplay",
+        match=r"^unknown method.replay._target_ 'clsuite.core.replay.nope.Nope'; valid classes: BalancedReplay",
     ):
         validate(cfg)
 
 
 class WideReplay(ReplayPolicy):
-    """A replay policy from outside the package (this test module), with a key of its own."""
+    """A replay policy from outside the package (this test module), declaring a key of its own."""
 
-    def __init__(self, exclude_current_task: bool = False, width: int = 1):
+    def __init__(self, exclude_current_task: bool = False, width: Annotated[int, Whole(1, None, "a test key")] = 1):
         self.exclude_current_task, self.width = exclude_current_task, width
 
     def select(self, learner, x, y, t, n):
         return None
 
 
+class LooseReplay(WideReplay):
+    """The same, its key undeclared (no Spec): only what its constructor takes is checked."""
+
+    def __init__(self, width: int):
+        super().__init__(width=1)
+
+
 def test_a_class_declared_from_outside_has_its_keys_checked():
-    cfg, target = make_cfg("method=er"), f"{__name__}.WideReplay"
+    cfg = make_cfg("method=er")
     with open_dict(cfg):
-        cfg.method.replay = {"_target_": target, "width": 0}
+        cfg.method.replay = {"_target_": f"{__name__}.LooseReplay", "width": 0}
     validate(cfg)  # undeclared but importable: its keys are its own
-    schema.declare(target, width=schema.Whole(1, None, "a test key"))
-    try:
-        with pytest.raises(ConfigError, match=r"^method.replay.width must be a whole number >= 1, got 0$"):
-            validate(cfg)
-        with open_dict(cfg):
-            cfg.method.replay.width, cfg.method.replay.height = 2, 3  # Hydra's instantiate would fail on it
-        with pytest.raises(
-            ConfigError, match=r"^unknown key 'method.replay.height'; valid keys of method.replay: width$"
-        ):
-            validate(cfg)
-    finally:
-        schema.NODES.pop(target)
+    with open_dict(cfg):
+        cfg.method.replay._target_ = f"{__name__}.WideReplay"
+    with pytest.raises(ConfigError, match=r"^method.replay.width must be a whole number >= 1, got 0$"):
+        validate(cfg)
+    with open_dict(cfg):
+        cfg.method.replay.width, cfg.method.replay.height = 2, 3  # Hydra's instantiate would fail on it
+    with pytest.raises(
+        ConfigError,
+        match=r"^unknown key 'method.replay.height'; valid keys of method.replay: exclude_current_task, width$",
+    ):
+        validate(cfg)
 
 
 @pytest.mark.parametrize(
@@ -435,23 +458,25 @@ def test_a_class_declared_from_outside_has_its_keys_checked():
     [
         ("replay", {"_target_": "collections.OrderedDict"},
          "method.replay._target_ 'collections.OrderedDict' is not a subclass of clsuite.core.replay.base.ReplayPolicy; "
-         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+         "valid classes: BalancedReplay, CCMRReplay, MIRReplay, RandomReplay"),
         ("plugin", {"_target_": "clsuite.core.replay.random.RandomReplay", "exclude_current_task": False},
          "method.plugin._target_ 'clsuite.core.replay.random.RandomReplay' is not a subclass of clsuite.core.methods.base.Plugin; "
-         "valid classes: NoMemory, AGEM, ICaRL, GEM, HAL, OnlineEWC, SI"),
+         "valid classes: AGEM, GEM, HAL, ICaRL, NoMemory, OnlineEWC, SI"),
         ("update", {"_target_": "os.path.join"},
          "method.update._target_ 'os.path.join' is a function, not a subclass of clsuite.core.memory.base.UpdatePolicy; "
-         "valid classes: Reservoir, EBRS, GSSGreedy, HerdingMemory, ClassRingBuffer, TaskRingBuffer, TaskReservoir"),
+         "valid classes: ClassRingBuffer, EBRS, GSSGreedy, HerdingMemory, Reservoir, TaskReservoir, TaskRingBuffer"),
         ("replay", {"_target_": "os.path"},
          "method.replay._target_ 'os.path' is a module, not a subclass of clsuite.core.replay.base.ReplayPolicy; "
-         "valid classes: RandomReplay, BalancedReplay, CCMRReplay, MIRReplay"),
+         "valid classes: BalancedReplay, CCMRReplay, MIRReplay, RandomReplay"),
         ("replay", {"_target_": "clsuite.core.replay.random.RandomReplay", "exclude_current_task": False, "bogus": 1},
          "unknown key 'method.replay.bogus'; valid keys of method.replay: exclude_current_task"),
         ("update", {"_target_": "clsuite.core.memory.reservoir.Reservoir", "n_tasks": 3},
          "unknown key 'method.update.n_tasks'; valid keys of method.update: none"),
         ("replay", {"_target_": f"{__name__}.WideReplay", "height": 1},
-         f"method.replay cannot build {__name__}.WideReplay: got an unexpected keyword argument 'height'"),
-        ("replay", 5, "method.replay must be null or a node with a _target_, got 5; valid classes: RandomReplay, "),
+         "unknown key 'method.replay.height'; valid keys of method.replay: exclude_current_task, width"),
+        ("replay", {"_target_": f"{__name__}.LooseReplay"},
+         f"method.replay cannot build {__name__}.LooseReplay: missing a required argument: 'width'"),
+        ("replay", 5, "method.replay must be null or a node with a _target_, got 5; valid classes: BalancedReplay, "),
         ("plugin", {"c": 1}, "method.plugin must be null or a node with a _target_, got {'c': 1}; valid classes: "),
     ],
 )  # fmt: skip
@@ -499,7 +524,7 @@ def test_an_outside_module_that_fails_to_import_is_named_with_its_line(tmp_path,
     with open_dict(cfg):
         cfg.method.replay._target_ = "cl_broken_a.Nope"
     try:
-        with pytest.raises(ConfigError, match=r"^unknown method.replay._target_ 'cl_broken_a.Nope'; valid classes: R"):
+        with pytest.raises(ConfigError, match=r"^unknown method.replay._target_ 'cl_broken_a.Nope'; valid classes: B"):
             validate(cfg)
     finally:
         sys.modules.pop("cl_broken_a", None)

@@ -12,7 +12,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from clsuite.config.check import CONF_DIR, GROUPS, dotted_get, group_options
-from clsuite.config.schema import KEYS, MISSING, NODES, RULES, SLOTS, node_keys, targets
+from clsuite.config.schema import KEYS, MISSING, RULES, SLOTS, locate, node_keys, targets
 
 USAGE = """\
 usage: clsuite [run] [KEY=VALUE ...]              one run -> outputs/<experiment>/<time>_<benchmark>_<method>_<id>/
@@ -44,7 +44,7 @@ AUTOMATIC = ("tuned", "reading_family")  # groups composed from the other choice
 
 @functools.cache
 def selected_by() -> dict[str, list[str]]:
-    """Each class of NODES -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
+    """Each class of a slot (``schema.targets``) -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
     out: dict[str, list[str]] = {}
     for group in ("method", "replay", "update"):
         for option in group_options(group):
@@ -90,13 +90,13 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     out = [(f"{head} keys", r) for head, r in sections.items()]
     for slot in SLOTS:
         for target in targets(slot):
-            decl, keys = NODES[target], node_keys(target)
+            cls, keys = locate(target, "_target_"), node_keys(target)
             by = ", ".join(selected_by().get(target, [])) or "(no option selects it)"
             extra = []
-            if decl.get("slots"):
-                extra.append(f"memory >= one slot per {decl['slots']}")
-            if decl.get("scenarios"):
-                extra.append(f"scenario: {', '.join(decl['scenarios'])}")
+            if layout := getattr(cls, "layout", None):
+                extra.append(f"memory >= one slot per {layout}")
+            if scenarios := getattr(cls, "scenarios", None):
+                extra.append(f"scenario: {', '.join(scenarios)}")
             title = f"method.{slot} = {target.rsplit('.', 1)[-1]} ({by})" + (f"; {'; '.join(extra)}" if extra else "")
             node = _node_yaml(target)
             body = [(f"method.{slot}.{k}", _show(node.get(k, MISSING)), s.range(), s.doc) for k, s in keys.items()]
@@ -170,9 +170,10 @@ def markdown() -> str:
         "",
         "## Adding a key",
         "",
-        "One line in `src/clsuite/config/schema.py`: in `KEYS` for a key of `conf/config.yaml` or of a group",
-        '(`"data.foo": Flag("what it does")`), in `NODES` under its class for a parameter of a replay',
-        'policy, update policy or method plugin (`foo=Whole(1, None, "what it does")`); then',
+        "A key of `conf/config.yaml` or of a group: one line in `KEYS` of `src/clsuite/config/schema.py`",
+        '(`"data.foo": Flag("what it does")`). A parameter of a replay policy, update policy or method',
+        "plugin: its constructor's annotation, the one declaration of that key",
+        '(`foo: Annotated[int, Whole(1, None, "what it does")] = 1`, `clsuite.core.spec`). Then',
         "`python -m clsuite.config.help > docs/CONFIG.md`. A key of `conf/` without a declaration fails",
         "`tests/lab/test_schema.py`.",
         "",

@@ -6,17 +6,19 @@ docs/DEVELOPING.md, "Where a change goes").
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
-import math
+import pkgutil
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import ModuleType
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from clsuite.core.errors import ConfigError, import_outside
+from clsuite.core.spec import Flag, OneOf, Real, Spec, Whole, choices_text, params
 
 SEED_MAX = 2**32 - 1  # numpy's seed range
 RESUME_MODES = ("strict", "config_only", "off")  # clsuite.sweep.Job: what a finished result must match
@@ -28,7 +30,6 @@ PRECISIONS = ("32-true", "16-mixed", "bf16-mixed")
 CPU_PRECISIONS = ("32-true", "bf16-mixed")
 MAX_SLOTS = 100_000  # memory slots always allowed (clsuite.config.schema._rule_memory)
 MISSING = object()  # value()'s marker of a key absent from the config
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
 
 
 def dotted_get(cfg, dotted: str, default=None):
@@ -39,103 +40,6 @@ def dotted_get(cfg, dotted: str, default=None):
             return default
         node = node[k]
     return node
-
-
-# ----------------------------------------------------------------------------- specs
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One key: its kind, range (``lo``/``hi``, open or closed), choices, null allowed, meaning."""
-
-    kind: str  # whole | real | flag | choice | name | text | path | names | shape
-    doc: str = ""
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-    choices: tuple = ()
-    null: bool = False
-    req: bool = True  # must be present in the composed config (else: only checked where present)
-
-    def range(self) -> str:
-        """'a whole number >= 1 or null', 'in [0, 1)', 'true or false', 'one of a, b', ..."""
-        nul = " or null" if self.null else ""
-        if self.kind in ("whole", "real"):
-            what = "a whole number" if self.kind == "whole" else "a finite number"
-            fmt = "{:d}" if self.kind == "whole" else "{:g}"
-            lo = fmt.format(self.lo) if self.lo is not None else None
-            hi = fmt.format(self.hi) if self.hi is not None else None
-            if lo is not None and hi is not None:
-                b = f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
-                return f"{what} {b}{nul}" if self.kind == "whole" else f"in {b[3:]}{nul}"
-            if lo is not None:
-                return f"{what} {'>' if self.lo_open else '>='} {lo}{nul}"
-            return f"{what}{nul}"
-        return {
-            "flag": f"true or false{nul}",
-            "choice": f"one of {_choices(self.choices)}{nul}",
-            "name": f"a name of letters, digits, '_', '.', '-'{nul}",
-            "text": f"a string{nul}",
-            "path": f"a folder path{nul}",
-            "names": "a list of strings",
-            "shape": "a list of whole numbers >= 1 (channels, height, width)",
-        }[self.kind]
-
-    def problem(self, key: str, v) -> str | None:
-        """The error line for value ``v`` of ``key``, or None when it is valid."""
-        if v is None and self.null:
-            return None
-        if self.kind == "choice":
-            ok = any(v == c and type(v) is type(c) for c in self.choices)
-            return None if ok else f"unknown {key} {v!r}; valid choices: {_choices(self.choices)}"
-        bad = f"{key} must be {self.range()}, got {v!r}"
-        if self.kind == "whole":
-            if isinstance(v, float) and math.isfinite(v) and v == int(v) and self._inside(v):
-                return f"{bad} (write {int(v)})"  # 50.0 would be a second identity of 50
-            return None if isinstance(v, int) and not isinstance(v, bool) and self._inside(v) else bad
-        if self.kind == "real":
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                return f"{key} must be a finite number, got {v!r}"
-            return None if self._inside(v) else bad
-        if self.kind == "flag":
-            return None if isinstance(v, bool) else bad
-        if self.kind == "name":
-            return None if isinstance(v, str) and NAME.match(v) else bad
-        if self.kind in ("text", "path"):
-            return None if isinstance(v, str) and (v or self.kind == "text") else bad
-        if self.kind == "names":
-            return None if isinstance(v, list) and all(isinstance(s, str) for s in v) else bad
-        if self.kind == "shape":
-            ok = isinstance(v, list) and 1 <= len(v) <= 3 and all(type(s) is int and s >= 1 for s in v)
-            return None if ok else bad
-        raise ValueError(f"unknown spec kind {self.kind!r}")
-
-    def _inside(self, v) -> bool:
-        lo_ok = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
-        hi_ok = self.hi is None or (v < self.hi if self.hi_open else v <= self.hi)
-        return lo_ok and hi_ok
-
-
-def _choices(choices) -> str:
-    """The choices as written on the command line, each once (``inf``: the string and Hydra's float)."""
-    return ", ".join(dict.fromkeys(str(c).lower() if isinstance(c, bool) else str(c) for c in choices))
-
-
-def Whole(lo=None, hi=None, doc="", **kw) -> Spec:
-    return Spec("whole", doc, lo=lo, hi=hi, **kw)
-
-
-def Real(lo=None, hi=None, doc="", **kw) -> Spec:
-    return Spec("real", doc, lo=lo, hi=hi, **kw)
-
-
-def Flag(doc="", **kw) -> Spec:
-    return Spec("flag", doc, **kw)
-
-
-def OneOf(*choices, doc="", **kw) -> Spec:
-    return Spec("choice", doc, choices=tuple(choices), **kw)
 
 
 # ----------------------------------------------------------------------------- the keys
@@ -234,95 +138,37 @@ KEYS: dict[str, Spec] = {
     "method.replay_size": Whole(1, None, "the method's own |R| (A-GEM's g_ref batch); null = the reading's", null=True, req=False),
 }
 
-# Parameters of the classes in method.replay / method.update / method.plugin, by ``_target_``.
-# ``slots``: what the update policy's memory layout needs one slot of ("task" | "class");
-# ``scenarios``: the scenarios a plugin supports (default: all).
-NODES: dict[str, dict] = {
-    # conf/replay/
-    "clsuite.core.replay.random.RandomReplay": dict(
-        exclude_current_task=Flag("replay only from past tasks' slots")),
-    "clsuite.core.replay.balanced.BalancedReplay": dict(
-        exclude_current_task=Flag("replay only from past tasks' slots"),
-        by=OneOf("class", "task", doc="equal shares of |R| per class | per task")),
-    "clsuite.core.replay.ccmr.CCMRReplay": dict(
-        tau=Real(0, 1, "p = round(tau |R|) interfered (R_e), q = |R| - p task-associated (R_t)"),
-        candidates=Whole(1, None, "null = score all of M | C random candidates", null=True),
-        exclude_current_task=Flag("score and replay only past tasks' slots"),
-        compare_to_old_logits=Flag("score against the logits stored with the sample (as MIR)"),
-        scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics"),
-        R_t_from=OneOf("candidates", "memory", doc="R_t from the scored pool - R_e | all of M - R_e")),
-    "clsuite.core.replay.mir.MIRReplay": dict(
-        candidates=Whole(1, None, "C: random candidates scored by the virtual step"),
-        exclude_current_task=Flag("candidates only from past tasks' slots"),
-        compare_to_old_logits=Flag("score against the logits stored with the sample"),
-        scoring_updates_bn=Flag("the candidates' forward under theta updates BatchNorm's running statistics")),
-    # conf/update/
-    "clsuite.core.memory.reservoir.Reservoir": dict(),
-    "clsuite.core.memory.ebrs.EBRS": dict(
-        class_ties=OneOf("lowest", "random", doc="most frequent classes tied: lowest label | random"),
-        victim=OneOf("lowest_score", "random", doc="lowest-score slot of the class (Alg. 2) | a random one"),
-        unscored=OneOf(0, "inf", "insertion", math.inf, doc="s(m) of a sample until first scored")),
-    "clsuite.core.memory.gss_greedy.GSSGreedy": dict(
-        n_mem_grads=Whole(1, None, "n: memory gradient vectors G_j per incoming batch"),
-        mem_batch=Whole(1, None, "memory samples per G_j"),
-        empty_score=Real(-1, 1, "cosine given to a sample entering an empty memory"),
-        cosines=OneOf("exact", "gram", doc="gram: per-layer Gram products (MLP) | exact: flattened per-sample gradients; last bits")),
-    "clsuite.core.memory.herding.HerdingMemory": dict(slots="class"),
-    "clsuite.core.memory.class_ring.ClassRingBuffer": dict(slots="class"),
-    "clsuite.core.memory.task_ring.TaskRingBuffer": dict(
-        slots="task",
-        n_tasks=Whole(1, None, "T of the ring layout; null = benchmark.n_tasks (at least that)", null=True)),
-    "clsuite.core.memory.task_reservoir.TaskReservoir": dict(
-        slots="task",
-        per_task=Whole(1, None, "slots per task, a reservoir over the task; null = M // T", null=True),
-        n_tasks=Whole(1, None, "T of M // T; null = benchmark.n_tasks (at least that)", null=True)),
-    # conf/method/ plugins
-    "clsuite.core.methods.base.NoMemory": dict(),
-    "clsuite.core.methods.agem.AGEM": dict(),
-    "clsuite.core.methods.icarl.ICaRL": dict(scenarios=("class_il", "task_il")),
-    "clsuite.core.methods.gem.GEM": dict(
-        memory_strength=Real(0, None, "margin of the dual QP (GEM's gamma)"),
-        eps=Real(0, None, "ridge added to G G' before the QP", lo_open=True)),
-    "clsuite.core.methods.hal.HAL": dict(
-        scenarios=("class_il", "task_il"),
-        hal_lambda=Real(0, None, "weight of the anchor loss"),
-        beta=Real(0, 1, "EMA factor of the mean embedding phi"),
-        gamma=Real(0, None, "weight of ||phi(e) - phi_y||^2 in the anchor objective"),
-        anchor_steps=Whole(0, None, "SGD steps per anchor"),
-        finetune_steps=Whole(0, None, "fine-tuning steps on the memory for theta_M"),
-        finetune_batch=Whole(1, None, "memory batch of those steps"),
-        anchor_lr=Real(0, None, "anchor SGD learning rate; null = the method's lr", lo_open=True, null=True)),
-    "clsuite.core.methods.oewc.OnlineEWC": dict(
-        e_lambda=Real(0, None, "weight of the EWC penalty"),
-        gamma=Real(0, 1, "decay of the online Fisher at each task end"),
-        chunk=Whole(1, None, "samples per vmap call for the Fisher (memory vs speed only)")),
-    "clsuite.core.methods.si.SI": dict(
-        c=Real(0, None, "weight of the surrogate loss"),
-        xi=Real(0, None, "damping of Omega's denominator", lo_open=True),
-        clip=Real(0, None, "gradient entries clipped to [-clip, clip]; null = no clipping", lo_open=True, null=True)),
-}
 # fmt: on
-BASES = {  # method.<slot>: null or a node whose _target_ subclasses this (named: the schema imports no policy)
+BASES = {  # method.<slot>: null or a node whose _target_ subclasses this; the slot's classes: its package's
     "replay": "clsuite.core.replay.base.ReplayPolicy",
     "update": "clsuite.core.memory.base.UpdatePolicy",
     "plugin": "clsuite.core.methods.base.Plugin",
 }
 SLOTS = tuple(BASES)
-META = ("slots", "scenarios")  # NODES entries that are not keys
 
 
-def declare(target: str, **keys) -> None:
-    """Declare a replay / update / plugin class from outside ``src/`` (same form as a NODES entry)."""
-    NODES[target] = dict(keys)
+@functools.cache
+def targets(slot: str) -> list[str]:
+    """The slot's classes, by name: every concrete subclass of its :data:`BASES` class in that class's
+    package (``clsuite.core.replay``, ...), each declaring its keys in its constructor (``clsuite.core.spec``)."""
+    base = locate(BASES[slot], f"method.{slot}")
+    package = importlib.import_module(BASES[slot].rsplit(".", 2)[0])
+    out = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        out += [
+            f"{c.__module__}.{c.__qualname__}"
+            for c in vars(module).values()
+            if isinstance(c, type) and issubclass(c, base) and c is not base
+            if c.__module__ == module.__name__ and not inspect.isabstract(c)
+        ]
+    return sorted(out, key=lambda t: t.rsplit(".", 1)[-1].lower())
 
 
 def node_keys(target: str) -> dict[str, Spec]:
-    return {k: v for k, v in NODES.get(target, {}).items() if k not in META}
-
-
-def targets(slot: str) -> list[str]:
-    prefix = BASES[slot].rsplit(".", 2)[0] + "."  # (clsuite.core.replay.)
-    return [t for t in NODES if t.startswith(prefix)]
+    """The keys a ``_target_``'s class declares (``clsuite.core.spec.params``); {} where none is found."""
+    found = locate(target, "_target_")
+    return params(found) if isinstance(found, type) else {}
 
 
 def locate(target: str, what: str):
@@ -363,7 +209,9 @@ def value(cfg, key: str, spec: Spec | None = None):
 def _must(key: str, spec: Spec | None) -> str:
     if spec is None:
         return ""
-    return f"; valid choices: {_choices(spec.choices)}" if spec.kind == "choice" else f"; {key} must be {spec.range()}"
+    return (
+        f"; valid choices: {choices_text(spec.choices)}" if spec.kind == "choice" else f"; {key} must be {spec.range()}"
+    )
 
 
 def _raw(cfg, key: str) -> str:
@@ -429,7 +277,7 @@ def _rule_memory(cfg, sizes) -> str | None:
     stream = classes * (per_class_n - round(cfg.data.val_fraction * per_class_n))
     unit = classes if per_class else 1  # slots per unit of `memory`
     lo, why = 0, ""
-    slots = NODES.get(update.get("_target_"), {}).get("slots")
+    slots = getattr(locate(str(update.get("_target_")), "method.update._target_"), "layout", None)
     if slots == "task":
         t = update.get("n_tasks") or bench.n_tasks
         if t < bench.n_tasks:
@@ -458,7 +306,7 @@ def _rule_memory(cfg, sizes) -> str | None:
 def _rule_scenario(cfg, sizes) -> str | None:
     """scenario: one the method's plugin supports (iCaRL and HAL need one output per class)."""
     plugin = cfg.method.get("plugin")
-    ok = NODES.get(plugin.get("_target_"), {}).get("scenarios") if plugin else None
+    ok = getattr(locate(str(plugin.get("_target_")), "method.plugin._target_"), "scenarios", None) if plugin else None
     if ok and cfg.scenario not in ok:
         return f"method={cfg.method.name} does not support scenario={cfg.scenario}; valid choices: {', '.join(ok)}"
     return None
@@ -557,10 +405,10 @@ def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
 
 
 def _check_slot(cfg, slot: str) -> None:
-    """``method.<slot>`` is null or a node whose ``_target_`` is one of the slot's :data:`NODES`, or a class
-    found as Hydra will find it (:func:`locate`) that subclasses the slot's :data:`BASES` class; a
-    declared class's node holds its keys and no other, each checked; an undeclared one's, what its
-    constructor takes."""
+    """``method.<slot>`` is null or a node whose ``_target_`` is a class found as Hydra will find it
+    (:func:`locate`) that subclasses the slot's :data:`BASES` class; the node holds only what its
+    constructor takes, everything the constructor needs, and each declared key (``Annotated[type, Spec]``)
+    in its range."""
     node = value(cfg, f"method.{slot}")
     if node is MISSING or node is None:
         return
@@ -568,26 +416,24 @@ def _check_slot(cfg, slot: str) -> None:
     if not isinstance(node, dict) or "_target_" not in node:
         raise ConfigError(f"method.{slot} must be null or a node with a _target_, got {node!r}; valid classes: {valid}")
     target, key = node["_target_"], f"method.{slot}._target_"
-    if target not in targets(slot):  # a class from elsewhere (an extension), or of another slot
-        found = locate(str(target), f"{key} {target!r}")
-        if found is None:
-            raise ConfigError(f"unknown {key} {target!r}; valid classes: {valid}")
-        bases = {f"{c.__module__}.{c.__qualname__}" for c in found.__mro__} if isinstance(found, type) else ()
-        if BASES[slot] not in bases:
-            what = "" if isinstance(found, type) else f"a {type(found).__name__}, "
-            raise ConfigError(f"{key} {target!r} is {what}not a subclass of {BASES[slot]}; valid classes: {valid}")
-        if target not in NODES:  # undeclared: its keys are its own, as its constructor takes them
-            try:
-                inspect.signature(found).bind(**{k: v for k, v in node.items() if not re.match(r"^_\w+_$", k)})
-            except TypeError as e:
-                raise ConfigError(f"method.{slot} cannot build {target}: {e}") from None
-            return
-    keys = node_keys(target)
-    if unknown := [k for k in node if k != "_target_" and k not in keys]:
-        valid_keys = ", ".join(keys) or "none"
+    found = locate(str(target), f"{key} {target!r}")
+    if found is None:
+        raise ConfigError(f"unknown {key} {target!r}; valid classes: {valid}")
+    bases = {f"{c.__module__}.{c.__qualname__}" for c in found.__mro__} if isinstance(found, type) else ()
+    if BASES[slot] not in bases:
+        what = "" if isinstance(found, type) else f"a {type(found).__name__}, "
+        raise ConfigError(f"{key} {target!r} is {what}not a subclass of {BASES[slot]}; valid classes: {valid}")
+    given = {k: v for k, v in node.items() if not re.match(r"^_\w+_$", k)}
+    taken = inspect.signature(found).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in taken.values()) and (unknown := [k for k in given if k not in taken]):
+        valid_keys = ", ".join(taken) or "none"
         raise ConfigError(f"unknown key 'method.{slot}.{unknown[0]}'; valid keys of method.{slot}: {valid_keys}")
-    for k, spec in keys.items():
+    for k, spec in params(found).items():
         _check(cfg, f"method.{slot}.{k}", spec)
+    try:
+        inspect.signature(found).bind(**given)
+    except TypeError as e:
+        raise ConfigError(f"method.{slot} cannot build {target}: {e}") from None
 
 
 def check(cfg: DictConfig) -> None:

@@ -27,6 +27,9 @@ from clsuite.core.state import AttributeState
 
 
 class UpdatePolicy(AttributeState, ABC):
+    #: what the memory layout needs one slot of: "task" | "class" | None (checked against M before training)
+    layout: str | None = None
+
     @abstractmethod
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
         """Offer the incoming batch to the memory (after its update step)."""

@@ -20,6 +20,8 @@ from clsuite.core.memory.buffer import Memory
 class ClassRingBuffer(UpdatePolicy):
     """Memory update: per class, a FIFO of the last M // classes samples."""
 
+    layout = "class"
+
     def update(self, memory: Memory, x, y, t, learner=None) -> None:
         stamp = memory.declare("arrival", (), torch.long, fill=-1)  # arrival time of each slot's sample
         m = memory.capacity // memory.num_classes

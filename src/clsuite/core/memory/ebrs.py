@@ -23,7 +23,9 @@ The paper's open choices, each a key (conf/update/ebrs.yaml; values: PROTOCOL se
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
+from typing import Annotated
 
 import torch
 
@@ -31,13 +33,23 @@ from clsuite.core.memory.base import UpdatePolicy
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.reservoir import fill_then_draw
 from clsuite.core.replay.virtual import insertion_scores
+from clsuite.core.spec import OneOf
 
 VICTIMS = ("lowest_score", "random")
 UNSCORED = (0, "inf", "insertion")
 
 
 class EBRS(UpdatePolicy):
-    def __init__(self, class_ties: str = "lowest", victim: str = "lowest_score", unscored: int | str = 0):
+    def __init__(
+        self,
+        class_ties: Annotated[
+            str, OneOf("lowest", "random", doc="most frequent classes tied: lowest label | random")
+        ] = "lowest",
+        victim: Annotated[
+            str, OneOf(*VICTIMS, doc="lowest-score slot of the class (Alg. 2) | a random one")
+        ] = "lowest_score",
+        unscored: Annotated[int | str, OneOf(*UNSCORED, math.inf, doc="s(m) of a sample until first scored")] = 0,
+    ):
         if class_ties not in ("lowest", "random"):
             raise ValueError(f"unknown class_ties {class_ties!r}; valid: lowest, random")
         if victim not in VICTIMS:

@@ -36,6 +36,8 @@ R from the whole memory (``exclude_current_task: false``) is GSS's own.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
@@ -43,8 +45,10 @@ from torch.func import functional_call, grad, vmap
 from clsuite.core.memory.base import UpdatePolicy
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.models.grads import linear_factors, per_sample_grads
+from clsuite.core.spec import OneOf, Real, Whole
 
 COSINES = ("exact", "gram")
+COSINES_DOC = "gram: per-layer Gram products (MLP) | exact: flattened per-sample gradients; last bits"
 
 
 def flat_grads(learner, x, y, t, groups: int = 0) -> torch.Tensor:
@@ -104,7 +108,13 @@ def _layer_factors(learner, x, y, t):
 class GSSGreedy(UpdatePolicy):
     """Memory-update policy: GSS-greedy (Alg. 2), vectorised over the incoming batch."""
 
-    def __init__(self, n_mem_grads: int = 10, mem_batch: int = 1, empty_score: float = 0.1, cosines: str = "gram"):
+    def __init__(
+        self,
+        n_mem_grads: Annotated[int, Whole(1, None, "n: memory gradient vectors G_j per incoming batch")] = 10,
+        mem_batch: Annotated[int, Whole(1, None, "memory samples per G_j")] = 1,
+        empty_score: Annotated[float, Real(-1, 1, "cosine given to a sample entering an empty memory")] = 0.1,
+        cosines: Annotated[str, OneOf(*COSINES, doc=COSINES_DOC)] = "gram",
+    ):
         if cosines not in COSINES:
             raise ValueError(f"unknown GSS cosines {cosines!r}; valid: {', '.join(COSINES)}")
         self.n_mem_grads, self.mem_batch, self.empty_score = n_mem_grads, mem_batch, empty_score

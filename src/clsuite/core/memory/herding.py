@@ -51,6 +51,8 @@ def herding(phi: torch.Tensor, m: int) -> torch.Tensor:
 class HerdingMemory(UpdatePolicy):
     """Memory update: keep the task's stream, herd m exemplars per class at its end."""
 
+    layout = "class"
+
     def __init__(self):
         self.stream: list[tuple[torch.Tensor, ...]] = []  # the current task's batches
 

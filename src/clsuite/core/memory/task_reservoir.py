@@ -15,17 +15,30 @@ A-GEM's layouts (``clsuite.core.methods.agem``), each from a reference:
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from clsuite.core.memory.base import UpdatePolicy
 from clsuite.core.memory.buffer import Memory
 from clsuite.core.memory.reservoir import reservoir_slots
+from clsuite.core.spec import Whole
 
 
 class TaskReservoir(UpdatePolicy):
     """Memory update: ``per_task`` slots per task (null: M // T), a reservoir over each task's samples."""
 
-    def __init__(self, per_task: int | None = None, n_tasks: int | None = None):
+    layout = "task"
+
+    def __init__(
+        self,
+        per_task: Annotated[
+            int | None, Whole(1, None, "slots per task, a reservoir over the task; null = M // T", null=True)
+        ] = None,
+        n_tasks: Annotated[
+            int | None, Whole(1, None, "T of M // T; null = benchmark.n_tasks (at least that)", null=True)
+        ] = None,
+    ):
         self.per_task, self.n_tasks = per_task, n_tasks
         self.start: dict[int, int] = {}  # task -> its first slot
         self.count: dict[int, int] = {}  # task -> samples of the task seen so far

@@ -13,10 +13,13 @@ which the online protocol does not allow.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from clsuite.core.memory.base import UpdatePolicy
 from clsuite.core.memory.buffer import Memory
+from clsuite.core.spec import Whole
 
 
 class TaskRingBuffer(UpdatePolicy):
@@ -25,7 +28,14 @@ class TaskRingBuffer(UpdatePolicy):
     T comes from ``n_tasks`` or the learner's ``task_classes``.
     """
 
-    def __init__(self, n_tasks: int | None = None):
+    layout = "task"
+
+    def __init__(
+        self,
+        n_tasks: Annotated[
+            int | None, Whole(1, None, "T of the ring layout; null = benchmark.n_tasks (at least that)", null=True)
+        ] = None,
+    ):
         self.n_tasks = n_tasks
         self.count: dict[int, int] = {}  # samples of task k written so far
 

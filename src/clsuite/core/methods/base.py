@@ -33,6 +33,8 @@ from clsuite.core.state import AttributeState
 
 
 class Plugin(AttributeState):
+    #: the scenarios the plugin supports; None: all (checked before training)
+    scenarios: tuple[str, ...] | None = None
     #: False for methods without an episodic memory (no capacity, no update calls)
     uses_memory = True
 

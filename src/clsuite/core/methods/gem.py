@@ -25,6 +25,8 @@ GEM's own; no replay batch, so |R|, ``replay_loss`` and ``exclude_current_task``
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 import quadprog
 import torch
@@ -32,6 +34,7 @@ import torch.nn.functional as F
 
 from clsuite.core.methods.base import Plugin
 from clsuite.core.models.grads import flat_grad, grad_vector, write_grad
+from clsuite.core.spec import Real
 
 
 def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: float = 1e-3) -> torch.Tensor:
@@ -50,7 +53,11 @@ def gem_project(g: torch.Tensor, G: torch.Tensor, margin: float = 0.5, eps: floa
 
 
 class GEM(Plugin):
-    def __init__(self, memory_strength: float = 0.5, eps: float = 1e-3):
+    def __init__(
+        self,
+        memory_strength: Annotated[float, Real(0, None, "margin of the dual QP (GEM's gamma)")] = 0.5,
+        eps: Annotated[float, Real(0, None, "ridge added to G G' before the QP", lo_open=True)] = 1e-3,
+    ):
         self.margin, self.eps = float(memory_strength), float(eps)
 
     def before_step(self, learner, x, y, t, idx) -> None:

@@ -38,23 +38,30 @@ buffer, R from the whole ring (``exclude_current_task: false``) and one loss ove
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
 from clsuite.core.methods.base import Plugin
+from clsuite.core.spec import Real, Whole
 
 
 class HAL(Plugin):
+    scenarios = ("class_il", "task_il")
+
     def __init__(
         self,
-        hal_lambda: float = 0.1,
-        beta: float = 0.5,
-        gamma: float = 0.1,
-        anchor_steps: int = 100,
-        finetune_steps: int = 50,
-        finetune_batch: int = 10,
-        anchor_lr: float | None = None,
+        hal_lambda: Annotated[float, Real(0, None, "weight of the anchor loss")] = 0.1,
+        beta: Annotated[float, Real(0, 1, "EMA factor of the mean embedding phi")] = 0.5,
+        gamma: Annotated[float, Real(0, None, "weight of ||phi(e) - phi_y||^2 in the anchor objective")] = 0.1,
+        anchor_steps: Annotated[int, Whole(0, None, "SGD steps per anchor")] = 100,
+        finetune_steps: Annotated[int, Whole(0, None, "fine-tuning steps on the memory for theta_M")] = 50,
+        finetune_batch: Annotated[int, Whole(1, None, "memory batch of those steps")] = 10,
+        anchor_lr: Annotated[
+            float | None, Real(0, None, "anchor SGD learning rate; null = the method's lr", lo_open=True, null=True)
+        ] = None,
     ):
         self.hal_lambda, self.beta, self.gamma = hal_lambda, beta, gamma
         self.anchor_steps, self.anchor_lr = anchor_steps, anchor_lr

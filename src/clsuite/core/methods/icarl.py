@@ -42,6 +42,8 @@ from clsuite.core.methods.base import Plugin
 
 
 class ICaRL(Plugin):
+    scenarios = ("class_il", "task_il")
+
     def __init__(self):
         self.old_net = None  # the network at the end of the previous task
 

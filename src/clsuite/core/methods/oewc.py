@@ -19,12 +19,15 @@ Under a reading (PROTOCOL 8) only |B_t| and lr change; oEWC has no memory.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
 from clsuite.core.methods.base import Plugin
 from clsuite.core.models.grads import flat_params, linear_factors
+from clsuite.core.spec import Real, Whole
 
 
 def empirical_fisher(learner, x, y, t, chunk: int = 128) -> torch.Tensor:
@@ -89,7 +92,12 @@ def _add_weighted_squares(acc, w, a, d, block_bytes: int = 1 << 21) -> None:
 class OnlineEWC(Plugin):
     uses_memory = False
 
-    def __init__(self, e_lambda: float, gamma: float = 1.0, chunk: int = 128):
+    def __init__(
+        self,
+        e_lambda: Annotated[float, Real(0, None, "weight of the EWC penalty")],
+        gamma: Annotated[float, Real(0, 1, "decay of the online Fisher at each task end")] = 1.0,
+        chunk: Annotated[int, Whole(1, None, "samples per vmap call for the Fisher (memory vs speed only)")] = 128,
+    ):
         self.e_lambda, self.gamma, self.chunk = float(e_lambda), float(gamma), int(chunk)
         self.fisher: torch.Tensor | None = None  # F, the online (decayed) Fisher
         self.anchor: torch.Tensor | None = None  # theta*, parameters at the last task end

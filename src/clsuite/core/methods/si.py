@@ -20,16 +20,27 @@ Under a reading (PROTOCOL 8) only |B_t| and lr change; SI has no memory.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from clsuite.core.methods.base import Plugin
 from clsuite.core.models.grads import flat_grad, flat_params, write_grad
+from clsuite.core.spec import Real
 
 
 class SI(Plugin):
     uses_memory = False
 
-    def __init__(self, c: float, xi: float, clip: float | None = 1.0):
+    def __init__(
+        self,
+        c: Annotated[float, Real(0, None, "weight of the surrogate loss")],
+        xi: Annotated[float, Real(0, None, "damping of Omega's denominator", lo_open=True)],
+        clip: Annotated[
+            float | None,
+            Real(0, None, "gradient entries clipped to [-clip, clip]; null = no clipping", lo_open=True, null=True),
+        ] = 1.0,
+    ):
         self.c, self.xi, self.clip = float(c), float(xi), clip
         self.omega = self.big_omega = self.anchor = None  # omega (this task), Omega, theta~
 

@@ -19,16 +19,23 @@ from the other groups.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from clsuite.core.replay.base import ReplayPolicy
 from clsuite.core.replay.ccmr import largest_remainder, sample_per_group
+from clsuite.core.spec import Flag, OneOf
 
 GROUPS = ("class", "task")
 
 
 class BalancedReplay(ReplayPolicy):
-    def __init__(self, exclude_current_task: bool = False, by: str = "class"):
+    def __init__(
+        self,
+        exclude_current_task: Annotated[bool, Flag("replay only from past tasks' slots")] = False,
+        by: Annotated[str, OneOf(*GROUPS, doc="equal shares of |R| per class | per task")] = "class",
+    ):
         if by not in GROUPS:
             raise ValueError(f"unknown by {by!r}; valid choices: {', '.join(GROUPS)}")
         self.exclude_current_task, self.by = exclude_current_task, by

@@ -25,11 +25,13 @@ the scored pool minus R_e | ``memory`` = M - R_e, the paper's words), ``exclude_
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 
 from clsuite.core.replay.base import ReplayPolicy
-from clsuite.core.replay.virtual import score_slots
+from clsuite.core.replay.virtual import BN_DOC, score_slots
+from clsuite.core.spec import Flag, OneOf, Real, Whole
 
 
 def largest_remainder(weights: torch.Tensor, total: int) -> torch.Tensor:
@@ -68,12 +70,20 @@ R_T_FROM = ("candidates", "memory")
 class CCMRReplay(ReplayPolicy):
     def __init__(
         self,
-        tau: float = 0.5,
-        candidates: int | None = None,
-        exclude_current_task: bool = False,
-        compare_to_old_logits: bool = False,
-        scoring_updates_bn: bool = False,
-        R_t_from: str = "candidates",
+        tau: Annotated[
+            float, Real(0, 1, "p = round(tau |R|) interfered (R_e), q = |R| - p task-associated (R_t)")
+        ] = 0.5,
+        candidates: Annotated[
+            int | None, Whole(1, None, "null = score all of M | C random candidates", null=True)
+        ] = None,
+        exclude_current_task: Annotated[bool, Flag("score and replay only past tasks' slots")] = False,
+        compare_to_old_logits: Annotated[
+            bool, Flag("score against the logits stored with the sample (as MIR)")
+        ] = False,
+        scoring_updates_bn: Annotated[bool, Flag(BN_DOC)] = False,
+        R_t_from: Annotated[
+            str, OneOf(*R_T_FROM, doc="R_t from the scored pool - R_e | all of M - R_e")
+        ] = "candidates",
     ):
         if not 0.0 <= tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {tau}")

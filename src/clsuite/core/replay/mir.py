@@ -20,17 +20,20 @@ function (``score_slots``), so the E-BRS ablation and AdaER evict by one score.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from clsuite.core.replay.base import ReplayPolicy
-from clsuite.core.replay.virtual import score_slots
+from clsuite.core.replay.virtual import BN_DOC, score_slots
+from clsuite.core.spec import Flag, Whole
 
 
 class MIRReplay(ReplayPolicy):
     def __init__(
         self,
-        candidates: int = 50,
-        exclude_current_task: bool = False,
-        compare_to_old_logits: bool = False,
-        scoring_updates_bn: bool = False,
+        candidates: Annotated[int, Whole(1, None, "C: random candidates scored by the virtual step")] = 50,
+        exclude_current_task: Annotated[bool, Flag("candidates only from past tasks' slots")] = False,
+        compare_to_old_logits: Annotated[bool, Flag("score against the logits stored with the sample")] = False,
+        scoring_updates_bn: Annotated[bool, Flag(BN_DOC)] = False,
     ):
         self.candidates = candidates
         self.exclude_current_task = exclude_current_task

@@ -8,11 +8,14 @@ to false (their own codes; conf/method/*.yaml).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from clsuite.core.replay.base import ReplayPolicy
+from clsuite.core.spec import Flag
 
 
 class RandomReplay(ReplayPolicy):
-    def __init__(self, exclude_current_task: bool = False):
+    def __init__(self, exclude_current_task: Annotated[bool, Flag("replay only from past tasks' slots")] = False):
         # MIR's code replays only past tasks' samples (``buffer.sample(..., exclude_task=task)``)
         self.exclude_current_task = exclude_current_task
 

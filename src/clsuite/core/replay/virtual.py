@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
+BN_DOC = "the candidates' forward under theta updates BatchNorm's running statistics"  # scoring_updates_bn
+
 
 def _buffers(net) -> dict:
     """Clones of the BatchNorm buffers. In train mode the outputs do not depend on the running
