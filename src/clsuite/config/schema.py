@@ -404,6 +404,11 @@ def _check(cfg, key: str, spec: Spec, req: bool = True) -> None:
         raise ConfigError(msg)
 
 
+def _valid(slot: str) -> str:
+    """The error line's tail naming the slot's classes (found only for an error: it imports every one)."""
+    return "; valid classes: " + ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
+
+
 def _check_slot(cfg, slot: str) -> None:
     """``method.<slot>`` is null or a node whose ``_target_`` is a class found as Hydra will find it
     (:func:`locate`) that subclasses the slot's :data:`BASES` class; the node holds only what its
@@ -412,17 +417,16 @@ def _check_slot(cfg, slot: str) -> None:
     node = value(cfg, f"method.{slot}")
     if node is MISSING or node is None:
         return
-    valid = ", ".join(t.rsplit(".", 1)[-1] for t in targets(slot))
     if not isinstance(node, dict) or "_target_" not in node:
-        raise ConfigError(f"method.{slot} must be null or a node with a _target_, got {node!r}; valid classes: {valid}")
+        raise ConfigError(f"method.{slot} must be null or a node with a _target_, got {node!r}{_valid(slot)}")
     target, key = node["_target_"], f"method.{slot}._target_"
     found = locate(str(target), f"{key} {target!r}")
     if found is None:
-        raise ConfigError(f"unknown {key} {target!r}; valid classes: {valid}")
+        raise ConfigError(f"unknown {key} {target!r}{_valid(slot)}")
     bases = {f"{c.__module__}.{c.__qualname__}" for c in found.__mro__} if isinstance(found, type) else ()
     if BASES[slot] not in bases:
         what = "" if isinstance(found, type) else f"a {type(found).__name__}, "
-        raise ConfigError(f"{key} {target!r} is {what}not a subclass of {BASES[slot]}; valid classes: {valid}")
+        raise ConfigError(f"{key} {target!r} is {what}not a subclass of {BASES[slot]}{_valid(slot)}")
     given = {k: v for k, v in node.items() if not re.match(r"^_\w+_$", k)}
     taken = inspect.signature(found).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in taken.values()) and (unknown := [k for k in given if k not in taken]):
