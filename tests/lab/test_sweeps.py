@@ -307,6 +307,23 @@ def test_gpu_pool_gives_each_job_its_own_gpu(tmp_path, monkeypatch):
         assert g is None
 
 
+def test_a_gpu_pool_without_locks_fails_instead_of_waiting(tmp_path, monkeypatch):
+    """It waited forever: every flock's OSError read as a slot held by another job."""
+    import errno
+    import fcntl
+
+    def no_locks(f, how):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(gpus, "gpu_count", lambda: 1)
+    monkeypatch.setattr(gpus, "GPU_LOCK_DIR", tmp_path)
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    never = gpu_slot({"accelerator": "auto"}, 1, poll_s=10)
+    with pytest.raises(OSError, match=r"No locks available: the GPU pool needs flock in .*gpu0\.0\.lock") as e, never:
+        pass
+    assert e.value.errno == errno.ENOLCK and e.value.filename == str(tmp_path / "gpu0.0.lock")
+
+
 _TWO_GPUS = f"""
 import sys, tempfile
 from pathlib import Path

@@ -22,7 +22,8 @@ GPU_LOCK_DIR = Path(tempfile.gettempdir()) / f"clsuite-gpu-locks-{os.getuid()}" 
 def gpu_slot(trainer_cfg, n_jobs: int, job_num: int = 0, poll_s: float = 2.0):
     """Hold a free slot ``gpu<g>.<s>.lock`` of :data:`GPU_LOCK_DIR` for the duration: free GPUs first,
     starting at GPU ``job_num % n``, ``n_jobs`` slots shared evenly by the ``n`` GPUs. Yields g, or None
-    when the run chose its device (``trainer.device_index``, ``trainer=cpu``) or there is no GPU."""
+    when the run chose its device (``trainer.device_index``, ``trainer=cpu``) or there is no GPU. A slot
+    that cannot be locked at all (``ENOLCK``) is an ``OSError`` naming it, not an endless wait."""
     chosen = trainer_cfg.get("device_index") is not None or str(trainer_cfg.get("accelerator", "auto")) == "cpu"
     n = 0 if chosen else gpu_count()
     if n == 0:
@@ -39,9 +40,12 @@ def gpu_slot(trainer_cfg, n_jobs: int, job_num: int = 0, poll_s: float = 2.0):
             f = open(d / f"gpu{g}.{s}.lock", "a+")  # noqa: SIM115  (closed in finally)
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:  # held by another job
                 f.close()
                 continue
+            except OSError as e:  # a file system without locks (ENOLCK): waiting would never end
+                f.close()
+                raise OSError(e.errno, f"{e.strerror}: the GPU pool needs flock in {d} (set TMPDIR to a local folder)", str(f.name)) from None
             try:
                 f.seek(0)
                 f.truncate()
