@@ -87,7 +87,7 @@ def main() -> int:
     rows, failed = [], False
     rounds = range(args.repeats) if args.measure in ("jobs", "stream") else [0]
     together = len(variants) == 1 and args.measure == "jobs"  # one process: round 0 pays its one-time costs
-    with open(out / "bench.log" if out else os.devnull, "a") as log:
+    with open(out / f"{args.stem}.log" if out else os.devnull, "a") as log:
         for group in [list(rounds)] if together else [[r] for r in rounds]:
             for v in variants if group[0] % 2 == 0 else variants[::-1]:  # alternate which variant goes first
                 failed |= run_child(args, v, group, rows, out, log) != 0
@@ -96,8 +96,8 @@ def main() -> int:
     text, summary = REPORTS[args.measure](args, ok, rows, [v["label"] for v in variants], load)
     print(text)
     if out:
-        (out / "bench.md").write_text(text + "\n")
-    write(out, {"complete": True, "rows": rows, "summary": summary, "load": load})
+        (out / f"{args.stem}.md").write_text(text + "\n")
+    write(out, args.stem, {"complete": True, "rows": rows, "summary": summary, "load": load})
     return 1 if failed or len(ok) < len(rows) else 0
 
 
@@ -114,7 +114,7 @@ def run_child(args, v: dict, rounds: list[int], rows: list[dict], out: Path | No
             log.flush()
             if line.startswith("ROW "):
                 rows.append(json.loads(line[4:]))
-                write(out, {"complete": False, "rows": rows})
+                write(out, args.stem, {"complete": False, "rows": rows})
                 print(f"  {progress(rows[-1])}", file=sys.stderr, flush=True)
             elif not out or "Error" in line or "error:" in line or "Traceback" in line:
                 print(line.rstrip(), file=sys.stderr, flush=True)
@@ -136,7 +136,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument(
         "--set", "--override", nargs="+", action="extend", default=[], metavar="KEY=VALUE", help="for every job"
     )
-    ap.add_argument("--out", default=None, help="write bench.json, bench.log and bench.md here")
+    ap.add_argument("--out", default=None, help="write bench[-<measure>][-numerics].json, .log and .md here")
     ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES})")
     ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20)")
     ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/notes/GPU.md's setting)")
@@ -147,6 +147,8 @@ def parse() -> argparse.Namespace:
         setattr(args, k, v if getattr(args, k) is None else getattr(args, k))
     for k in ("benchmark", "methods"):  # a comma list too (the GPU benchmark's form)
         setattr(args, k, getattr(args, k) and [x for a in getattr(args, k) for x in a.split(",") if x])
+    # the files of --out, one set per line of `make bench` and `make bench-numerics`: none overwrites another's
+    args.stem = "bench" + f"-{args.measure}" * (args.measure != "jobs") + "-numerics" * (len(args.numerics) > 1)
     return args
 
 
@@ -160,9 +162,9 @@ def fail(message: str) -> int:
     return 2
 
 
-def write(out: Path | None, data: dict) -> None:
+def write(out: Path | None, stem: str, data: dict) -> None:
     if out:
-        (out / "bench.json").write_text(json.dumps(data, indent=1))
+        (out / f"{stem}.json").write_text(json.dumps(data, indent=1))
 
 
 def progress(r: dict) -> str:

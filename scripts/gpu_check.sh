@@ -6,7 +6,7 @@
 # Python packages the machine lacks (hydra-core, omegaconf, antlr4, quadprog, ...) are taken
 # from .whl/ when it exists (wheels made on a machine with network: see README, "GPU") and
 # installed into /tmp/site, on PYTHONPATH. The machine's own torch is used: print its version.
-# Results: stdout, and under $OUT (default ./gpu_check_out): pytest log, bench.{json,log,md}.
+# Results: stdout, and under $OUT (default ./gpu_check_out): pytest log, bench-stream.{json,log,md}.
 # TEST_TIMEOUT, BENCH_TIMEOUT (seconds) bound the two parts.
 set -uo pipefail
 cd "$(dirname "$0")/.."

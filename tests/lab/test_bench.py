@@ -142,6 +142,11 @@ def test_each_measurement_runs_on_the_cpu(tmp_path):
     assert "| er | " in p.stdout and "| 1.00 | 1.00 |" in p.stdout
     saved = json.loads((tmp_path / "jobs" / "bench.json").read_text())
     assert saved["complete"] and saved["rows"][0]["steps"] > 0 and saved["summary"]["er"]["time_vs_er"] == 1.0
-    p = run("--measure", "stream", "--benchmark", "synthetic", "--methods", "er", "--batches", "2", "--warmup", "1")
+    p = run("--measure", "stream", "--benchmark", "synthetic", "--methods", "er", "--batches", "2", "--warmup", "1",
+            "--out", str(tmp_path / "jobs"))  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
+    # one --out for both (make bench BENCH_ARGS="--out DIR"): the stream's files beside the jobs', not over them
+    assert json.loads((tmp_path / "jobs" / "bench.json").read_text()) == saved
+    assert json.loads((tmp_path / "jobs" / "bench-stream.json").read_text())["complete"]
+    assert {p.name for p in (tmp_path / "jobs").iterdir()} >= {"bench-stream.md", "bench-stream.log", "bench.md"}
     assert "device: cpu" in p.stdout and "| synthetic | er | new |" in p.stdout
