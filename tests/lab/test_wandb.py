@@ -337,9 +337,19 @@ def test_sweep_progress_line(tmp_path):
     (tmp_path / "sweep_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     from datetime import datetime
 
-    now = datetime.fromisoformat("2026-01-01T10:04:00").timestamp()  # 4 jobs in 240 s, 6 left
-    assert sweep_progress(tmp_path, "abc", now=now) == "sweep t2: 3/10 done, 1 failed, about 6m left"
+    now = datetime.fromisoformat("2026-01-01T10:04:00").timestamp()  # 2 jobs took 240 s (skip, reuse: none), 6 left
+    assert sweep_progress(tmp_path, "abc", now=now) == "sweep t2: 3/10 done, 1 failed, about 12m left"
     assert sweep_progress(tmp_path, "other", now=now) is None
+    # a restarted sweep: 9 jobs skipped at once, then one trained in 15 minutes; 15 left take 15 x 15 minutes
+    grid.update(sweep_id="re", n_jobs=25)
+    (tmp_path / "grid.json").write_text(json.dumps(grid))
+    lines = [{"sweep_id": "re", "status": "skipped"}] * 9 + [{"sweep_id": "re", "status": "ran"}]
+    (tmp_path / "sweep_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    now = datetime.fromisoformat("2026-01-01T10:15:00").timestamp()
+    assert sweep_progress(tmp_path, "re", now=now) == "sweep t2: 10/25 done, 0 failed, about 3h45m left"
+    now = datetime.fromisoformat("2026-01-01T10:00:01").timestamp()
+    (tmp_path / "sweep_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:9]))
+    assert sweep_progress(tmp_path, "re", now=now) == "sweep t2: 9/25 done, 0 failed"  # no job timed yet
 
 
 def test_report_kept_in_run_log(tmp_path):

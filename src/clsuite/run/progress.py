@@ -192,16 +192,18 @@ def _duration(s: float) -> str:
 def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = None) -> str | None:
     """The line "k/N done, F failed, about T left" of this sweep invocation, or None outside a sweep: N
     from ``grid.json``, k and F from ``sweep_log.jsonl`` (so parallel workers count right), T = the
-    jobs left x the wall time so far per finished job."""
+    jobs left x the wall time so far per job that trained or failed (a skipped or reused job takes none:
+    counted, a restarted sweep's skips made the time left look a fraction of what it is)."""
     sweep_dir = Path(sweep_dir)
     sweep_id = sweep_id if sweep_id is not None else os.environ.get("CLSUITE_SWEEP_ID")
     grid = read_object(sweep_dir / GRID_FILE)
     if not sweep_id or grid is None or grid.get("sweep_id") != sweep_id:
         return None
-    done = failed = 0
+    done = failed = ran = 0
     for rec in read_log(sweep_dir, sweep_id):
         done += rec.get("status") in DONE
         failed += rec.get("status") in FAILED
+        ran += rec.get("status") == "ran"
     n = int(grid.get("n_jobs", 0))
     msg = f"sweep {grid.get('experiment')}: {done}/{n} done, {failed} failed"
     left = n - done - failed
@@ -209,10 +211,10 @@ def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = N
         t0 = dt.datetime.fromisoformat(grid["created"]).timestamp()
     except (KeyError, TypeError, ValueError):
         return msg
-    finished = done + failed
-    if left > 0 and finished:
+    timed = ran + failed
+    if left > 0 and timed:
         elapsed = (now if now is not None else dt.datetime.now().timestamp()) - t0
-        msg += f", about {_duration(elapsed / finished * left)} left"
+        msg += f", about {_duration(elapsed / timed * left)} left"
     return msg
 
 

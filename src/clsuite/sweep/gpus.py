@@ -45,7 +45,11 @@ def gpu_slot(trainer_cfg, n_jobs: int, job_num: int = 0, poll_s: float = 2.0):
                 continue
             except OSError as e:  # a file system without locks (ENOLCK): waiting would never end
                 f.close()
-                raise OSError(e.errno, f"{e.strerror}: the GPU pool needs flock in {d} (set TMPDIR to a local folder)", str(f.name)) from None
+                raise OSError(
+                    e.errno,
+                    f"{e.strerror}: the GPU pool needs flock in {d} (set TMPDIR to a local folder)",
+                    str(f.name),
+                ) from None
             try:
                 f.seek(0)
                 f.truncate()
