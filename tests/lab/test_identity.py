@@ -411,6 +411,32 @@ def test_job_lock_atomic_holder_and_stale(tmp_path):
     c.release()
 
 
+def test_a_job_starting_during_a_summary_probe_takes_its_lock(tmp_path):
+    """The summary's probe (live_holder) holds a shared flock for an instant; a job asking then was told
+    "busy" and left for a rerun. It now retries for PROBE_GRACE_S."""
+    import fcntl
+    import threading
+
+    path, probing, done = tmp_path / io.LOCK_FILE, threading.Event(), threading.Event()
+    path.write_text("")
+
+    def probe():  # a probe that lasts 50 ms instead of microseconds
+        with open(path) as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+            probing.set()
+            time.sleep(0.05)
+            fcntl.flock(f, fcntl.LOCK_UN)
+        done.set()
+
+    t = threading.Thread(target=probe)
+    t.start()
+    probing.wait(5)
+    lock = JobLock(tmp_path)
+    assert lock.acquire() is None and done.is_set()  # taken once the probe let go
+    lock.release()
+    t.join(5)
+
+
 # ----------------------------------------------------------------------------- divergence
 
 

@@ -16,6 +16,7 @@ from filelock import FileLock, Timeout
 from clsuite.run.io import LOCK_FILE, read_object
 
 HOST = socket.gethostname()
+PROBE_GRACE_S = 0.25  # how long a job retries a held lock: a probe (live_holder) holds it for microseconds
 
 
 def _record(path: Path) -> dict:
@@ -48,7 +49,9 @@ class JobLock:
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / LOCK_FILE
-        self._lock = FileLock(self.path, timeout=0, fallback_to_soft=False)  # no soft lock: it outlives a kill -9
+        # no soft lock: it outlives a kill -9; a short retry: a job that starts while a summary probes the
+        # lock would otherwise read the probe as a running job and be left for a rerun
+        self._lock = FileLock(self.path, timeout=PROBE_GRACE_S, fallback_to_soft=False)
 
     def acquire(self) -> dict | None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
