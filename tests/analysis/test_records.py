@@ -437,7 +437,8 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
 def test_the_committed_records_read_whole(tmp_path):
     """docs/records/ reads back through every check, its manifest names the code of each archive, the
     parity record holds GSS, iCaRL and HAL on both benchmarks beside Mammoth e75a491 under portable
-    kernels, and the CIFAR-10 (JPEG copy) row holds ER, MIR and AdaER at seeds 0-2, C-CMR and E-BRS at seed 0."""
+    kernels, and the CIFAR-10 (JPEG copy) rows: the first (i32) ER, MIR and AdaER at seeds 0-2, C-CMR and
+    E-BRS at seed 0; issue 44's all five at seeds 0-4, at one code on one CPU kind."""
     from clsuite.analysis.load import load_experiment
 
     manifest = rec.read_manifest(RECORDS)[0]
@@ -462,6 +463,12 @@ def test_the_committed_records_read_whole(tmp_path):
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
     assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")) and seeds["ccmr"] == seeds["ebrs"] == [0], seeds
+    jpeg = exps["i44_cifar10_jpeg"].runs  # issue 44: the row at MIR's CIFAR line, one code and one CPU kind
+    assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
+    seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
+    assert seeds == {m: [0, 1, 2, 3, 4] for m in ("adaer", "ccmr", "ebrs", "er", "mir")}, seeds
+    assert jpeg["code"].nunique() == 1 and jpeg["cpu"].nunique() == 1 and jpeg["numerics"].nunique() == 1
+    assert jpeg["numerics"].iloc[0].startswith("native (")  # this CPU's kernels, named with their levels
 
 
 def _unchecked() -> str | None:
