@@ -453,6 +453,24 @@ def test_a_class_declared_from_outside_has_its_keys_checked():
         validate(cfg)
 
 
+class HintedReplay(WideReplay):
+    """Its annotation names a class imported only for type checkers: unresolvable at run time."""
+
+    def __init__(self, width: Annotated[NotImportedHere, Whole(1, None, "a test key")] = 1):  # noqa: F821
+        super().__init__(width=width)
+
+
+def test_a_constructor_annotation_that_cannot_be_read_is_one_error_line():
+    cfg = make_cfg("method=er")
+    with open_dict(cfg):
+        cfg.method.replay = {"_target_": f"{__name__}.HintedReplay", "width": 2}
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert str(e.value) == (
+        f"cannot read the constructor annotations of {__name__}.HintedReplay: name 'NotImportedHere' is not defined"
+    )
+
+
 @pytest.mark.parametrize(
     "slot,node,line",
     [

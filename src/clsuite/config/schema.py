@@ -1,4 +1,5 @@
-"""The declared schema of the composed config: every key's type, range, choices and meaning, and the rules
+"""The declared schema of the composed config: every run key's type, range, choices and meaning (a replay,
+update or plugin class's keys: its constructor's annotations, ``clsuite.core.spec``), and the rules
 that tie keys together; ``clsuite.config.check.validate`` checks a config against it (:func:`check`) and
 ``--help`` and docs/CONFIG.md are generated from it (docs/CONFIG.md, "Adding a key"; why a table:
 docs/DEVELOPING.md, "Where a change goes").

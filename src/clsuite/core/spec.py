@@ -14,6 +14,8 @@ import re
 import typing
 from dataclasses import dataclass
 
+from clsuite.core.errors import ConfigError
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder names
 
 
@@ -116,5 +118,10 @@ def params(cls) -> dict[str, Spec]:
     """The declared keys of a class's constructor: each parameter annotated ``Annotated[type, Spec]``, in
     the constructor's order (a parameter without a Spec is not a config key)."""
     init = cls.__init__  # (object's own, a slot wrapper, takes no keys)
-    hints = typing.get_type_hints(init, include_extras=True) if inspect.isfunction(init) else {}
+    try:
+        hints = typing.get_type_hints(init, include_extras=True) if inspect.isfunction(init) else {}
+    except Exception as e:  # a name only imported under TYPE_CHECKING, a bad annotation: one line, not a traceback
+        raise ConfigError(
+            f"cannot read the constructor annotations of {cls.__module__}.{cls.__qualname__}: {e}"
+        ) from None
     return {k: m for k, h in hints.items() for m in getattr(h, "__metadata__", ()) if isinstance(m, Spec)}
