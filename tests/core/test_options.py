@@ -793,3 +793,83 @@ def test_joint_epochs_are_passes_over_the_union_each_reshuffled(tmp_path, monkey
         assert not torch.equal(passes[0], passes[1])  # reshuffled between passes
         one = run_cfg(tmp_path / "one", "method=joint", "method.epochs=1", slow)
         assert one["metrics"]["acc"] < res["metrics"]["acc"]  # the key changes the result
+
+
+# -- data.input_range: MIR's [-1, 1] inputs on the CIFAR family -------------------------------------
+def test_input_range_symmetric_is_mirs_rescaling_of_every_split_exactly():
+    """symmetric: (x / 255 - 0.5) * 2 in MIR's order of operations (data.py l.34, l.43), on every split;
+    unit (and null, the key's absence): x / 255 as before."""
+    over = ["method=online", "benchmark.n_tasks=2", "benchmark.train_per_class=20", "data.val_fraction=0.25"]
+    unit = build(make_cfg(*over))[0]
+    default = build(make_cfg(*over, "data.input_range=unit"))[0]
+    sym = build(make_cfg(*over, "data.input_range=symmetric"))[0]
+    for k in range(2):
+        for split in ("train", "val", "test"):
+            x_unit, x_sym = unit.split(k, split)[0], sym.split(k, split)[0]
+            assert torch.equal(default.split(k, split)[0], x_unit)
+            assert torch.equal(x_sym, (x_unit - 0.5) * 2)
+            assert torch.equal(sym.split(k, split)[1], unit.split(k, split)[1])
+    x = torch.cat([sym.split(k, "train")[0] for k in range(2)])
+    assert x.min() < -0.5 and x.max() <= 1.0 and x.min() >= -1.0
+
+
+def test_input_range_moves_the_result(tmp_path):
+    over = ["method=er", "benchmark.n_tasks=2", "benchmark.train_per_class=20", "memory=10"]
+    unit = run_cfg(tmp_path / "unit", *over)
+    sym = run_cfg(tmp_path / "sym", *over, "data.input_range=symmetric")
+    assert sym["R"] != unit["R"] and sym["b"] != unit["b"]
+    assert sym["config"]["data"]["input_range"] == "symmetric"
+
+
+# -- eval_bn: BatchNorm statistics re-estimated over the memory for each evaluation --------------------
+def test_eval_bn_memory_re_estimates_over_the_memory_and_restores_the_training_statistics(monkeypatch):
+    """Inside ``bn_from_memory``: the running mean and variance are the mean over near-equal chunks of the
+    memory's slots (slot order) of each chunk's batch mean and unbiased variance of the BatchNorm input;
+    outside: the training's statistics, counter and momentum exactly as they were."""
+    from clsuite.core import callbacks
+
+    monkeypatch.setattr(callbacks, "BN_BATCH", 4)  # 9 slots -> chunks of 3, 3, 3
+    learner = toy_learner(BNNet(), memory=toy_memory(TASKS9))
+    bn = learner.net.body[1]
+    learner.net.train()
+    with torch.no_grad():
+        learner.net(torch.randn(7, D, generator=torch.Generator().manual_seed(5)))  # some training statistics
+    before = (bn.running_mean.clone(), bn.running_var.clone(), bn.num_batches_tracked.clone(), bn.momentum)
+    with torch.no_grad():
+        h = learner.net.body[0](learner.memory.x[:9])  # the BatchNorm's input, per slot
+    chunks = h.split(3)
+    want_mean = torch.stack([c.mean(0) for c in chunks]).mean(0)
+    want_var = torch.stack([c.var(0, unbiased=True) for c in chunks]).mean(0)
+    learner.net.eval()
+    with callbacks.bn_from_memory(learner):
+        torch.testing.assert_close(bn.running_mean, want_mean, rtol=0, atol=1e-6)
+        torch.testing.assert_close(bn.running_var, want_var, rtol=0, atol=1e-6)
+        assert not learner.net.training  # the evaluation's mode
+    assert torch.equal(bn.running_mean, before[0]) and torch.equal(bn.running_var, before[1])
+    assert torch.equal(bn.num_batches_tracked, before[2]) and bn.momentum == before[3]
+
+
+def test_eval_bn_memory_changes_the_evaluation_only(monkeypatch):
+    """AccuracyMatrix evaluates inside ``bn_from_memory`` under eval_bn=memory (the statistics the
+    evaluation sees are the memory's), outside it under running; the learner's statistics afterwards are
+    the training's either way (the training is unchanged)."""
+    from clsuite.core import callbacks
+
+    learner = toy_learner(BNNet(), memory=toy_memory(TASKS9))
+    bn = learner.net.body[1]
+    learner.net.train()
+    with torch.no_grad():
+        learner.net(torch.randn(7, D, generator=torch.Generator().manual_seed(5)))
+    stats = copy.deepcopy(bn.state_dict())
+    seen = []
+    monkeypatch.setattr(callbacks, "evaluate", lambda lrn, dm, split: seen.append(bn.running_mean.clone()) or (0, 0, 0))
+    dm = type("DM", (), {"device": torch.device("cpu")})()
+    callbacks.AccuracyMatrix(dm)._evaluate(learner)
+    callbacks.AccuracyMatrix(dm, eval_bn="memory")._evaluate(learner)
+    with torch.no_grad(), callbacks.bn_from_memory(learner):
+        memory_mean = bn.running_mean.clone()
+    assert torch.equal(seen[0], stats["running_mean"]) and torch.equal(seen[1], memory_mean)
+    assert not torch.allclose(seen[0], seen[1])
+    assert all(torch.equal(bn.state_dict()[k], v) for k, v in stats.items())
+    with pytest.raises(ValueError, match="valid: running, memory"):
+        callbacks.AccuracyMatrix(dm, eval_bn="batch")

@@ -109,6 +109,22 @@ def test_mir_code_follows_the_script_line_of_the_benchmarks_family(benchmark):
     assert instantiate(cfg.method.replay).compare_to_old_logits is flipped  # AdaER's C-CMR (no data needed)
 
 
+@pytest.mark.parametrize("benchmark", FAMILY)
+@pytest.mark.parametrize("reading", READINGS)
+def test_mir_codes_cifar_data_follows_mirs_data_code_and_the_rest_is_unchanged(benchmark, reading):
+    """mir_code on the CIFAR family: MIR's inputs in [-1, 1] and 95% of each task's images (data.py l.43,
+    l.368), each value with its source line in ``cites``; the MNIST family and paper_text keep the key's
+    absence (null: [0, 1]) and every training image, so their runs keep their identity."""
+    cfg = make_cfg(f"benchmark={benchmark}", f"reading={reading}")
+    if reading == "mir_code" and FAMILY[benchmark] == "cifar":
+        assert (cfg.data.input_range, cfg.data.val_fraction) == ("symmetric", 0.05)
+        assert "data.py l.34" in cfg.cites["data.input_range"] and "cut=0.95" in cfg.cites["data.val_fraction"]
+    else:
+        assert (cfg.data.input_range, cfg.data.val_fraction) == (None, 0.0)
+    cfg = make_cfg(f"benchmark={benchmark}", f"reading={reading}", "data.val_fraction=0", "data.input_range=unit")
+    assert (cfg.data.input_range, cfg.data.val_fraction) == ("unit", 0.0)  # the command line still wins
+
+
 def test_a_command_line_value_wins_over_the_reading():
     cfg = make_cfg("reading=mir_code", "method=adaer", "batch_size=5", "candidates=7", "exclude_current_task=false")
     dm, learner, _ = build(cfg)

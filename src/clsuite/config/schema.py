@@ -57,6 +57,7 @@ KEYS: dict[str, Spec] = {
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
     "reading": Spec("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
+    "cites": Spec("notes", "the source line of each value a reading's file sets where the key has no comment in --cfg job (not in a run's identity)"),
     "memory": Whole(0, None, "M: memory size (total, or per class if memory_per_class); bounds per method: cross-key rules"),
     "memory_per_class": Flag("reading: false = M in total | true = M per class (MIR's --mem_size)"),
     "batch_size": Whole(1, None, "reading: |B_t|, incoming batch size"),
@@ -74,6 +75,7 @@ KEYS: dict[str, Spec] = {
     "weight_decay": Real(0, None, "SGD weight decay (L2)"),
     "scenario": OneOf("class_il", "task_il", "domain_il", doc="one head over all classes | task-IL masks | domain-IL"),
     "eval_mask": OneOf("all", "seen", doc="all: argmax over the whole head | seen: only classes seen so far"),
+    "eval_bn": OneOf("running", "memory", doc="BatchNorm statistics of each evaluation: null or running = the training's averages | memory = re-estimated over the memory, then restored", null=True),
     "eval_split": OneOf("test", "val", doc="test | val (tuning; needs data.val_fraction > 0)"),
     "data.root": Spec("path", "folder of the datasets (default $DATA_DIR, else ../shared/datasets if there, else ./data)"),
     "data.download": Flag("fetch the official files (md5-checked) when missing"),
@@ -81,6 +83,7 @@ KEYS: dict[str, Spec] = {
     "data.class_order": OneOf("natural", "random", doc="natural | random (permuted with the seed)"),
     "data.val_fraction": Real(0, 1, "held out of each task's training samples", hi_open=True),
     "data.imbalance_semantics": OneOf("keep", "ratio", doc="keep: minority keeps (1 - lambda) n | ratio: lambda n"),
+    "data.input_range": OneOf("unit", "symmetric", doc="reading: inputs null or unit = x / 255 in [0, 1] | symmetric = (x / 255 - 0.5) * 2 in [-1, 1] (MIR's CIFAR code)", null=True),
     "data.normalize": Flag("standardise inputs with the training set's mean and std"),
     "data.cache_dir": Spec("path", "decoded image-folder archives; null: $XDG_CACHE_HOME/clsuite, else ~/.cache/clsuite", null=True),
     # conf/benchmark/
@@ -344,6 +347,18 @@ def _rule_eval_split(cfg, sizes) -> str | None:
     return None
 
 
+def _rule_eval_bn(cfg, sizes) -> str | None:
+    """eval_bn=memory re-estimates BatchNorm over the memory: it needs both (a silent no-op otherwise)."""
+    if cfg.get("eval_bn") != "memory":
+        return None
+    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+    if arch != "resnet18":
+        return f"eval_bn=memory needs a network with BatchNorm (model.arch=resnet18), got model.arch={arch}"
+    if not cfg.method.get("update") or not cfg.memory:
+        return f"eval_bn=memory needs a method with a memory, got method={cfg.method.name} memory={cfg.memory}"
+    return None
+
+
 def _rule_logger(cfg, sizes) -> str | None:
     """logger.required: only W&B can fail to start (csv and none always do), so only it can be required."""
     logger = cfg.get("logger")
@@ -388,6 +403,7 @@ RULES: tuple[Callable, ...] = (
     _rule_scenario,
     _rule_device,
     _rule_eval_split,
+    _rule_eval_bn,
     _rule_logger,
     _rule_targets,
 )

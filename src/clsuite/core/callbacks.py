@@ -8,15 +8,59 @@ start and one row of R at the end of every fit, on every task's test (or
 validation) split, micro-averaged, with per-class accuracies and the row of the
 task-IL matrix from the same scores (:func:`evaluate`; docs/PROTOCOL.md, section 5).
 ``DivergenceGuard`` stops the run at a non-finite loss (``Diverged``).
+``eval_bn="memory"`` (:func:`bn_from_memory`): each evaluation uses BatchNorm statistics re-estimated over
+the memory instead of the training's running averages, which are restored afterwards (docs/METHODS.md, "BatchNorm").
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import lightning as L
 import numpy as np
 import torch
+
+EVAL_BN = ("running", "memory")
+BN_BATCH = 100  # samples per forward of the re-estimation pass (the memory in near-equal chunks of at most this)
+
+
+@contextlib.contextmanager
+def bn_from_memory(learner):
+    """BatchNorm's running statistics re-estimated from the memory for the ``with`` body, then restored.
+
+    One pass over the filled slots in slot order, in train mode and without gradients, each BatchNorm
+    layer reset and set to a cumulative average (``momentum=None``: every chunk weighs the same, as
+    SWA's ``update_bn``), in ``ceil(size / BN_BATCH)`` near-equal chunks. The memory holds every seen
+    task (the current one too, under every update policy that writes the stream), so the statistics
+    are those of all seen tasks, not of the last forwards. The training's statistics, counters and
+    momenta come back after the body: the training is the same as without it, only the evaluation differs.
+    An empty memory (b, before any training) leaves the statistics as they are.
+    """
+    bns = [m for m in learner.net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    size = int(learner.memory.size) if learner.memory is not None else 0
+    if not bns or size == 0:
+        yield
+        return
+    saved = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone(), m.momentum) for m in bns]
+    was_training = learner.net.training
+    try:
+        for m in bns:
+            m.reset_running_stats()
+            m.momentum = None
+        learner.net.train()
+        with torch.no_grad():
+            for x in torch.tensor_split(learner.memory.x[:size], -(-size // BN_BATCH)):
+                learner.net(x)
+        learner.net.train(was_training)
+        yield
+    finally:
+        learner.net.train(was_training)
+        for m, (mean, var, count, momentum) in zip(bns, saved, strict=True):
+            m.running_mean.copy_(mean)
+            m.running_var.copy_(var)
+            m.num_batches_tracked.copy_(count)
+            m.momentum = momentum
 
 
 class TaskStart(L.Callback):
@@ -132,8 +176,10 @@ def evaluate(learner, datamodule, split: str = "test", chunk: int = 2000):
 class AccuracyMatrix(L.Callback):
     """Fills b before training and a row of R (and of the task-IL matrix) after each task (each fit)."""
 
-    def __init__(self, datamodule, split: str = "test", on_row=None):
-        self.dm, self.split, self.on_row = datamodule, split, on_row
+    def __init__(self, datamodule, split: str = "test", on_row=None, eval_bn: str = "running"):
+        if eval_bn not in EVAL_BN:
+            raise ValueError(f"unknown eval_bn {eval_bn!r}; valid: {', '.join(EVAL_BN)}")
+        self.dm, self.split, self.on_row, self.eval_bn = datamodule, split, on_row, eval_bn
         self.b: list[float] | None = None
         self.rows: list[list[float]] = []
         self.rows_task_il: list[list[float]] = []
@@ -145,7 +191,7 @@ class AccuracyMatrix(L.Callback):
 
     def on_fit_start(self, trainer, learner):
         if self.b is None:
-            self.b = evaluate(learner, self.dm, self.split)[0]
+            self.b = self._evaluate(learner)[0]
         self._steps_at_start = learner.train_steps
         self._t0 = time.perf_counter()
 
@@ -153,13 +199,18 @@ class AccuracyMatrix(L.Callback):
         if learner.device.type == "cuda":
             torch.cuda.synchronize(learner.device)
         self.train_time_s += time.perf_counter() - self._t0
-        accs, per_class, task_il = evaluate(learner, self.dm, self.split)
+        accs, per_class, task_il = self._evaluate(learner)
         self.rows.append(accs)
         self.per_class.append(per_class)
         self.rows_task_il.append(task_il)
         self.steps_per_task.append(learner.train_steps - self._steps_at_start)
         if self.on_row is not None:
             self.on_row(len(self.rows) - 1, accs)
+
+    def _evaluate(self, learner):
+        learner.to(self.dm.device)  # (evaluate's reason: Lightning's teardown moved the module to the CPU)
+        with bn_from_memory(learner) if self.eval_bn == "memory" else contextlib.nullcontext():
+            return evaluate(learner, self.dm, self.split)
 
     def state_dict(self) -> dict:  # in the run's checkpoint (clsuite.run.checkpoint)
         keys = ("b", "rows", "rows_task_il", "per_class", "steps_per_task", "train_time_s")

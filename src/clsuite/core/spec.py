@@ -23,7 +23,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # names that become folder n
 class Spec:
     """One key: its kind, range (``lo``/``hi``, open or closed), choices, null allowed, meaning."""
 
-    kind: str  # whole | real | flag | choice | name | text | path | names | shape
+    kind: str  # whole | real | flag | choice | name | text | path | names | shape | notes
     doc: str = ""
     lo: float | None = None
     hi: float | None = None
@@ -55,6 +55,7 @@ class Spec:
             "path": f"a folder path{nul}",
             "names": "a list of strings",
             "shape": "a list of whole numbers >= 1 (channels, height, width)",
+            "notes": "a mapping of key names to strings",
         }[self.kind]
 
     def problem(self, key: str, v) -> str | None:
@@ -81,6 +82,9 @@ class Spec:
             return None if isinstance(v, str) and (v or self.kind == "text") else bad
         if self.kind == "names":
             return None if isinstance(v, list) and all(isinstance(s, str) for s in v) else bad
+        if self.kind == "notes":
+            ok = isinstance(v, dict) and all(isinstance(k, str) and isinstance(s, str) for k, s in v.items())
+            return None if ok else bad
         if self.kind == "shape":
             ok = isinstance(v, list) and 1 <= len(v) <= 3 and all(type(s) is int and s >= 1 for s in v)
             return None if ok else bad

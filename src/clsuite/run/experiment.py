@@ -80,7 +80,9 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
         run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger)
         book = callbacks_of(run)
         rows = [cb.log_row for cb in book if isinstance(cb, RunLogger)]
-        acc_cb = AccuracyMatrix(dm, split=cfg.eval_split, on_row=rows[0] if rows else None)
+        acc_cb = AccuracyMatrix(
+            dm, split=cfg.eval_split, on_row=rows[0] if rows else None, eval_bn=cfg.get("eval_bn") or "running"
+        )
         guard = DivergenceGuard(check_every=int(cfg.trainer.log_every_n_steps))
         callbacks = [TaskStart(), guard, MemoryUpdate(), acc_cb, *book]  # (TaskStart first: after a restore)
         trainer, start, ckpt_path = make_trainer(cfg, device, callbacks, logger), 0, None

@@ -184,6 +184,7 @@ def key_of(identity: dict) -> str:
 # (conf/config.yaml exclude_keys; tests/lab/test_identity.py checks the two agree). Threads, device: the env part.
 IGNORED_KEYS = (
     "experiment",
+    "cites",  # documentation: the reading's source lines (conf/reading_family/)
     "resume",
     "reuse",
     "checkpoint",  # when a run saves its state (clsuite.run.checkpoint): a resumed run's numbers are the same

@@ -16,6 +16,7 @@ from clsuite.core.data.benchmarks import split_tasks
 from clsuite.core.data.sources import Source
 
 SCENARIOS = ("class_il", "task_il", "domain_il")
+INPUT_RANGES = ("unit", "symmetric")  # data.input_range: [0, 1] | [-1, 1]
 
 
 class TensorStream:
@@ -75,6 +76,7 @@ class ContinualDataModule(L.LightningDataModule):
                 imbalance=float(d.get("imbalance", 0.0)),
                 imbalance_semantics=d.get("imbalance_semantics", "keep"),
             )
+            self._rescale(d.get("input_range") or "unit")
             self._normalise(d.get("normalize", False))
             self.input_shape = tuple(self.tasks[0].test[0].shape[1:])
             self.label_map = torch.arange(self.n_tasks * self.classes_per_task)
@@ -83,6 +85,17 @@ class ContinualDataModule(L.LightningDataModule):
                 for classes in self.task_classes:
                     self.label_map[classes] = torch.arange(self.classes_per_task)
         return self
+
+    def _rescale(self, input_range: str) -> None:
+        """``unit``: x / 255 in [0, 1] (split_tasks' own); ``symmetric``: (x / 255 - 0.5) * 2 in [-1, 1], in
+        MIR's order of operations (data.py l.34 ``x.float() / 255.``, l.43 ``(x - 0.5) * 2``, commit 35eda78)."""
+        if input_range not in INPUT_RANGES:
+            raise ValueError(f"unknown data.input_range {input_range!r}; valid: {', '.join(INPUT_RANGES)}")
+        if input_range == "symmetric":
+            for tk in self.tasks:
+                for split in ("train", "val", "test"):
+                    xs, ys = getattr(tk, split)
+                    setattr(tk, split, (xs.sub_(0.5).mul_(2.0), ys))
 
     def _normalise(self, on: bool) -> None:
         if not on:
