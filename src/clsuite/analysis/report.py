@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from clsuite.analysis import batchnorm as bn
 from clsuite.analysis import cells as cl
 from clsuite.analysis import choices as ch
 from clsuite.analysis import claims
@@ -218,6 +219,7 @@ def _cifar100(fig: str, stem: str) -> dict:
 CIFAR10_JPEG = "i44_cifar10_jpeg"  # (issue 44: MIR's CIFAR line; the first row, i32_cifar10_jpeg, at older code)
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
+BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
     Section("table2", "Table II", layout=_table2,
@@ -493,6 +495,8 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
         md += [t.markdown() for t in built[sec.experiment]["tables"]]
         if sec.claims_on:
             md += other_data(e, sec.claims_on, built[sec.experiment]["summary"])
+            with_bn = [e, *[experiments[n] for n in (BATCHNORM,) if n in experiments]]
+            md += bn.markdown(distinct_runs(with_bn), sec.claims_on)
         if sec.experiment == "table2":
             fit = reading_fit(built["table2"]["summary"])
             md += ([fit.markdown()] if fit.rows else []) + [fwt_note(e.runs), "", "Notes on the paper's Table II:", ""]
@@ -507,7 +511,7 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
     numerics = nz.markdown(experiments) + mc.markdown(machines)
     md += numerics or ["Not run: `make noise` (numerical noise) and `make machines` (this machine's Table II).", ""]
     md += [f"## {len(SECTIONS) + 5}. {par.TITLE}", "", *par.markdown(parity, parity_at)]
-    others = [n for n in names if n not in BY_NAME and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
+    others = [n for n in names if n not in BY_NAME and n != BATCHNORM and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
               and cl.owner(experiments[n]) is None]  # fmt: skip
     md += [f"## {len(SECTIONS) + 6}. Other experiments (ad-hoc sweeps)", ""]
     for n in others:

@@ -1,0 +1,63 @@
+"""clsuite.analysis.batchnorm: R's diagonal profile, the variants of a run's config, and the paired table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from clsuite.analysis import batchnorm as bn
+
+R3 = np.array([[80.0, 0.0, 0.0], [40.0, 2.0, 0.0], [30.0, 50.0, 60.0]])
+
+
+def test_diagonal_profile_is_the_diagonal_the_best_from_it_on_and_the_last_row():
+    diag, best, final = bn.diagonal_profile(R3)
+    assert diag.tolist() == [80.0, 2.0, 60.0]
+    assert best.tolist() == [80.0, 50.0, 60.0]  # task 2: 2 just after it, 50 after task 3
+    assert final.tolist() == [30.0, 50.0, 60.0]
+
+
+@pytest.mark.parametrize(
+    "flat, want",
+    [
+        ({"replay_loss": "split"}, bn.DEFAULT),  # eval_bn absent (runs made before the key): running
+        ({"replay_loss": "split", "eval_bn": "running"}, bn.DEFAULT),
+        ({"replay_loss": "concat"}, bn.VARIANTS[1][0]),
+        ({"replay_loss": "split", "eval_bn": "memory"}, bn.VARIANTS[2][0]),
+        ({"replay_loss": "concat", "eval_bn": "memory"}, None),  # not a named variant: left out
+    ],
+)
+def test_a_runs_variant_comes_from_its_two_keys(flat, want):
+    assert bn.variant(flat) == want
+
+
+def _run(method, seed, loss, eval_bn, R, acc, forget, bwt):
+    flat = {"replay_loss": loss, **({"eval_bn": eval_bn} if eval_bn else {})}
+    return dict(benchmark="split_cifar10_jpeg", method=method, seed=seed, flat=flat, R=np.asarray(R), acc=acc,
+                forget=forget, bwt=bwt)  # fmt: skip
+
+
+def test_markdown_pairs_each_variant_with_the_default_by_seed():
+    low, high = R3, R3 + np.eye(3) * 10  # the variant's diagonal 10 points higher
+    runs = pd.DataFrame(
+        [
+            _run("er", 0, "split", None, low, 40.0, 20.0, 5.0),
+            _run("er", 1, "split", None, low, 42.0, 22.0, 6.0),
+            _run("er", 0, "split", "memory", high, 43.0, 19.0, 1.0),
+            _run("er", 1, "split", "memory", high, 46.0, 20.0, 2.0),
+            _run("er", 2, "split", "memory", high, 99.0, 0.0, 0.0),  # no default at seed 2: not paired
+            _run("er", 0, "concat", "memory", high, 0.0, 0.0, 0.0),  # no named variant: left out
+            dict(_run("er", 0, "split", None, low, 1.0, 1.0, 1.0), benchmark="split_mnist"),  # another benchmark
+        ]
+    )
+    text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
+    profile = [line for line in text.splitlines() if line.startswith("| ER |")]
+    assert profile[0] == f"| ER | {bn.DEFAULT} | 2 | 80.0 / 2.0 / 60.0 | 80.0 / 50.0 / 60.0 | 30.0 / 50.0 / 60.0 |"
+    assert profile[1].startswith(f"| ER | {bn.VARIANTS[2][0]} | 3 | 90.0 / 12.0 / 70.0 |")
+    # Acc: +3, +4 -> mean 3.5, sd 0.707, t_{0.975, 1} = 12.706 -> +3.5 +- 6.35; diagonal (j < T): +10 each seed
+    assert (
+        profile[2]
+        == f"| ER | {bn.VARIANTS[2][0]} | +3.5 [-2.9, +9.9] | -1.5 [-7.9, +4.9] | -4.0 [-4.0, -4.0] | +10.0 [+10.0, +10.0] | 2 |"
+    )
+    assert bn.markdown(runs, "split_cifar100") == []
