@@ -53,11 +53,30 @@ def test_markdown_pairs_each_variant_with_the_default_by_seed():
     )
     text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
     profile = [line for line in text.splitlines() if line.startswith("| ER |")]
-    assert profile[0] == f"| ER | {bn.DEFAULT} | 2 | 80.0 / 2.0 / 60.0 | 80.0 / 50.0 / 60.0 | 30.0 / 50.0 / 60.0 |"
-    assert profile[1].startswith(f"| ER | {bn.VARIANTS[2][0]} | 3 | 90.0 / 12.0 / 70.0 |")
+    d = "[0, 1], 100%"
+    assert (
+        profile[0] == f"| ER | {d} | {bn.DEFAULT} | 2 | 80.0 / 2.0 / 60.0 | 80.0 / 50.0 / 60.0 | 30.0 / 50.0 / 60.0 |"
+    )
+    assert profile[1].startswith(f"| ER | {d} | {bn.VARIANTS[2][0]} | 3 | 90.0 / 12.0 / 70.0 |")
     # Acc: +3, +4 -> mean 3.5, sd 0.707, t_{0.975, 1} = 12.706 -> +3.5 +- 6.35; diagonal (j < T): +10 each seed
     assert (
         profile[2]
-        == f"| ER | {bn.VARIANTS[2][0]} | +3.5 [-2.9, +9.9] | -1.5 [-7.9, +4.9] | -4.0 [-4.0, -4.0] | +10.0 [+10.0, +10.0] | 2 |"
+        == f"| ER | {d} | {bn.VARIANTS[2][0]} | +3.5 [-2.9, +9.9] | -1.5 [-7.9, +4.9] | -4.0 [-4.0, -4.0] | +10.0 [+10.0, +10.0] | 2 |"
     )
     assert bn.markdown(runs, "split_cifar100") == []
+
+
+def test_arms_of_other_inputs_are_never_paired():
+    """The default under MIR's [-1, 1] inputs and 95% split is not the other inputs' variant's default."""
+    mir = {"data.input_range": "symmetric", "data.val_fraction": 0.05}
+    runs = pd.DataFrame(
+        [
+            _run("er", 0, "split", None, R3, 40.0, 20.0, 5.0),
+            _run("er", 1, "split", None, R3, 41.0, 20.0, 5.0),
+            {**_run("er", 0, "split", "memory", R3, 45.0, 20.0, 5.0), "flat": {"replay_loss": "split", "eval_bn": "memory", **mir}},
+            {**_run("er", 1, "split", "memory", R3, 44.0, 20.0, 5.0), "flat": {"replay_loss": "split", "eval_bn": "memory", **mir}},
+        ]
+    )  # fmt: skip
+    text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
+    assert "| ER | [-1, 1], 95% | " + bn.VARIANTS[2][0] + " | 2 |" in text
+    assert "paired by seed" not in text  # no default of its inputs: no pair

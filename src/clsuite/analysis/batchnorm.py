@@ -43,13 +43,21 @@ def diagonal_profile(R: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.diagonal(R).copy(), best, R[-1].copy()
 
 
+def data_label(flat: dict) -> str:
+    """The inputs a run saw: its range and its share of each task's training images."""
+    sym = flat.get("data.input_range") == "symmetric"
+    return f"{'[-1, 1]' if sym else '[0, 1]'}, {100 * (1 - (flat.get('data.val_fraction') or 0.0)):g}%"
+
+
 def with_variants(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a square R, a ``variant`` (rows of no named variant dropped) and ``diagonal`` (the mean
-    of R[j, j] over the tasks before the last, whose diagonal is also its final accuracy)."""
+    """The runs with a square R, a ``variant`` (rows of no named variant dropped), their ``data``
+    (:func:`data_label`: arms are compared within one) and ``diagonal`` (the mean of R[j, j] over the tasks
+    before the last, whose diagonal is also its final accuracy)."""
     if runs.empty:
         return runs
     df = runs[[np.asarray(R).ndim == 2 and np.asarray(R).shape[0] == np.asarray(R).shape[1] > 1 for R in runs["R"]]]
-    df = df.assign(variant=[variant(f) for f in df["flat"]]).dropna(subset=["variant"])
+    df = df.assign(variant=[variant(f) for f in df["flat"]], data=[data_label(f) for f in df["flat"]])
+    df = df.dropna(subset=["variant"])
     return df.assign(diagonal=[float(np.diagonal(np.asarray(R))[:-1].mean()) for R in df["R"]])
 
 
@@ -66,31 +74,34 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     order = [label for label, _, _ in VARIANTS]
     profile = tb.Table(
         f"BatchNorm: R's diagonal beside each task's best and final accuracy on {name}",
-        ["method", "variant", "n", "R[j, j], tasks 1..T", "best R[i, j], i >= j", "final R[T, j]"],
-        note="Means over seeds, task by task (task 1 / task 2 / ...). R[j, j]: the accuracy on task j just after "
+        ["method", "inputs", "variant", "n", "R[j, j], tasks 1..T", "best R[i, j], i >= j", "final R[T, j]"],
+        note="Means over seeds, task by task (task 1 / task 2 / ...). inputs: their range and the share of each "
+        "task's training images the runs trained on. R[j, j]: the accuracy on task j just after "
         "training on it; best: its highest over the rows from j on; final: after the last task. A diagonal below the "
         "same task's later accuracy is a task that gains from later training: under it a positive BWT measures the "
         "evaluation's statistics catching up, not backward transfer.",
     )
     pairs = tb.Table(
         f"BatchNorm variants against the reading's default on {name}, paired by seed",
-        ["method", "variant", *[q for _, q in QUANTITIES], "n"],
+        ["method", "inputs", "variant", *[q for _, q in QUANTITIES], "n"],
         note="variant − default per seed over the seeds both ran, then mean [95% t interval] (% points; for Forget, "
         "lower is better). mean R[j, j], j < T: the accuracy on each task just after training on it, averaged "
         "over the tasks before the last.",
     )
     for method in pv.order_methods(df["method"].unique()):
-        of = df[df["method"] == method]
-        for label in [v for v in order if v in set(of["variant"])]:
-            arm = of[of["variant"] == label]
-            prof = [diagonal_profile(R) for R in arm["R"]]
-            profile.add([pv.method_label(method), label, len(arm), *(_cells([p[i] for p in prof]) for i in range(3))])
-            if label == DEFAULT:
-                continue
-            base = of[of["variant"] == DEFAULT]
-            cmp = [
-                paired(dict(zip(arm["seed"], arm[q], strict=True)), dict(zip(base["seed"], base[q], strict=True)))
-                for q, _ in QUANTITIES
-            ]
-            pairs.add([pv.method_label(method), label, *(c.interval() for c in cmp), cmp[0].n])
+        for data in sorted(set(df[df["method"] == method]["data"])):
+            of = df[(df["method"] == method) & (df["data"] == data)]
+            for label in [v for v in order if v in set(of["variant"])]:
+                arm = of[of["variant"] == label]
+                prof = [diagonal_profile(R) for R in arm["R"]]
+                cells = [_cells([p[i] for p in prof]) for i in range(3)]
+                profile.add([pv.method_label(method), data, label, len(arm), *cells])
+                if label == DEFAULT or DEFAULT not in set(of["variant"]):
+                    continue
+                base = of[of["variant"] == DEFAULT]
+                cmp = [
+                    paired(dict(zip(arm["seed"], arm[q], strict=True)), dict(zip(base["seed"], base[q], strict=True)))
+                    for q, _ in QUANTITIES
+                ]
+                pairs.add([pv.method_label(method), data, label, *(c.interval() for c in cmp), cmp[0].n])
     return [profile.markdown()] + ([pairs.markdown()] if pairs.rows else [])

@@ -22,6 +22,7 @@ from clsuite.analysis import batchnorm as bn
 from clsuite.analysis import cells as cl
 from clsuite.analysis import choices as ch
 from clsuite.analysis import claims
+from clsuite.analysis import data_code as dc
 from clsuite.analysis import figures as fg
 from clsuite.analysis import machines as mc
 from clsuite.analysis import noise as nz
@@ -220,6 +221,7 @@ CIFAR10_JPEG = "i44_cifar10_jpeg"  # (issue 44: MIR's CIFAR line; the first row,
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
+CIFAR10_JPEG_MIR_DATA = "cifar10_jpeg_row"  # the row under MIR's CIFAR-10 data code (clsuite.analysis.data_code)
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
     Section("table2", "Table II", layout=_table2,
@@ -495,8 +497,10 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
         md += [t.markdown() for t in built[sec.experiment]["tables"]]
         if sec.claims_on:
             md += other_data(e, sec.claims_on, built[sec.experiment]["summary"])
-            with_bn = [e, *[experiments[n] for n in (BATCHNORM,) if n in experiments]]
+            with_bn = [e, *[experiments[n] for n in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) if n in experiments]]
             md += bn.markdown(distinct_runs(with_bn), sec.claims_on)
+            if CIFAR10_JPEG_MIR_DATA in experiments and sec.experiment != CIFAR10_JPEG_MIR_DATA:
+                md += dc.markdown(experiments[CIFAR10_JPEG_MIR_DATA].runs, e.runs, sec.claims_on)
         if sec.experiment == "table2":
             fit = reading_fit(built["table2"]["summary"])
             md += ([fit.markdown()] if fit.rows else []) + [fwt_note(e.runs), "", "Notes on the paper's Table II:", ""]
