@@ -72,7 +72,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["callbacks.record=null"], "callbacks.record must be {_target_: clsuite.run.record.RunRecord} (the run's"),
         (
             ["+callbacks.mine._target_=collections.OrderedDict"],
-            "callbacks.mine._target_ must be one of clsuite's callbacks (they stay out of a run's identity)",
+            "callbacks.mine._target_ must be one of clsuite's callbacks or a stock Lightning one (lightning.pytorch.callbacks.*",
         ),
     ],
 )

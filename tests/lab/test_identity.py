@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -765,3 +766,19 @@ def test_a_file_system_without_locks_fails_the_job_with_one_error_line(tmp_path,
     assert json.loads((sdir / name / io.FAILED_FILE).read_text())["error"] == line
     assert not (sdir / name / io.RESULTS_FILE).exists()
     assert summarize(sdir, None, [{"overrides": [], "dir": name}])["failed"] == 1
+
+
+def test_a_stock_lightning_callback_runs_and_enters_the_identity(tmp_path):
+    """+callbacks.timer._target_=lightning.pytorch.callbacks.Timer: the run trains with it (built with its own
+    arguments, not the suite's run) and its identity holds it, while the suite's bookkeeping callbacks stay
+    out (a default run's normalised config has no callbacks at all)."""
+    from clsuite.run.experiment import run_experiment
+    from clsuite.run.results import normalize
+
+    tiny = ["method=er", "benchmark.n_tasks=2", "benchmark.train_per_class=20", "memory=10"]
+    plain, timed = make_cfg(*tiny), make_cfg(*tiny, "+callbacks.timer._target_=lightning.pytorch.callbacks.Timer")
+    assert "callbacks" not in normalize(plain)
+    assert normalize(timed)["callbacks"] == {"timer": {"_target_": "lightning.pytorch.callbacks.Timer"}}
+    assert identity.config_hash(plain) != identity.config_hash(timed)
+    res = run_experiment(timed, tmp_path)
+    assert np.asarray(res["R"]).shape == (2, 2)

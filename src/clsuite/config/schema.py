@@ -369,13 +369,16 @@ def _rule_logger(cfg, sizes) -> str | None:
     return None
 
 
+# a callback's _target_: the suite's (bookkeeping: out of a run's identity) or a stock Lightning one (in it)
+CALLBACK_SOURCES = ("clsuite.", "lightning.pytorch.callbacks.")
 RECORD = "clsuite.run.record.RunRecord"  # callbacks.record: the run's sealed results file, never left out
 
 
 def _rule_targets(cfg, sizes) -> str | None:
     """logger._target_ and each callbacks.<name>._target_ name a class or function (a null callback: none);
-    the callbacks are clsuite's (they are left out of a run's identity, so outside code there could move
-    its numbers unseen), and ``callbacks.record`` is :data:`RECORD` (without it a run writes no results)."""
+    the callbacks are clsuite's (left out of a run's identity) or stock Lightning ones (kept in it, since one
+    such as StochasticWeightAveraging moves the numbers); other outside code is refused, and
+    ``callbacks.record`` is :data:`RECORD` (without it a run writes no results)."""
     callbacks = cfg.get("callbacks") or {}
     record = (callbacks.get("record") or {}).get("_target_") if isinstance(callbacks.get("record"), Mapping) else None
     if record != RECORD:
@@ -388,9 +391,10 @@ def _rule_targets(cfg, sizes) -> str | None:
         target = node.get("_target_") if isinstance(node, Mapping) else None
         if target is None and key != "logger":  # (logger=none: a node without one)
             return f"{key} must be null or a node with a _target_, got {node!r}"
-        if target is not None and key != "logger" and not str(target).startswith("clsuite."):
+        if target is not None and key != "logger" and not str(target).startswith(CALLBACK_SOURCES):
             return (
-                f"{key}._target_ must be one of clsuite's callbacks (they stay out of a run's identity), got {target!r}"
+                f"{key}._target_ must be one of clsuite's callbacks or a stock Lightning one "
+                f"(lightning.pytorch.callbacks.*; they enter a run's identity), got {target!r}"
             )
         if target is not None and not callable(locate(str(target), f"{key}._target_")):
             return f"unknown {key}._target_ {target!r}: no class or function of that name"

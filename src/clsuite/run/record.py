@@ -55,12 +55,14 @@ class Run:
 
 
 def callbacks_of(run: Run) -> list[L.Callback]:
-    """conf/callbacks' nodes, in order, each instantiated with ``run`` (a node may give a list);
+    """conf/callbacks' nodes, in order, each of the suite's instantiated with ``run`` (a node may give a list),
+    a stock Lightning one with its own arguments only;
     a config without the group (a results file's, written before it) gets conf/callbacks/default.yaml."""
     nodes = run.cfg.get("callbacks") or OmegaConf.load(CONF_DIR / "callbacks" / "default.yaml")
     out = []
     for node in nodes.values():
-        made = instantiate(node, run=run) if node is not None else []
+        suites = node is not None and str(node.get("_target_", "")).startswith("clsuite.")
+        made = (instantiate(node, run=run) if suites else instantiate(node)) if node is not None else []
         out += made if isinstance(made, list) else [made]
     return out
 

@@ -220,14 +220,20 @@ def _drop_nulls(d):
 
 def normalize(cfg) -> dict:
     """The resolved config without :data:`IGNORED_KEYS`, ``hydra`` and null values (absent and null
-    compare equal: a key added later with a null default keeps the identity of the runs made before)."""
+    compare equal: a key added later with a null default keeps the identity of the runs made before);
+    of ``callbacks``, the stock (non-clsuite) ones stay, since they can move the numbers."""
     d = _drop_nulls(_container(cfg))
     d.pop("hydra", None)
+    stock = {
+        k: v for k, v in (d.get("callbacks") or {}).items() if not str(v.get("_target_", "")).startswith("clsuite.")
+    }
     for key in IGNORED_KEYS:
         *parents, leaf = key.split(".")
         node = functools.reduce(lambda n, p: n.get(p) if isinstance(n, dict) else None, parents, d)
         if isinstance(node, dict):
             node.pop(leaf, None)
+    if stock:  # a stock Lightning callback can move the numbers (the suite's are bookkeeping): in the identity
+        d["callbacks"] = stock
     return d
 
 
