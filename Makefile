@@ -1,5 +1,7 @@
 # Set-up, tests, benchmark. Paper tables and figures: see the targets further down.
 PY      ?= .venv/bin/python
+## PY=path            the Python interpreter (default .venv/bin/python, made by make setup)
+## DATA_DIR=path      the data sets (default $DATA_DIR, else ../shared/datasets when it exists, else data/)
 # Data: clsuite.config.home.data_dir, the rule data.root follows too: $DATA_DIR, else ../shared/datasets when it
 # exists, else data/ (make run downloads MNIST there, md5-checked). DATA_DIR=/path make run: your own copy.
 ifndef DATA_DIR
@@ -42,6 +44,7 @@ format: setup         ## ruff check --fix + ruff format of src, tests, scripts
 
 # make bench BENCH_ARGS="--repeats 2 --methods er gss": fewer rounds or methods, on each line (docs/notes/PERFORMANCE.md)
 BENCH_ARGS ?=
+## BENCH_ARGS="..."   bench, bench-numerics: options of scripts/bench.py (e.g. --repeats 2 --methods er gss)
 bench: setup          ## every method's time per batch vs ER, fwd/bwd work, time outside training: one process; then ER and AdaER on the ResNet; then the checkpoint cost
 	$(PY) scripts/bench.py $(BENCH_ARGS)
 	$(PY) scripts/bench.py --measure stream --benchmark split_cifar10 --methods er adaer --reading mir_code --batches 30 $(BENCH_ARGS)
@@ -55,6 +58,7 @@ bench-numerics: setup ## each method's time per batch under trainer.numerics=nat
 # prints the survivors. Slow (about 20 mutants a minute on 2 cores), so not part of `make test` or CI.
 #   make mutants MUTANTS='clsuite.core.metrics*'      # one module;  .venv/bin/mutmut show <name>: its diff
 MUTANTS ?=
+## MUTANTS=glob       mutants: only these mutants (e.g. 'clsuite.core.metrics*')
 .PHONY: mutants
 mutants: setup        ## mutation testing of the core modules; prints surviving mutants (slow, not in CI)
 	nice -n 10 .venv/bin/mutmut run $(MUTANTS); s=$$?; .venv/bin/mutmut results; exit $$s
@@ -68,12 +72,18 @@ mutants: setup        ## mutation testing of the core modules; prints surviving 
 #   make table2 BENCHMARKS=split_mnist,split_fmnist SEEDS=3 LAUNCHER=joblib
 #   make table2 READING=paper_text                     # the paper's literal text (PROTOCOL 8)
 #   make fig-memory LAUNCHER=slurm ARGS="hydra.launcher.partition=gpu"
-# READING=paper_text|mir_code (conf/reading/; default mir_code)   SEEDS=n: seeds 0..n-1 (default 5)
-# BENCHMARKS=, METHODS=, MEMORIES=, TAUS=, LAMBDAS=: comma lists replacing the sweep's own
-# LAUNCHER=basic|joblib|slurm|submitit_local (default basic)   JOBS=n: joblib workers
-# ARGS=: any further Hydra overrides (e.g. trainer=cpu logger=wandb batch_size=10)
-# EXPERIMENT=name: runs in multirun/<name>/, tables in results/<name>/ (default: the target's sweep
-#   name); ARGS=experiment=name does the same.
+# The variables of these targets (`make help` lists every `## VAR=` line of this file):
+## READING=name       paper targets: paper_text | mir_code (conf/reading/; default mir_code; a comma list sweeps both)
+## SEEDS=n            paper targets: seeds 0..n-1 (default 5; 10 for fig-choices, cells, machines, noise)
+## BENCHMARKS=a,b     paper targets: these benchmarks instead of the sweep's own (e.g. split_mnist,split_fmnist)
+## METHODS=a,b        paper targets: these methods instead of the sweep's own (e.g. er,mir,adaer)
+## MEMORIES=a,b       paper targets: these memory sizes M instead of the sweep's own
+## TAUS=a,b           paper targets: these tau values instead of the sweep's own
+## LAMBDAS=a,b        paper targets: these imbalance lambdas instead of the sweep's own
+## LAUNCHER=name      paper targets: basic | joblib | slurm | submitit_local (default basic)
+## JOBS=n             paper targets, records, machines, noise: n parallel jobs (joblib workers)
+## EXPERIMENT=name    paper targets: runs in multirun/<name>/, tables in results/<name>/ (default: the sweep's name)
+## ARGS="k=v ..."     paper targets, cells, records, machines, noise: further Hydra overrides (e.g. trainer=cpu logger=wandb)
 # Default reading, chosen by measurement: Table II (14 methods, split-MNIST and split-FMNIST) is closer
 # to the paper's under mir_code than under paper_text; the numbers are the report's (docs/REPRODUCTION.md,
 # "Which reading is closer to the paper's Table II"; docs/METHODS.md, "Readings").
@@ -122,10 +132,11 @@ CHOICE_SEEDS := $(or $(SEEDS),10)
 fig-choices: setup       ## the paper's open choices, each alone vs the reading's default (10 seeds) -> results/choices/
 	$(PY) src/run.py paper choices $(PAPER_FLAGS) $(ARGS)
 
-# Table II cells checked by measurement (issue 33): each cell's sweeps (sweeps/cells_*.yaml, the
-# stored-logit rule's is the open choice sweeps/choices_logits_on_overwrite.yaml) -> one multirun/
-# folder per sweep, 10 seeds unless SEEDS is given; then their tables (`clsuite paper <sweep>`: a sweep
-# of sweeps/ that is no paper target, aggregated as an ad-hoc sweep). The report's Table II notes read
+# Table II cells checked by measurement (docs/REPRODUCTION.md, "Table II cells checked by measurement"):
+# each cell's sweeps (sweeps/cells_*.yaml, the stored-logit rule's is the open choice
+# sweeps/choices_logits_on_overwrite.yaml) -> one multirun/ folder per sweep, 10 seeds unless SEEDS
+# is given; then their tables (`clsuite paper <sweep>`: a sweep of sweeps/ that is no paper target,
+# aggregated as an ad-hoc sweep). The report's Table II notes read
 # them (clsuite.analysis.cells: each variant against the default, paired by seed). A sweep whose jobs
 # failed does not stop the next one; a bad config (2) or an interrupt does.
 CELL_SWEEPS_joint  = cells_joint
@@ -152,16 +163,21 @@ $(CELL_TARGETS): setup
 #   make parity MAMMOTH=../mammoth PARITY_ARGS="--methods hal --seeds 0 1"
 MAMMOTH ?=
 PARITY_ARGS ?=
+## MAMMOTH=path       parity: a Mammoth checkout at e75a491 (required)
+## PARITY_ARGS="..."  parity: options of scripts/parity/harness.py (e.g. --methods hal --seeds 0 1)
 .PHONY: parity
 parity: setup            ## GSS, iCaRL, HAL beside Mammoth's classes: make parity MAMMOTH=<checkout> (docs/notes/PARITY.md)
 	@test -n "$(MAMMOTH)" || { echo "error: MAMMOTH=<a Mammoth checkout at e75a491> is required" >&2; exit 2; }
 	$(PY) scripts/parity/harness.py --mammoth $(MAMMOTH) $(PARITY_ARGS)
 
-help:                    ## this list: every target with its `##` note
+help:                    ## this list: every target with its `##` note, then every variable (make TARGET VAR=value)
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \
 		awk -F'\t' '{ printf "  %-24s %s\n", $$1, $$2 }'
+	@echo "Variables (make TARGET VAR=value ...):"
+	@grep -hE '^## [A-Z_]+=' $(MAKEFILE_LIST) | sed -E 's/^## /  /'
 
 EXP ?= table2
+## EXP="a b"          aggregate, wandb: the experiments (folders of multirun/; default table2)
 aggregate: setup       ## tables and figures from the runs on disk (any multirun/ folder): make aggregate EXP="memory tau"
 	$(PY) src/run.py aggregate $(EXP)
 
@@ -171,6 +187,7 @@ aggregate: setup       ## tables and figures from the runs on disk (any multirun
 # AdaER, seeds 0..SEEDS-1 (10 unless given), under each CPU kernel level of NOISE_LEVELS (one sweep per
 # level: a process chooses its kernels once) -> multirun/noise_<level>/. Both read by `make report`.
 NUMERICS ?= native
+## NUMERICS=mode      machines: native | portable, the CPU kernels (default native)
 NOISE_LEVELS = native: aten_avx2:ATEN_CPU_CAPABILITY=avx2 aten_default:ATEN_CPU_CAPABILITY=default \
 	mkl_avx2:MKL_CBWR=AVX2 aten_avx2_mkl_avx2:ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2 \
 	aten_default_mkl_avx2:ATEN_CPU_CAPABILITY=default,MKL_CBWR=AVX2 portable:
@@ -192,6 +209,7 @@ noise: setup             ## ER, MIR, C-CMR, E-BRS, AdaER under every CPU kernel 
 # + docs/figures/, only when every section has runs (else it fails and leaves docs/ untouched).
 # Each section it cannot fill is named with the sweep that fills it.
 DOCS ?=
+## DOCS=1             report: also docs/REPRODUCTION.md + docs/figures/, when every section has runs
 .PHONY: report
 report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1: also docs/, if every section has runs)
 	$(PY) src/run.py report $(if $(DOCS),--docs)
@@ -205,6 +223,8 @@ report: setup          ## results/report/REPRODUCTION.md from multirun/ (DOCS=1:
 # bit: REPLAY_ARGS="--sample 20 --seed 3 --methods online,er".
 DRY_RUN ?=
 REPLAY_ARGS ?=
+## DRY_RUN=1          records: print the commands and the number of runs to train, train nothing
+## REPLAY_ARGS="..."  replay: options of clsuite replay (e.g. --sample 20 --seed 3 --methods online,er)
 .PHONY: report-docs records replay
 report-docs: setup     ## docs/REPRODUCTION.md + docs/figures/ from docs/records/ alone (no training)
 	$(PY) src/run.py report --records docs/records --docs

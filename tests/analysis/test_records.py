@@ -36,7 +36,7 @@ from clsuite.core.metrics import all_metrics
 from clsuite.run import records as rec
 from clsuite.run.identity import normalize
 from clsuite.run.io import sha256
-from clsuite.run.replay_records import first_difference
+from clsuite.run.replay_records import cpu_kind, first_difference, machine_line
 from clsuite.run.replay_records import main as replay_main
 from clsuite.run.results import as_today as rec_as_today
 from tests.results_fixtures import _R, edit_run, fake_R, parity_record, write_run
@@ -119,6 +119,36 @@ def test_packing_the_same_runs_twice_gives_the_same_bytes(tmp_path):
     assert got.codes == {HEAD[1]: HEAD[0][:10]} and got.sha256 == sha256(
         (tmp_path / "a" / "MANIFEST.json").read_bytes()
     )
+
+
+def test_rename_moves_an_archive_and_its_entry_keeping_its_bytes_and_sealed_files(tmp_path, capsys):
+    """``clsuite records rename``: the archive's file and manifest entry take the new name, the bytes and
+    sha256 stay, it unpacks under the new name with its sealed files as they were; a bad, missing or
+    taken name, or a changed archive, renames nothing."""
+    old = "cifar10_jpeg_first_row"
+    records = tmp_path / "records"
+    records.mkdir()
+    shutil.copy(RECORDS / f"{old}.tar.gz", records)
+    entry = rec.read_manifest(RECORDS)[0]["archives"][old]
+    (records / "MANIFEST.json").write_text(rec.manifest_text({"archives": {old: entry}}))
+    data = (records / f"{old}.tar.gz").read_bytes()
+    assert main(["rename", old, "jpeg_row", "--records", str(records)]) == 0
+    assert capsys.readouterr().out.endswith("jpeg_row.tar.gz (was cifar10_jpeg_first_row.tar.gz; the same bytes)\n")
+    assert not (records / f"{old}.tar.gz").exists() and (records / "jpeg_row.tar.gz").read_bytes() == data
+    assert rec.read_manifest(records)[0]["archives"] == {"jpeg_row": {**entry, "file": "jpeg_row.tar.gz"}}
+    rec.extract(records, tmp_path / "out")
+    sealed = json.loads(next((tmp_path / "out" / "jpeg_row").glob("*/results.json")).read_text())
+    assert sealed["config"]["experiment"] == "i32_cifar10_jpeg"  # as it was run: sealed files are not rewritten
+    for args, code, err in [
+        (["nothing", "x"], 2, "no archive 'nothing'"),
+        (["jpeg_row", "jpeg_row"], 2, "exists already"),
+        (["jpeg_row", "../x"], 2, "experiment"),
+    ]:
+        assert main(["rename", *args, "--records", str(records)]) == code
+        assert err in capsys.readouterr().err
+    (records / "jpeg_row.tar.gz").write_bytes(data + b"\0")
+    assert main(["rename", "jpeg_row", "other", "--records", str(records)]) == 1
+    assert "changed after it was packed" in capsys.readouterr().err and (records / "jpeg_row.tar.gz").exists()
 
 
 def test_a_record_holds_every_job_folder_a_sweep_makes():
@@ -437,8 +467,8 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
 def test_the_committed_records_read_whole(tmp_path):
     """docs/records/ reads back through every check, its manifest names the code of each archive, the
     parity record holds GSS, iCaRL and HAL on both benchmarks beside Mammoth e75a491 under portable
-    kernels, and the CIFAR-10 (JPEG copy) rows: the first (i32) ER, MIR and AdaER at seeds 0-2, C-CMR and
-    E-BRS at seed 0; issue 44's all five at seeds 0-4, at one code on one CPU kind."""
+    kernels, and the CIFAR-10 (JPEG copy) rows: the first (older code) ER, MIR and AdaER at seeds 0-2, C-CMR
+    and E-BRS at seed 0; the row of all five at seeds 0-4, at one code on one CPU kind."""
     from clsuite.analysis.load import load_experiment
 
     manifest = rec.read_manifest(RECORDS)[0]
@@ -459,11 +489,11 @@ def test_the_committed_records_read_whole(tmp_path):
     assert manifest["parity"]["codes"] == {
         parity["provenance"]["suite_code"]: parity["provenance"]["suite_commit"][:10]
     }
-    jpeg = exps["i32_cifar10_jpeg"].runs
+    jpeg = exps["cifar10_jpeg_first_row"].runs
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
     assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")) and seeds["ccmr"] == seeds["ebrs"] == [0], seeds
-    jpeg = exps["i44_cifar10_jpeg"].runs  # issue 44: the row at MIR's CIFAR line, one code and one CPU kind
+    jpeg = exps["cifar10_jpeg_row"].runs  # the row at MIR's CIFAR line, one code and one CPU kind
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
     assert seeds == {m: [0, 1, 2, 3, 4] for m in ("adaer", "ccmr", "ebrs", "er", "mir")}, seeds
@@ -556,12 +586,26 @@ def test_replay_reruns_a_real_portable_run_bit_for_bit_and_names_a_forged_cell(t
                        timeout=600, check=False)  # fmt: skip
     lines = p.stdout.splitlines()
     assert p.returncode == 1, p.stderr[-3000:]
-    assert lines[0].startswith("replaying 1 of the 1 portable runs of ") and " on " in lines[0]
-    assert lines[1].startswith(
+    assert lines[0].startswith("replaying 1 of the 1 portable runs (2 records) of ") and " on " in lines[0]
+    assert lines[1].startswith("same CPU kind as the records (") and lines[1].endswith("): a same-machine check")
+    assert lines[2].startswith(
         f"differs  forged/{job}: R[3,3] = {honest!r} here, {forged!r} in the record; recorded by"
     )
-    assert lines[2].startswith(f"same     honest/{job} (")
-    assert lines[3] == "1 runs replayed: 1 records the same, 1 not"
+    assert lines[3].startswith(f"same     honest/{job} (")
+    assert lines[4] == "1 runs replayed = 2 records (a run can be a record of several experiments): 1 the same, 1 not"
+
+
+def test_replay_says_whether_it_crosses_machines_by_cpu_kind_clock_aside():
+    xeon = "Intel(R) Xeon(R) Processor"
+    assert cpu_kind(f"{xeon} @ 2.50GHz") == xeon and cpu_kind(None) == "unknown"
+    assert (
+        machine_line(xeon, [xeon, f"{xeon} @ 2.50GHz"])
+        == f"same CPU kind as the records ({xeon}): a same-machine check"
+    )
+    assert machine_line("AMD EPYC", [xeon, xeon]) == f"this CPU: AMD EPYC; the records': {xeon}: a cross-machine check"
+    assert machine_line(xeon, [xeon, "AMD EPYC"]) == (
+        f"this CPU: {xeon}; the records': AMD EPYC, {xeon}: a cross-machine check"
+    )
 
 
 @needs_mnist

@@ -227,3 +227,58 @@ def test_the_reports_link_to_the_measured_history_resolves_where_each_copy_lies(
     text = (out / "REPRODUCTION.md").read_text()
     target = re.search(r"Measured history \(earlier reports, kept as they were\): \[docs/history/\]\(([^)]+)\)", text)
     assert target and target.group(1) == "../../docs/history/" and (out / target.group(1)).resolve() == history
+
+
+# ----------------------------------------------------------------------------- README's headline
+
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "inconclusive", "not run")
+
+
+def headline(report: str) -> str:
+    """README's headline, made from the verdict table of the report's summary ("Summary: the paper's
+    claims", "Verdicts"): the verdicts under the default reading counted, and AdaER's Table II Acc claim
+    under both readings."""
+    table = report.split("### Verdicts", 1)[1].strip().split("\n\n")[0].splitlines()
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table]
+    head, rows = cells[0], cells[2:]
+    verdict = lambda cell: re.sub(r"\s*\(.*$", "", cell)  # noqa: E731  ("not reproduced (*fragile*: ...)")
+    count = {v: sum(verdict(r[head.index("mir_code")]) == v for r in rows) for v in VERDICTS}
+    others = sorted({verdict(r[head.index("mir_code")]) for r in rows} - set(VERDICTS))
+    tally = ", ".join(f"{count[v]} {v}" for v in VERDICTS) + "".join(
+        f", {sum(verdict(r[head.index('mir_code')]) == o for r in rows)} {o}" for o in others
+    )
+    acc = next(r for r in rows if r[0].startswith("AdaER has the best Acc of all methods"))
+    return (
+        f"Of the paper's {len(rows)} claims, under the default reading `mir_code`: {tally}. Its headline "
+        f"claim, {acc[0]} (Table II), is {verdict(acc[head.index('paper_text')])} under `paper_text` and "
+        f"{verdict(acc[head.index('mir_code')])} under `mir_code`."
+    )
+
+
+def test_the_readme_headline_is_the_reports_summary():
+    """README's two lines on what the report finds are the report's own verdicts (docs/REPRODUCTION.md,
+    generated from the records), so that a rebuilt report with other verdicts fails here until README
+    says the same."""
+    want = headline((ROOT / "docs" / "REPRODUCTION.md").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert want in readme, f"README.md should say, as the report does:\n{want}"
+
+
+def test_the_headline_counts_each_verdict_of_the_default_reading():
+    report = """### Verdicts
+
+| claim | source | paper_text | mir_code |
+|---|:---:|:---:|:---:|
+| AdaER has the best Acc of all methods (Joint excluded), M = 100 | Sec. V-B | partly reproduced | not reproduced |
+| X | Sec. V-B | not reproduced | not reproduced (*fragile*: decided by AdaER vs GEM) |
+| Y | Sec. V-B | – | reproduced |
+| Z | Sec. V-B | not run | not run |
+
+not run: ...
+"""
+    assert headline(report) == (
+        "Of the paper's 4 claims, under the default reading `mir_code`: 1 reproduced, 0 partly reproduced, "
+        "2 not reproduced, 0 inconclusive, 1 not run. Its headline claim, AdaER has the best Acc of all methods "
+        "(Joint excluded), M = 100 (Table II), is partly reproduced under `paper_text` and not reproduced under "
+        "`mir_code`."
+    )

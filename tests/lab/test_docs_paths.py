@@ -128,3 +128,80 @@ def test_the_check_finds_a_stale_name_a_missing_section_and_a_broken_anchor(tmp_
         "docs/INTEGRITY.md: link GUIDE.md#identity (no such heading)",
     ]
     assert slug("8. Readings") == "8-readings" and slug("Weights & Biases") == "weights--biases"
+
+
+# Names that mean something only to the people who made them: a tracker's experiment prefixes, its
+# issue numbers, "this project's machines", a session's stop. docs/history/ keeps earlier reports as
+# they were and is not read.
+PRIVATE = re.compile(r"i32_|i33_|i44_|issue [0-9]|this project.s machines|not on these machines|at the stop of")
+TEXT_SUFFIXES = {".md", ".json", ".yaml", ".yml", ".csv", ".txt", ".py", ".sh"}
+
+
+def private_names(root: Path) -> list[str]:
+    """``path:line: text`` of every match of :data:`PRIVATE` in README.md, the Makefile, docs/ (less
+    docs/history/), conf/ and sweeps/, and every file there whose name matches (a figure, an archive)."""
+    paths = [root / "README.md", root / "Makefile"]
+    for folder in ("docs", "conf", "sweeps"):
+        paths += [
+            p
+            for p in sorted((root / folder).rglob("*"))
+            if p.is_file() and "history" not in p.relative_to(root).parts[1:2]
+        ]
+    bad = []
+    for p in paths:
+        rel = p.relative_to(root).as_posix()
+        if PRIVATE.search(p.name):
+            bad.append(f"{rel}: its name")
+        if p.suffix in TEXT_SUFFIXES or p.name == "Makefile":
+            bad += [f"{rel}:{i}: {line.strip()[:120]}" for i, line in enumerate(p.read_text().splitlines(), 1)
+                    if PRIVATE.search(line)]  # fmt: skip
+    return bad
+
+
+def test_docs_name_nothing_private_to_the_tracker_or_a_session():
+    bad = private_names(ROOT)
+    assert not bad, "names that mean nothing outside the project (say what they hold):\n" + "\n".join(bad)
+
+
+def test_the_private_name_check_reads_names_and_lines_but_not_history(tmp_path):
+    (tmp_path / "docs" / "history").mkdir(parents=True)
+    (tmp_path / "docs" / "figures").mkdir()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "README.md").write_text("fine\nas in issue 33\n")
+    (tmp_path / "Makefile").write_text("all:\n")
+    (tmp_path / "docs" / "history" / "OLD.md").write_text("i44_cifar10_jpeg\n")
+    (tmp_path / "docs" / "figures" / "i44_x.png").write_bytes(b"\x89PNG")
+    (tmp_path / "docs" / "GUIDE.md").write_text("on this project's machines\n")
+    assert private_names(tmp_path) == [
+        "README.md:2: as in issue 33",
+        "docs/GUIDE.md:1: on this project's machines",
+        "docs/figures/i44_x.png: its name",
+    ]
+
+
+# Paths of the changelog and the README: a reader follows them from the release notes too.
+NAMED_PATH = re.compile(r"docs/[\w./-]+\.(?:md|json|tar\.gz|png)")
+
+
+def missing_paths(texts: dict[str, str], root: Path) -> list[str]:
+    """``file: path`` for every ``docs/...`` file path of ``texts`` (Markdown, JSON, archives, figures; a
+    ``<placeholder>`` path left out) that does not exist under ``root``."""
+    return [f"{name}: {p}" for name, text in texts.items() for p in sorted(set(NAMED_PATH.findall(text)))
+            if not (root / p).exists()]  # fmt: skip
+
+
+def test_every_docs_path_of_the_changelog_and_readme_exists():
+    texts = {n: (ROOT / n).read_text() for n in ("CHANGELOG.md", "README.md")}
+    assert "docs/notes/PERFORMANCE.md" in texts["CHANGELOG.md"]  # (the changelog is read)
+    bad = missing_paths(texts, ROOT) + stale_names({"CHANGELOG.md": texts["CHANGELOG.md"]}, ROOT)
+    assert not bad, "paths the changelog or README name that do not exist (point to today's home):\n" + "\n".join(bad)
+
+
+def test_the_named_path_check_finds_a_moved_doc_and_a_renamed_record(tmp_path):
+    (tmp_path / "docs" / "notes").mkdir(parents=True)
+    (tmp_path / "docs" / "notes" / "GPU.md").write_text("# GPU\n")
+    text = "docs/GPU.md and docs/notes/GPU.md; docs/records/old_name.tar.gz; docs/records/<experiment>.tar.gz"
+    assert missing_paths({"CHANGELOG.md": text}, tmp_path) == [
+        "CHANGELOG.md: docs/GPU.md",
+        "CHANGELOG.md: docs/records/old_name.tar.gz",
+    ]

@@ -120,3 +120,24 @@ def test_task_end_hook_runs_before_the_row_is_measured(tmp_path, monkeypatch):
     monkeypatch.setattr(AccuracyMatrix, "on_fit_end", logged)
     run_cfg(tmp_path, "method=er")
     assert events == [("task_end", 0), ("row", 0), ("task_end", 1), ("row", 1), ("task_end", 2), ("row", 2)]
+
+
+def test_debug_smoke_is_a_run_in_seconds_on_no_data_set(tmp_path):
+    """`debug=smoke` (conf/debug/smoke.yaml, lightning-hydra-template's `debug=fdr`): the synthetic
+    stream, a few batches per task, CPU, no logger, no checkpoint, its own experiment; any method; a
+    command-line key still wins over it."""
+    from clsuite import api
+
+    cfg = api.compose(["debug=smoke"])
+    assert (cfg.benchmark.name, cfg.logger.name, cfg.checkpoint, cfg.experiment) == (
+        "synthetic",
+        "none",
+        "off",
+        "smoke",
+    )
+    assert cfg.benchmark.train_per_class == 20 and cfg.trainer.accelerator == "cpu" and cfg.method.name == "adaer"
+    er = api.compose(["method=er", "debug=smoke", "seed=3"])
+    assert (er.method.name, er.seed, er.benchmark.name) == ("er", 3, "synthetic")
+    res = api.run(er, tmp_path / "run")
+    assert np.asarray(res["R"]).shape == (3, 3) and res["steps_per_task"] and max(res["steps_per_task"]) <= 10
+    assert not list((tmp_path / "run").rglob("*.ckpt"))

@@ -147,9 +147,23 @@ def test_make_help_lists_every_target_with_its_note():
     text = (ROOT / "Makefile").read_text()
     targets = set(re.findall(r"^([a-z][a-z0-9-]*):(?!=)", text, flags=re.M))
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = out.split("Variables (make TARGET VAR=value ...):\n")[0]
     listed = {line.split()[0]: line.split(None, 1)[1:] for line in out.splitlines() if line.strip()}
     assert {"setup", "lint", "format", "run", "table2", "help"} <= targets
     assert targets == set(listed) and all(listed.values())  # each with its note
+
+
+def test_make_help_lists_every_variable_with_its_note():
+    """Every variable a user can set on make's command line (`VAR ?=`, and DATA_DIR) is a line of
+    `make help`, after the targets, with the targets it reaches and its default."""
+    text = (ROOT / "Makefile").read_text()
+    variables = set(re.findall(r"^([A-Z_]+) *\?=", text, flags=re.M)) | {"DATA_DIR"}
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    head, _, tail = out.partition("Variables (make TARGET VAR=value ...):\n")
+    listed = {line.split("=")[0].strip(): line.split(None, 1)[1:] for line in tail.splitlines() if line.strip()}
+    assert {"SEEDS", "BENCHMARKS", "METHODS", "READING", "LAUNCHER", "JOBS", "EXPERIMENT", "ARGS"} <= variables
+    assert variables == set(listed) and all(listed.values()), sorted(variables ^ set(listed))
+    assert head and "  SEEDS=n " in tail
 
 
 def test_the_records_targets_run_their_verbs():

@@ -1,6 +1,6 @@
 """Table II cells checked by measurement: each variant against the default, paired by seed,
 and whether it explains the distance to the paper. Steps of :func:`markdown`: docs/GUIDE.md,
-"Table II cells"; the measured table: docs/notes/CELLS.md.
+"Table II cells"; the measured table: docs/REPRODUCTION.md, "Table II cells checked by measurement".
 """
 
 from __future__ import annotations

@@ -148,6 +148,29 @@ def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None
     return []
 
 
+def rename(records: Path, old: str, new: str) -> None:
+    """The archive ``old`` of ``records`` renamed ``new``: its file moved and its manifest entry with it, the
+    bytes, sha256 and every other field unchanged. The sealed files inside keep the experiment they were run
+    under (``config.experiment``, ``grid.json``); the archive's name is the folder it unpacks to, so the
+    report's section titles, figure names and paths follow it. ``ConfigError``: a bad name, no such archive,
+    or one named ``new`` already; ``RecordsError``: a manifest that cannot be read, or an archive whose
+    sha256 is not the manifest's."""
+    safe_name(new, "experiment")
+    records = Path(records)
+    manifest = rec.read_manifest(records)[0]
+    archives = manifest["archives"]
+    if old not in archives:
+        raise ConfigError(
+            f"no archive {old!r} in {records / rec.MANIFEST_FILE} (it names {', '.join(sorted(archives))})"
+        )
+    if new in archives or (records / f"{new}{rec.SUFFIX}").exists():
+        raise ConfigError(f"{records / f'{new}{rec.SUFFIX}'}: an archive of that name exists already")
+    rec.verified(records, manifest)  # every archive there, with the manifest's sha256
+    archives[new] = {**archives.pop(old), "file": f"{new}{rec.SUFFIX}"}
+    (records / f"{old}{rec.SUFFIX}").rename(records / f"{new}{rec.SUFFIX}")
+    write_bytes_atomic(records / rec.MANIFEST_FILE, rec.manifest_text(manifest).encode())
+
+
 ABOUT = (
     "Records of the reproduction report: <experiment>.tar.gz holds that experiment's sealed results files as its "
     "sweep wrote them (clsuite records pack); parity.json: the suite's GSS, iCaRL and HAL beside Mammoth's (make parity; "
@@ -207,6 +230,10 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--out", default=str(CHECKOUT / "docs" / "records"), help="the records folder (default docs/records)"
     )
+    r = sub.add_parser("rename", help="rename an archive and its manifest entry (bytes and sha256 unchanged)")
+    r.add_argument("old", help="the archive's experiment name, e.g. table2")
+    r.add_argument("new", help="its new name")
+    r.add_argument("--records", default=str(CHECKOUT / "docs" / "records"))
     c = sub.add_parser("check", help="rebuild docs/REPRODUCTION.md and its figures from the records; compare")
     c.add_argument("--records", default=str(CHECKOUT / "docs" / "records"))
     c.add_argument("--docs", default=str(CHECKOUT / "docs"))
@@ -229,6 +256,17 @@ def main(argv: list[str]) -> int:
             print(f"error: {len(refused)} runs or records refused (listed above); nothing packed", file=sys.stderr)
             return 1
         print(Path(a.out) / rec.MANIFEST_FILE)
+        return 0
+    if a.what == "rename":
+        try:
+            rename(Path(a.records), a.old, a.new)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except rec.RecordsError as e:
+            print(f"error: {e}; nothing renamed", file=sys.stderr)
+            return 1
+        print(f"{Path(a.records) / a.new}{rec.SUFFIX} (was {a.old}{rec.SUFFIX}; the same bytes)")
         return 0
     docs = Path(a.docs)
     problems = check(Path(a.records), docs, docs / "crossmachine")

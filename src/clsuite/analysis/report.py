@@ -217,7 +217,7 @@ def _cifar100(fig: str, stem: str) -> dict:
 
 
 # Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it.
-CIFAR10_JPEG = "i44_cifar10_jpeg"  # (issue 44: MIR's CIFAR line; the first row, i32_cifar10_jpeg, at older code)
+CIFAR10_JPEG = "cifar10_jpeg_row"  # (five methods, five seeds; the first row, cifar10_jpeg_first_row, at older code)
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it

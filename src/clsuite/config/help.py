@@ -109,7 +109,7 @@ def groups() -> list[tuple[str, str, str]]:
     base = (yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults", [])
     chosen = {k: v for d in base if isinstance(d, dict) for k, v in d.items()}
     return [
-        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method")))
+        (group_key(g), ", ".join(group_options(g)), str(chosen.get(g, "per method") or "none"))
         for g in GROUPS
         if g not in AUTOMATIC
     ]
@@ -125,6 +125,10 @@ def help_text() -> str:
     lines.append(
         "  (reading_family: per-family values of a reading, conf/reading_family/<reading>_<family>.yaml, applied"
         " automatically)"
+    )
+    lines.append(
+        "  (debug=smoke: a run in seconds, the synthetic stream, a few batches, no logger, no checkpoint:"
+        " conf/debug/smoke.yaml)"
     )
     for title, keys in rows():
         lines += ["", f"{title}:"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -59,6 +60,23 @@ def first_difference(got: dict, want: dict) -> str | None:
                     cell = f"R[{i},{j}]" if what == "R" else f"b[{j}]"
                     return f"{cell} = {x!r} here, {y!r} in the record"
     return None
+
+
+def cpu_kind(model: str | None) -> str:
+    """A CPU model name without its clock (``Intel(R) Xeon(R) Processor @ 2.50GHz`` -> ``Intel(R) Xeon(R)
+    Processor``): the kind of CPU, which is what decides whether a replay crosses machines."""
+    return re.sub(r"\s*@.*$", "", model or "unknown").strip() or "unknown"
+
+
+def machine_line(here: str, theirs: list[str | None]) -> str:
+    """Whether this replay is a cross-machine check: this CPU's kind against the CPU kinds of the drawn
+    records (their sealed ``versions.cpu``). A bit-for-bit match on another CPU kind is what shows that the
+    portable kernels make R independent of the machine; on the records' own CPU kind it only shows that the
+    code and the records agree."""
+    kinds = sorted({cpu_kind(c) for c in theirs})
+    if kinds == [cpu_kind(here)]:
+        return f"same CPU kind as the records ({kinds[0]}): a same-machine check"
+    return f"this CPU: {cpu_kind(here)}; the records': {', '.join(kinds)}: a cross-machine check"
 
 
 def replay(res: dict, out: Path, data_dir: str) -> dict:
@@ -112,11 +130,12 @@ def main(argv: list[str]) -> int:
             return 2
         keys = sorted(random.Random(a.seed).sample(sorted(groups), min(a.sample, len(groups))),
                       key=lambda k: groups[k][0][0])  # fmt: skip
-        return _replay_all([groups[k] for k in keys], len(groups), Path(tmp), a)
+        of = len(groups), sum(map(len, groups.values()))
+        return _replay_all([groups[k] for k in keys], of, Path(tmp), a)
 
 
-def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) -> int:
-    """Steps 3-4."""
+def _replay_all(drawn: list[list], of: tuple[int, int], tmp: Path, a: argparse.Namespace) -> int:
+    """Steps 3-4; ``of``: the pool's runs and records."""
     from clsuite.config.numerics import apply, check
     from clsuite.core.errors import ConfigError
 
@@ -128,8 +147,10 @@ def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) ->
         return 2
     from clsuite.run.record import cpu_model
 
-    print(f"replaying {len(drawn)} of the {of} {PORTABLE} runs of {a.records} (--seed {a.seed}) on {cpu_model()}, "
-          "R and b compared bit for bit (R[i,j]: after task i, on task j)")  # fmt: skip
+    here, records = cpu_model(), sum(map(len, drawn))
+    print(f"replaying {len(drawn)} of the {of[0]} {PORTABLE} runs ({of[1]} records) of {a.records} (--seed {a.seed}) "
+          f"on {here}, R and b compared bit for bit (R[i,j]: after task i, on task j)")  # fmt: skip
+    print(machine_line(here, [r["versions"].get("cpu") for group in drawn for _, r in group]))
     bad = 0
     for i, group in enumerate(drawn):
         t0 = time.perf_counter()
@@ -147,5 +168,6 @@ def _replay_all(drawn: list[list], of: int, tmp: Path, a: argparse.Namespace) ->
             code = got["identity"]["code"]["hash"], want["identity"]["code"]["hash"]
             made = f"; recorded by code {code[1]} on {want['versions'].get('cpu')}, here code {code[0]}"
             print(f"same     {name} {took}" if diff is None else f"differs  {name}: {diff}{made}")
-    print(f"{len(drawn)} runs replayed: {sum(map(len, drawn)) - bad} records the same, {bad} not")
+    print(f"{len(drawn)} runs replayed = {records} records (a run can be a record of several experiments): "
+          f"{records - bad} the same, {bad} not")  # fmt: skip
     return 1 if bad else 0

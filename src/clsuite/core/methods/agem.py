@@ -18,7 +18,8 @@ Departures (online class-IL), each a config choice:
   past-task slots: all (l.294-295). ``method.replay_size=null``: the reading's |R|.
 - One head over all classes (class-IL): both losses are plain CE over the head.
 
-Left open by the paper and the codes, each an option (``make cell-agem``; docs/notes/CELLS.md):
+Left open by the paper and the codes, each an option (``make cell-agem``; measured in docs/REPRODUCTION.md,
+"Table II cells checked by measurement"):
 - |R|: 256 (default) | 128 (Mammoth's best_args seq-mnist ``minibatch_size``) | the reading's (null);
 - R: uniform over past tasks' slots (A-GEM's ``np.random.choice``, Mammoth ``buffer.get_data``;
   default) | equal shares per past task (Avalanche ``AGEMPlugin``: ``replay@method.replay=
