@@ -493,7 +493,7 @@ def test_the_committed_records_read_whole(tmp_path):
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
     assert all(seeds[m] == [0, 1, 2] for m in ("er", "mir", "adaer")) and seeds["ccmr"] == seeds["ebrs"] == [0], seeds
-    jpeg = exps["cifar10_jpeg_row"].runs  # the row at MIR's CIFAR line, one code and one CPU kind
+    jpeg = exps["cifar10_jpeg_row_before_mir_data"].runs  # the row at MIR's CIFAR line, one code and one CPU kind
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
     seeds = jpeg.groupby("method")["seed"].apply(sorted).to_dict()
     assert seeds == {m: [0, 1, 2, 3, 4] for m in ("adaer", "ccmr", "ebrs", "er", "mir")}, seeds
