@@ -98,7 +98,8 @@ def _at_p(p: float, n: int = 5) -> Paired:
 def test_the_level_boundary(p, other, expected):
     comps = [_at_p(p)] + ([_at_p(other)] if other else [])
     assert comps[0].p_below == pytest.approx(p, rel=1e-9)
-    outcomes, p_adj = cl.family(comps)
+    f = cl.family(comps)
+    outcomes, p_adj = f.outcomes, f.p_adj
     assert outcomes[0] == expected and p_adj[0] == pytest.approx(p * len(comps), rel=1e-9)
 
 
@@ -124,7 +125,7 @@ def test_claims_table_from_the_runs(tmp_path, capsys):
     assert new.verdict == cl.INCONCLUSIVE and new.deciding.label == "AdaER vs MIR, Acc"
     row = tb.claims([new]).markdown()
     assert f"AdaER vs MIR, Acc, split-MNIST: -1.6 [-2.8, -0.4], n=5 | contradicted raw, not after Holm (p_adj = {12 * P_BORDERLINE:.3f} ≥ 0.025, m = 12) |" in row  # fmt: skip
-    assert "| 0 / 0 / 1 / 11 / 0 / 0 |" in row
+    assert "| 0 / 0 / 1 / 0 / 0 / 11 / 0 / 0 |" in row  # supported / contradicted / raw / equivalent / raw / ...
     (mir,) = [c for c in _claim_json(new)["comparisons"] if c["label"] == "AdaER vs MIR, Acc"]  # claims.json
     assert (mir["outcome"], mir["outcome_raw"]) == (cl.RAW_ONLY, cl.CONTRADICTED) and mir["p_adj"] > cl.ALPHA
     assert "Holm's step-down" in _rules() and "contradicted raw, not after Holm" in _rules()  # the report says so

@@ -3,7 +3,8 @@
 Comparisons, the quoted numbers and what the rules mean: docs/GUIDE.md, "How the claims are judged". The rules below are
 printed into the report word for word (``clsuite.analysis.report``).
 
-Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verdict` are their only code):
+Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verdict` are their only code,
+``MARGINS`` the only home of the equivalence margins):
 
 1. A comparison is **supported** when its 95% interval lies above 0, **contradicted** when it
    lies below 0, **unresolved** when it contains 0 (the seeds cannot separate the two arms),
@@ -12,9 +13,13 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
 2. A claim is **reproduced** when every comparison is supported; **not reproduced** when at least
    one is contradicted after the family-wise control of rule 4 (each claim of the paper is a
    conjunction, "best of all", "at every M", "beats MIR's and ER's": one comparison that goes the
-   other way falsifies it, however many others are supported); **partly reproduced** when some
-   are supported and none contradicted after rule 4 (the rest unresolved, contradicted raw only,
-   identical or missing); **inconclusive** when none is supported or contradicted after rule 4;
+   other way falsifies it, however many others are supported); **not reproduced: tied** when none
+   is contradicted after rule 4 and at least one is equivalent after rule 5 (every claim of the
+   paper is strict, "best", "beats", "rises", "least": a rival shown to lie within the margin of
+   the claimed arm is not beaten as stated, however many others are supported); **partly
+   reproduced** when some are supported and none contradicted or equivalent after rules 4 and 5
+   (the rest unresolved, contradicted or equivalent raw only, identical or missing);
+   **inconclusive** when none is supported, contradicted or equivalent after rules 4 and 5;
    **not run** when the claim has no comparison with runs.
 3. Each claim is judged separately per reading (``paper_text``, ``mir_code``, ...), on the runs
    of its experiment on the paper's benchmarks (split-MNIST, -FMNIST, -CIFAR10, -CIFAR100) under the
@@ -42,6 +47,33 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    discrete, never under 1/2^n one-sided: 0.031 with 5 seeds, above 0.025 even for m = 1, and
    0.00098 with 10, just under 0.025 / 24 = 0.00104.
 
+5. Equivalence. A comparison is **equivalent** when the two arms are shown to differ by less than
+   the margin of its quantity (``MARGINS``, declared once per quantity in its own unit, below):
+   two one-sided paired t tests (TOST) of H0: d <= -margin and H0: d >= margin, each at 5%, i.e.
+   its 90% t interval inside (-margin, +margin) (``Paired.p_equivalent``: the larger of the two
+   p). Margins: Acc 1.0 point (the paper's smallest Acc lead of AdaER over a rival in Table II,
+   1.0 over E-BRS on split-MNIST and over C-CMR on split-FMNIST, 0.8 over C-CMR on split-CIFAR10,
+   ten times its printed precision: a tie within it is smaller than any lead the paper reports;
+   task-IL Acc and the change of Acc with M the same); Forget and BWT 1.25 points (Acc's margin on
+   the scale of a mean over the T - 1 = 4 old tasks: Acc = (T - 1)/T BWT + mean_j R[j, j], so at equal
+   learning accuracy 1.25 points of BWT are 1.0 point of Acc); FWT 1.0 point (a per-task accuracy,
+   as Acc; in class-IL its arms are identical anyway); task-1 drop and task-1 Acc at the end 2.0
+   points (one task's accuracy, not a mean over 5: its paired differences spread more from seed to
+   seed, sd 3-10 points here against 2-5 for Acc, and twice Acc's margin keeps a tie within reach
+   of some tens of seeds); the relative decline of Acc with lambda 1.5% (Acc's 1.0 point as a
+   share of split-FMNIST's Acc at lambda = 0.1, about 70%: 1.4%, rounded up). Multiple comparisons:
+   "not reproduced: tied" needs one equivalent comparison among m, so "equivalent" is decided as
+   "contradicted" is, with family-wise control: Holm's step-down over the same m comparisons on
+   the TOST p, at 5% (the TOST's own level; with m = 1 it is the 90% interval's rule). A claim
+   whose every rival truly differs by the margin or more is then called "tied" with probability
+   at most 5%, however many comparisons it has. A comparison whose 90% interval lies inside the
+   margin but whose Holm-adjusted TOST p is 0.05 or more is **equivalent raw, not after Holm** and
+   counts as unresolved. Precedence: **supported** first (d > 0 is shown: the claim's strict
+   order holds against that rival, even by less than the margin), then contradicted after Holm,
+   then equivalent after Holm, then the raw-only outcomes. **Identical** arms are not called
+   equivalent: their difference is fixed by construction, not measured (FWT in class-IL), and they
+   leave a claim inconclusive as before.
+
 The paper's numbers quoted in its text: docs/GUIDE.md, "How the claims are judged".
 """
 
@@ -59,22 +91,39 @@ from clsuite.analysis.load import CONDITIONS, order_readings, select
 from clsuite.analysis.stats import LEVEL, Paired, one_sample, paired, smallest_signflip_p
 from clsuite.core.metrics import QUANTITIES
 
-SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING = (
+SUPPORTED, CONTRADICTED, RAW_ONLY, EQUIVALENT, EQ_RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING = (
     "supported",
     "contradicted",
     "contradicted raw, not after Holm",
+    "equivalent",
+    "equivalent raw, not after Holm",
     "unresolved",
     "identical",
     "missing",
 )
 ALPHA = round((1 - LEVEL) / 2, 12)  # 0.025: rule 4's one-sided family-wise level, one tail of the 95% interval
-REPRODUCED, PARTLY, NOT, INCONCLUSIVE, NOT_RUN = (
+EQ_ALPHA = 0.05  # rule 5: each one-sided test of TOST (the 90% interval) and the family-wise level of "equivalent"
+REPRODUCED, PARTLY, NOT, TIED, INCONCLUSIVE, NOT_RUN = (
     "reproduced",
     "partly reproduced",
     "not reproduced",
+    "not reproduced: tied",
     "inconclusive",
     "not run",
 )
+
+# Rule 5's equivalence margins, one per quantity a claim compares, in the quantity's own unit (why each: rule 5
+# above, printed in the report). The only home of these numbers; a comparison without one is never equivalent.
+MARGINS: dict[str, float] = {
+    "acc": 1.0,  # the paper's smallest Acc lead of AdaER over a rival (1.0 on split-MNIST and -FMNIST)
+    "acc_task_il": 1.0,  # as Acc
+    "forget": 1.25,  # Acc's margin over the T - 1 = 4 old tasks: 1.25 points of BWT = 1.0 point of Acc
+    "bwt": 1.25,
+    "fwt": 1.0,  # a per-task accuracy, as Acc
+    "first_task_drop": 2.0,  # one task's accuracy: twice Acc's margin
+    "first_task_final": 2.0,
+    "acc_decline": 1.5,  # % of Acc: Acc's 1.0 point over split-FMNIST's Acc at lambda = 0.1 (about 70%)
+}
 
 
 def outcome(p: Paired) -> str:
@@ -105,25 +154,61 @@ def holm(p: list[float]) -> list[float]:
     return adjusted
 
 
-def family(results: list[Paired]) -> tuple[list[str], list[float]]:
-    """Rule 4: each comparison's outcome within its claim's family, and its Holm-adjusted one-sided
-    p for d < 0 (NaN without an interval)."""
-    raw, p_adj = [outcome(r) for r in results], [float("nan")] * len(results)
-    tested = [i for i, r in enumerate(results) if r.defined]
-    for i, a in zip(tested, holm([results[i].p_below for i in tested]), strict=True):
-        p_adj[i] = a
-    return [RAW_ONLY if o == CONTRADICTED and not p_adj[i] < ALPHA else o for i, o in enumerate(raw)], p_adj
+@dataclass(frozen=True)
+class Family:
+    """Rules 4 and 5 over one claim's comparisons: each one's outcome, its Holm-adjusted one-sided p for
+    d < 0, its TOST p against its margin and that p Holm-adjusted (NaN without an interval or a margin)."""
+
+    outcomes: list[str]
+    p_adj: list[float]
+    p_eq: list[float]
+    p_eq_adj: list[float]
+
+
+def _holm_over(p: list[float]) -> list[float]:
+    """Holm over the entries that are not NaN; NaN stays NaN."""
+    out, tested = [float("nan")] * len(p), [i for i, v in enumerate(p) if not math.isnan(v)]
+    for i, a in zip(tested, holm([p[i] for i in tested]), strict=True):
+        out[i] = a
+    return out
+
+
+def family(results: list[Paired], margins: list[float] | None = None) -> Family:
+    """Rules 4 and 5: each comparison's outcome within its claim's family (``margins``: each one's
+    equivalence margin, NaN or none: never equivalent). The family is the comparisons with an interval;
+    one without a margin enters the equivalence family with TOST p = 1 (it cannot be shown equivalent)."""
+    margins = [float("nan")] * len(results) if margins is None else list(margins)
+    raw = [outcome(r) for r in results]
+    p_adj = _holm_over([r.p_below if r.defined else float("nan") for r in results])
+    p_eq = [r.p_equivalent(m) if r.defined and m > 0 else (1.0 if r.defined else float("nan"))
+            for r, m in zip(results, margins, strict=True)]  # fmt: skip
+    p_eq_adj = _holm_over(p_eq)
+    out = [_after(*x) for x in zip(raw, p_adj, p_eq, p_eq_adj, strict=True)]
+    return Family(out, p_adj, [p if m > 0 else float("nan") for p, m in zip(p_eq, margins, strict=True)], p_eq_adj)
+
+
+def _after(o: str, p_adj: float, p_eq: float, p_eq_adj: float) -> str:
+    """Rules 4 and 5 on one comparison's rule-1 outcome ``o``, in rule 5's order of precedence."""
+    if o not in (CONTRADICTED, UNRESOLVED) or (o == CONTRADICTED and p_adj < ALPHA):
+        return o  # supported, contradicted after Holm, identical, missing
+    if p_eq_adj < EQ_ALPHA:
+        return EQUIVALENT
+    if o == CONTRADICTED:
+        return RAW_ONLY
+    return EQ_RAW_ONLY if p_eq < EQ_ALPHA else UNRESOLVED
 
 
 def verdict(outcomes: list[str]) -> str:
-    """Rule 2: the verdict of a claim from the outcomes of its comparisons (after rule 4: :func:`family`)."""
+    """Rule 2: the verdict of a claim from the outcomes of its comparisons (after rules 4 and 5: :func:`family`)."""
     if not outcomes or all(o == MISSING for o in outcomes):
         return NOT_RUN
-    n_sup, n_con = outcomes.count(SUPPORTED), outcomes.count(CONTRADICTED)
+    n_sup, n_con, n_eq = (outcomes.count(o) for o in (SUPPORTED, CONTRADICTED, EQUIVALENT))
     if n_sup == len(outcomes):
         return REPRODUCED
     if n_con:
         return NOT
+    if n_eq:
+        return TIED
     return PARTLY if n_sup else INCONCLUSIVE
 
 
@@ -132,6 +217,7 @@ class Comparison:
     benchmark: str
     label: str  # "AdaER vs MIR, Acc (M=100)"
     result: Paired
+    margin: float = float("nan")  # rule 5's equivalence margin of its quantity (MARGINS); NaN: none
 
     @property
     def outcome(self) -> str:
@@ -147,18 +233,28 @@ class Judged:
     comparisons: list[Comparison] = field(default_factory=list)
 
     @cached_property
-    def _family(self) -> tuple[list[str], list[float]]:
-        return family([c.result for c in self.comparisons])
+    def _family(self) -> Family:
+        return family([c.result for c in self.comparisons], [c.margin for c in self.comparisons])
 
     @property
     def outcomes(self) -> list[str]:
-        """Each comparison's outcome after rule 4."""
-        return self._family[0]
+        """Each comparison's outcome after rules 4 and 5."""
+        return self._family.outcomes
 
     @property
     def p_adj(self) -> list[float]:
         """Each comparison's Holm-adjusted one-sided p for d < 0 over this claim's comparisons."""
-        return self._family[1]
+        return self._family.p_adj
+
+    @property
+    def p_eq(self) -> list[float]:
+        """Each comparison's TOST p against its margin (NaN without a margin)."""
+        return self._family.p_eq
+
+    @property
+    def p_eq_adj(self) -> list[float]:
+        """Each comparison's TOST p Holm-adjusted over this claim's comparisons."""
+        return self._family.p_eq_adj
 
     @property
     def m(self) -> int:
@@ -167,8 +263,22 @@ class Judged:
 
     def decision(self, c: Comparison) -> tuple[str, float]:
         """(outcome after rule 4, Holm-adjusted p) of one of this claim's comparisons."""
-        i = next(i for i, x in enumerate(self.comparisons) if x is c)
+        i = self._index(c)
         return self.outcomes[i], self.p_adj[i]
+
+    def equivalence(self, c: Comparison) -> tuple[float, float]:
+        """(TOST p, its Holm-adjusted value) of one of this claim's comparisons (rule 5)."""
+        i = self._index(c)
+        return self.p_eq[i], self.p_eq_adj[i]
+
+    def _index(self, c: Comparison) -> int:
+        return next(i for i, x in enumerate(self.comparisons) if x is c)
+
+    @property
+    def tied(self) -> list[Comparison]:
+        """The comparisons equivalent after rule 5, the most clearly so (lowest TOST p) first."""
+        eq = [i for i, o in enumerate(self.outcomes) if o == EQUIVALENT]
+        return [self.comparisons[i] for i in sorted(eq, key=lambda i: (self.p_eq[i], i))]
 
     @property
     def verdict(self) -> str:
@@ -177,12 +287,17 @@ class Judged:
     @property
     def deciding(self) -> Comparison | None:
         """The comparison that decides the verdict: when one is contradicted, the most clearly
-        contradicted (lowest upper bound); else, when one is contradicted raw only, the most clearly
-        so; otherwise the weakest (lowest lower bound)."""
-        for kind in (CONTRADICTED, RAW_ONLY):
-            against = [c for c, o in zip(self.comparisons, self.outcomes, strict=True) if o == kind]
-            if against:
-                return min(against, key=lambda c: c.result.high)
+        contradicted (lowest upper bound); else, when one is equivalent, the most clearly so (lowest
+        TOST p); else, when one is contradicted raw only, the most clearly so; otherwise the weakest
+        (lowest lower bound)."""
+        against = [c for c, o in zip(self.comparisons, self.outcomes, strict=True) if o == CONTRADICTED]
+        if against:
+            return min(against, key=lambda c: c.result.high)
+        if self.tied:
+            return self.tied[0]
+        against = [c for c, o in zip(self.comparisons, self.outcomes, strict=True) if o == RAW_ONLY]
+        if against:
+            return min(against, key=lambda c: c.result.high)
         defined = [c for c in self.comparisons if c.result.defined]
         return min(defined, key=lambda c: c.result.low) if defined else None
 
@@ -199,7 +314,7 @@ def _better(benchmark: str, label: str, quantity: str, x: dict, y: dict) -> Comp
     """Arm x better than arm y: d = x - y, or y - x where lower is better (Forget, the first-task drop)."""
     if not QUANTITIES[quantity].higher_is_better:
         x, y = y, x
-    return Comparison(benchmark, f"{label}, {QUANTITIES[quantity].label}", paired(x, y))
+    return Comparison(benchmark, f"{label}, {QUANTITIES[quantity].label}", paired(x, y), MARGINS[quantity])
 
 
 def _cond(key: str, v) -> str:
@@ -273,7 +388,9 @@ def changes_less(quantity: str, key: str, lo: float, hi: float, method: str, oth
         for o in [m for m in (others or present) if m in present and m not in (method, "joint", "online")]:
             what = "decline (%)" if relative else "abs. change"
             label = f"{pv.method_label(o)} vs {pv.method_label(method)}: {what} of {QUANTITIES[quantity].label}, {_cond(key, lo)} → {_cond(key, hi)}"
-            yield Comparison(b, label, paired(change(rb, o), mine))
+            yield Comparison(
+                b, label, paired(change(rb, o), mine), MARGINS[f"{quantity}_decline" if relative else quantity]
+            )
 
     return build
 

@@ -578,8 +578,9 @@ def _rules() -> str:
 def _claim_json(j) -> dict:
     comparisons = [
         {"benchmark": c.benchmark, "label": c.label, "outcome": o, "outcome_raw": c.outcome,
-         "p_below": c.result.p_below, "p_adj": p, **c.result.__dict__}
-        for c, o, p in zip(j.comparisons, j.outcomes, j.p_adj, strict=True)
+         "p_below": c.result.p_below, "p_adj": p, "margin": c.margin, "p_equivalent": pe, "p_equivalent_adj": pea,
+         **c.result.__dict__}
+        for c, o, p, pe, pea in zip(j.comparisons, j.outcomes, j.p_adj, j.p_eq, j.p_eq_adj, strict=True)
     ]  # fmt: skip
     return {"claim": j.claim.key, "reading": j.reading, "verdict": j.verdict, "comparisons": comparisons}
 

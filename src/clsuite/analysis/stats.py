@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import integrate, stats
 
 from clsuite.core.metrics import QUANTITIES
 
@@ -76,6 +76,31 @@ class Paired:
             return 0.0 if self.mean < 0 else 1.0
         return float(stats.t.cdf(self.mean / (self.sd / math.sqrt(self.n)), self.n - 1))
 
+    def bounds(self, level: float) -> tuple[float, float]:
+        """The two-sided Student-t interval of the mean difference at ``level`` (0.90: the interval whose
+        inside is TOST's equivalence at 0.05 each side); NaN without an interval."""
+        if not self.defined:
+            return float("nan"), float("nan")
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.sd / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
+    def p_equivalent(self, margin: float) -> float:
+        """Two one-sided tests (TOST; Schuirmann 1987) of H0: |mean(d)| >= ``margin``: the larger of the paired
+        t-test p for d > -margin, P(T_{n-1} >= (mean + margin) / se), and for d < margin,
+        P(T_{n-1} <= (mean - margin) / se), se = sd / sqrt(n). Below alpha exactly when the (1 - 2 alpha)
+        interval lies inside (-margin, margin).
+
+        NaN without an interval or a margin; every seed the same difference (sd = 0): 0 if it is inside, else 1.
+        """
+        if not self.defined or not margin > 0:
+            return float("nan")
+        if self.sd == 0.0:
+            return 0.0 if abs(self.mean) < margin else 1.0
+        se = self.sd / math.sqrt(self.n)
+        p_low = stats.t.sf((self.mean + margin) / se, self.n - 1)
+        p_high = stats.t.cdf((self.mean - margin) / se, self.n - 1)
+        return float(max(p_low, p_high))
+
     def interval(self, digits: int = 1) -> str:
         if not self.defined:
             return f"{self.mean:+.{digits}f} (n={self.n}: no interval)" if self.n else "no paired seeds"
@@ -140,3 +165,46 @@ def seeds_needed(delta: float, sd_d: float, power: float = POWER, level: float =
         if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
             return n
     return n_max
+
+
+def tost_power(delta: float, sd_d: float, margin: float, n: int, alpha: float = 0.05) -> float:
+    """The probability that the paired TOST at ``alpha`` each side (``Paired.p_equivalent`` < alpha) shows
+    |d| < ``margin`` with n seeds when the true mean difference is ``delta`` and its per-seed sd ``sd_d``.
+
+    Exact, without simulation: with the sample sd S, TOST rejects when -margin + c S / sqrt(n) < mean <
+    margin - c S / sqrt(n) (c: the t quantile at 1 - alpha, n - 1 df); the mean is normal and independent
+    of (n - 1) S^2 / sd^2 ~ chi^2_{n-1}, so the power is one integral over that chi-square of a difference
+    of two normal cdfs (Owen 1965's form of the two one-sided tests' power).
+    """
+    if n < 2 or not margin > 0:
+        return 0.0
+    if sd_d <= 0:
+        return 1.0 if abs(delta) < margin else 0.0
+    df, c = n - 1, float(stats.t.ppf(1 - alpha, n - 1))
+    se = sd_d / math.sqrt(n)
+    v_max = df * (margin / (c * se)) ** 2  # beyond it, c S / sqrt(n) >= margin: no mean can pass
+
+    def inside(v: float) -> float:
+        h = c * se * math.sqrt(v / df)  # c S / sqrt(n) at (n - 1) S^2 / sd^2 = v
+        return (
+            stats.norm.cdf((margin - h - delta) / se) - stats.norm.cdf((-margin + h - delta) / se)
+        ) * stats.chi2.pdf(v, df)
+
+    mode = max(df - 2.0, 0.0)
+    points = [p for p in (mode, df) if 0 < p < v_max]
+    return float(min(1.0, integrate.quad(inside, 0.0, v_max, points=points or None, limit=200, epsabs=1e-10)[0]))
+
+
+def seeds_for_equivalence(
+    delta: float, sd_d: float, margin: float, alpha: float = 0.05, power: float = POWER, n_max: int = 1000
+) -> int:
+    """The smallest n (>= 2) whose paired TOST at ``alpha`` each side shows |d| < ``margin`` with probability
+    ``power`` (:func:`tost_power`) when the true mean difference is ``delta`` and its per-seed sd ``sd_d``;
+    ``n_max`` when none up to it does (always so for |delta| >= margin). The power grows with n: bisection."""
+    if not abs(delta) < margin or tost_power(delta, sd_d, margin, n_max, alpha) < power:
+        return n_max
+    lo, hi = 1, n_max  # power(lo) < power <= power(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tost_power(delta, sd_d, margin, mid, alpha) >= power else (mid, hi)
+    return hi

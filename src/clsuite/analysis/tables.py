@@ -14,12 +14,16 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis.claims import (
     ALPHA,
     CONTRADICTED,
+    EQ_ALPHA,
+    EQ_RAW_ONLY,
+    EQUIVALENT,
     IDENTICAL,
     INCONCLUSIVE,
     MISSING,
     PARTLY,
     RAW_ONLY,
     SUPPORTED,
+    TIED,
     UNRESOLVED,
     Comparison,
     Judged,
@@ -28,7 +32,7 @@ from clsuite.analysis.claims import (
     sign_flip_floor_note,
 )
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
-from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, paired, seeds_needed
+from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, paired, seeds_for_equivalence, seeds_needed
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
 
 NOTE = (
@@ -330,7 +334,20 @@ def _p(v: float) -> str:
     return "–" if math.isnan(v) else (f"{v:.3f}" if v >= 0.001 else "<0.001")
 
 
-_COUNTED = (SUPPORTED, CONTRADICTED, RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING)
+_COUNTED = (SUPPORTED, CONTRADICTED, RAW_ONLY, EQUIVALENT, EQ_RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING)
+EQ_LEVEL = 1 - 2 * EQ_ALPHA  # 0.90: the interval whose inside is TOST's equivalence
+
+
+def margin(m: float) -> str:
+    """An equivalence margin as the rules write it: 1.0, 1.25, 2.0."""
+    t = f"{m:.2f}".rstrip("0")
+    return t + "0" if t.endswith(".") else t
+
+
+def within(c: Comparison, digits: int = 1) -> str:
+    """``[-0.9, +0.8] inside ±1``: a comparison's 90% interval against its equivalence margin."""
+    low, high = c.result.bounds(EQ_LEVEL)
+    return f"{EQ_LEVEL:.0%} interval [{low:+.{digits}f}, {high:+.{digits}f}] within ±{margin(c.margin)}"
 
 
 def decision(j: Judged, c: Comparison) -> str:
@@ -340,21 +357,36 @@ def decision(j: Judged, c: Comparison) -> str:
         return f"contradicted after Holm (p_adj = {_p(p_adj)} < {ALPHA:g}, m = {j.m})"
     if o == RAW_ONLY:
         return f"contradicted raw, not after Holm (p_adj = {_p(p_adj)} ≥ {ALPHA:g}, m = {j.m})"
+    if o in (EQUIVALENT, EQ_RAW_ONLY):
+        p_eq_adj = j.equivalence(c)[1]
+        after = "after Holm" if o == EQUIVALENT else "raw, not after Holm"
+        sign = "<" if o == EQUIVALENT else "≥"
+        return f"equivalent {after}: {within(c)} (TOST p_adj = {_p(p_eq_adj)} {sign} {EQ_ALPHA:g}, m = {j.m})"
     return f"{o} (its interval)" if o == SUPPORTED else o
+
+
+def verdict_cell(j: Judged) -> str:
+    """A claim's verdict; a tied one names its most clearly equivalent comparison (and how many more)."""
+    if j.verdict != TIED:
+        return j.verdict
+    w, more = j.tied[0], len(j.tied) - 1
+    extra = f"; {more} more equivalent" if more else ""
+    return f"{j.verdict} ({w.label}, {pv.bench_label(w.benchmark)}: equivalent within ±{margin(w.margin)}{extra})"
 
 
 def claims(judged: list[Judged]) -> Table:
     t = Table(
         "The paper's claims, checked with paired statistics over seeds (contradicted: Holm's step-down over "
-        f"each claim's comparisons, one-sided, at {ALPHA:g})",
+        f"each claim's comparisons, one-sided, at {ALPHA:g}; equivalent: TOST within the quantity's margin, "
+        f"Holm at {EQ_ALPHA:g})",
         ["claim", "source", "reading", "verdict", " / ".join(_COUNTED), "deciding comparison: mean difference [95% CI], n", "its decision"],
-        note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the most clearly contradicted raw only, else the weakest (lowest lower bound). p_adj: Holm-adjusted one-sided p for d < 0 over the claim's m comparisons with an interval.",
+        note="Rules: `clsuite/analysis/claims.py` (and above). The deciding comparison: the most clearly contradicted one (lowest upper bound) when any is contradicted, else the most clearly equivalent (lowest TOST p), else the most clearly contradicted raw only, else the weakest (lowest lower bound). p_adj: Holm-adjusted one-sided p for d < 0 over the claim's m comparisons with an interval; TOST p_adj: the two one-sided tests' p against the margin (rule 5), Holm-adjusted over the same m.",
     )  # fmt: skip
     for j in judged:
         w = j.deciding
         weak = "–" if w is None else f"{w.label}, {pv.bench_label(w.benchmark)}: {w.result.interval()}, n={w.result.n}"
         counts = " / ".join(str(j.outcomes.count(o)) for o in _COUNTED)
-        t.add([j.claim.text, j.claim.source, j.reading, f"**{j.verdict}**", counts if j.comparisons else "–", weak,
+        t.add([j.claim.text, j.claim.source, j.reading, f"**{verdict_cell(j)}**", counts if j.comparisons else "–", weak,
                "–" if w is None else decision(j, w)])  # fmt: skip
     return t
 
@@ -367,7 +399,9 @@ def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
     got = {(j.claim.key, j.reading): j for j in judged}
     note = (
         "not run: no run of the claim's experiment at all (its section names the command that fills it); "
-        "–: the experiment has runs, none of that reading."
+        "–: the experiment has runs, none of that reading. not reproduced: tied: no comparison goes against the "
+        "claim, but a rival is shown equivalent within the quantity's margin, so the claim's strict order does not "
+        "hold against it (rule 5)."
     )
     if fragile:
         note += f" *fragile*: the verdict moves with the machine that runs it (mir_code; {where})."
@@ -376,7 +410,7 @@ def verdicts(judged: list[Judged], fragile=(), where: str = "") -> Table:
         cells = []
         for r in readings:
             j = got.get((k, r), got.get((k, "–")))
-            cell = "–" if j is None else j.verdict
+            cell = "–" if j is None else verdict_cell(j)
             if j is not None and k in fragile and r == "mir_code" and (w := j.deciding) is not None:
                 cell += f" (*fragile*: decided by {w.label}, {pv.bench_label(w.benchmark)}, {w.result.interval()})"
             cells.append(cell)
@@ -388,27 +422,46 @@ def claim_details(j: Judged) -> Table:
     t = Table(
         f"{j.claim.text} ({j.reading})",
         ["benchmark", "comparison", "n", "mean d (> 0: the claim holds) [95% CI]", "p (paired t)",
-         "p (sign-flip, exact)", "p (t, one-sided d < 0)", f"p_adj (Holm, m = {j.m})", "outcome"],
+         "p (sign-flip, exact)", "p (t, one-sided d < 0)", f"p_adj (Holm, m = {j.m})", "margin",
+         "p (TOST)", "p_adj (TOST, Holm)", "outcome"],
     )  # fmt: skip
-    for c, o, p_adj in zip(j.comparisons, j.outcomes, j.p_adj, strict=True):
+    for c, o, p_adj, p_eq, p_eq_adj in zip(j.comparisons, j.outcomes, j.p_adj, j.p_eq, j.p_eq_adj, strict=True):
         r = c.result
         o = UNSEPARATED if o == UNRESOLVED else o
         t.add([pv.bench_label(c.benchmark), c.label, r.n, r.interval(2), _p(r.p_t), _p(r.p_signflip), _p(r.p_below),
-               _p(p_adj), o])  # fmt: skip
+               _p(p_adj), "–" if math.isnan(c.margin) else f"±{margin(c.margin)}", _p(p_eq),
+               _p(p_eq_adj) if not math.isnan(p_eq) else "–", o])  # fmt: skip
     return t
 
 
+CAP = 1000  # seeds: the planning table's horizon
+
+
 def seeds_to_decide(j: Judged, w: Comparison) -> str:
-    """The seeds that would decide ``j``'s deciding comparison ``w`` at its observed mean and sd: to support
-    it (d > 0: its 95% interval above 0), or to contradict it after Holm (d <= 0: Bonferroni's bound on
-    Holm's first step, one-sided at ALPHA / m), each with probability POWER."""
+    """The seeds that would decide ``j``'s deciding comparison ``w`` at its observed mean and sd, each with
+    probability POWER: to support it (d > 0: its 95% interval above 0), or to contradict it after Holm
+    (d <= 0: Bonferroni's bound on Holm's first step, one-sided at ALPHA / m); or, where fewer seeds would
+    do it, to show it equivalent within its margin after Holm (rule 5: TOST at EQ_ALPHA / m each side,
+    reachable only while |mean| < margin). Beyond CAP seeds both ways: said so."""
     r = w.result
     if j.decision(w)[0] == IDENTICAL:
         return "none: the two arms agree in every seed"
-    level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / max(j.m, 1)
-    n = seeds_needed(abs(r.mean), r.sd, level=level)
+    m = max(j.m, 1)
+    level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / m
+    n = seeds_needed(abs(r.mean), r.sd, level=level, n_max=CAP)
     goal = "support" if r.mean > 0 else f"contradict after Holm (m = {j.m})"
-    return f"{'1000 or more' if n >= 1000 else n} to {goal}"
+    has_margin = w.margin > 0
+    n_eq = seeds_for_equivalence(r.mean, r.sd, w.margin, alpha=EQ_ALPHA / m, n_max=CAP) if has_margin else CAP
+    eq_goal = f"show equivalence within ±{margin(w.margin)} after Holm (m = {j.m})"
+    if n_eq < CAP and n_eq < n:
+        return f"{n_eq} to {eq_goal}"
+    if n < CAP:
+        return f"{n} to {goal}"
+    if not has_margin:
+        return f"over {CAP} to {goal}"
+    if abs(r.mean) >= w.margin:
+        return f"over {CAP} to {goal}; equivalence out of reach (|mean d| ≥ margin ±{margin(w.margin)})"
+    return f"over {CAP} either way: to {goal} or to {eq_goal}"
 
 
 def open_claims(judged: list[Judged]) -> Table | None:
@@ -420,8 +473,11 @@ def open_claims(judged: list[Judged]) -> Table | None:
         f"probability {POWER:g} if its true mean difference and per-seed sd are the ones observed (a planning "
         "estimate: the observed mean of a comparison the seeds cannot separate is itself uncertain); d > 0 "
         f"needs its 95% interval above 0 (supported), d <= 0 a one-sided p below {ALPHA:g} / m (contradicted "
-        "after Holm, Bonferroni's bound on Holm's first step). A partly reproduced claim needs every "
-        "unresolved comparison supported, the deciding one being the weakest.",
+        "after Holm, Bonferroni's bound on Holm's first step). Where fewer seeds would show the comparison "
+        f"equivalent (rule 5: |mean d| inside the margin; TOST at {EQ_ALPHA:g} / m each side, its exact power "
+        "by one integral over the sample sd), that count instead: the claim would then be not reproduced: tied. "
+        f"Over {CAP}: neither outcome within {CAP} seeds at the observed mean and sd. A partly reproduced claim "
+        "needs every unresolved comparison supported, the deciding one being the weakest.",
     )  # fmt: skip
     for j in judged:
         if j.verdict in (INCONCLUSIVE, PARTLY) and (w := j.deciding) is not None:
@@ -438,7 +494,16 @@ def claims_markdown(judged: list[Judged]) -> str:
     if note:
         out += [note, ""]
     for j in judged:
-        unsep = [c for c in j.comparisons if c.outcome == UNRESOLVED]
+        if j.tied:
+            out.append(
+                f"- *{j.claim.text}* ({j.reading}): tied (equivalent after Holm, rule 5): "
+                + "; ".join(f"{c.label} on {pv.bench_label(c.benchmark)} ({within(c)})" for c in j.tied[:8])
+                + (f"; and {len(j.tied) - 8} more" if len(j.tied) > 8 else "")
+                + "."
+            )
+        unsep = [
+            c for c, o in zip(j.comparisons, j.outcomes, strict=True) if c.outcome == UNRESOLVED and o != EQUIVALENT
+        ]
         if unsep:
             n = max(c.result.n for c in unsep)
             out.append(
