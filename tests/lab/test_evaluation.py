@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -84,13 +85,29 @@ def test_eval_refuses_with_one_line_what_it_cannot_evaluate(runs, tmp_path, caps
     shutil.copytree(folder, other)
     for name in ("model.ckpt", "model.ckpt.sha256"):
         shutil.copy(runs[1][0] / name, other / name)
+    swapped = tmp_path / "swapped_weights"  # another run's intact model.ckpt, without its digest: not "corrupt"
+    shutil.copytree(folder, swapped)
+    shutil.copy(runs[1][0] / "model.ckpt", swapped / "model.ckpt")
+    fifo, folder_ckpt = tmp_path / "fifo", tmp_path / "folder_ckpt"  # never opened (a FIFO would hang the read)
+    for where in (fifo, folder_ckpt):
+        shutil.copytree(folder, where)
+        (where / "model.ckpt").unlink()
+    os.mkfifo(fifo / "model.ckpt")
+    (folder_ckpt / "model.ckpt").mkdir()
+    theirs, ours = runs[1][1]["identity"]["key"][:12], runs[0][1]["identity"]["key"][:12]
     cases = [
         ((tmp_path / "empty",), f"{tmp_path / 'empty'} holds no finished run (results.json: missing); valid: a run "
                                 "or sweep job folder, or its model.ckpt"),
         ((no_weights,), f"{no_weights} holds no saved weights (model.ckpt is missing); a run keeps them with "
                         "keep_weights=true"),
-        ((other,), f"{other / 'model.ckpt'} holds another run's weights (its identity is not "
-                   f"{runs[0][1]['identity']['key'][:12]})"),
+        ((other,), f"{other / 'model.ckpt'} belongs to another run (identity {theirs}, this run's is {ours})"),
+        ((swapped,), f"{swapped / 'model.ckpt'} belongs to another run (identity {theirs}, this run's is {ours})"),
+        ((fifo,), f"{fifo} holds no saved weights (model.ckpt is a FIFO, not a file); a run keeps them with "
+                  "keep_weights=true"),
+        (("ckpt_path=" + str(fifo / "model.ckpt"),), f"{fifo} holds no saved weights (model.ckpt is a FIFO, not a "
+                                                     "file); a run keeps them with keep_weights=true"),
+        ((folder_ckpt,), f"{folder_ckpt} holds no saved weights (model.ckpt is a folder, not a file); a run keeps "
+                         "them with keep_weights=true"),
         ((folder, "--split", "val"), f"{folder}'s run has no validation split (data.val_fraction=0); valid: --split test"),
     ]  # fmt: skip
     for argv, line in cases:
