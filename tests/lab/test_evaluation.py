@@ -9,6 +9,7 @@ import pytest
 
 from clsuite import api, commands
 from clsuite.config import schema
+from clsuite.run.experiment import format_report
 
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "trainer.threads=1"]
 TINY = ["benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20"]
@@ -42,10 +43,11 @@ def test_eval_prints_every_tasks_class_il_and_task_il_accuracy_the_runs_own(runs
         code, out, err = clsuite("eval", target, capsys=capsys)
         lines = out.splitlines()
         assert code == 0 and err == ""
-        assert (
-            lines[0]
-            == f"icarl on synthetic (M=100, seed=0, reading=mir_code): {folder / 'model.ckpt'} on the test split (cpu)"
+        assert lines[0] == (
+            f"icarl on synthetic: M=100 per class (400 slots), seed=0, reading=mir_code; {folder / 'model.ckpt'} on "
+            "the test split (cpu)"
         )
+        assert lines[0].startswith(format_report(res).splitlines()[0] + ";")  # the run's own wording of M
         assert lines[1] == "task  class-IL   task-IL   run's R  run's R_task_il"
         assert lines[2] == f"   1  {R[0]:8.2f}  {Rt[0]:8.2f}  {R[0]:8.2f}  {Rt[0]:15.2f}"
         acc, acc_t = res["metrics"]["acc"], res["metrics"]["acc_task_il"]

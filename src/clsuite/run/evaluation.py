@@ -162,12 +162,13 @@ def report(ev: dict) -> str:
     """A row per task and Acc (the mean over the tasks), a column per accuracy; whether the run's
     last rows came back bit for bit."""
     from clsuite.core.metrics import average_accuracy
+    from clsuite.run.experiment import memory_phrase
 
     res, cols = ev["results"], ev["columns"]
     width = [max(8, len(name)) for name in cols]
     lines = [
-        f"{res['method']} on {res['benchmark']} (M={res['memory']}, seed={res['seed']}, "
-        f"reading={res.get('reading') or 'unlabelled'}): {ev['weights']} on the {ev['split']} split ({ev['device']})",
+        f"{res['method']} on {res['benchmark']}: {memory_phrase(res)}, seed={res['seed']}, reading="
+        f"{res.get('reading') or 'unlabelled'}; {ev['weights']} on the {ev['split']} split ({ev['device']})",
         f"{'task':>4}" + "".join(f"  {name:>{w}}" for name, w in zip(cols, width, strict=True)),
     ]
     rows = [*(str(j) for j in range(1, len(cols["class-IL"]) + 1)), "Acc"]
