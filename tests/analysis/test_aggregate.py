@@ -125,6 +125,36 @@ def test_status_against_the_grid(tmp_path):
     assert "RuntimeError: CUDA out of memory (attempt 2" in md and "`never-ran`" in md
 
 
+def test_runs_outside_the_grid_are_said_included_only_when_counted(tmp_path):
+    """Issue "The last frictions of a first day", item 3: a nested copy of a grid job's run and a link to
+    one's results.json in an extra folder were "+ 2 outside it (earlier sweeps, included)", though neither
+    was counted. Now only the counted run is "included"; the others are said skipped, with why."""
+    root = tmp_path / "table2"
+    done = [write_run(root, method="er", seed=s).name for s in (0, 1)]
+    old = write_run(root, method="gem", seed=0).name  # from an earlier sweep: counted
+    write_grid(root, done)
+    shutil.copytree(root / done[0], root / done[0] / "copy")  # a nested copy: the same run
+    (root / "extra").mkdir()
+    (root / "extra" / "results.json").symlink_to(root / done[1] / "results.json")  # a link: the same run
+    st = load_experiment(root).status
+    assert st["finished"] == 3 and st["grid"]["finished"] == 2 and st["outside_grid"] == [old]
+    assert st["outside_grid_skipped"] == [
+        {"job": f"{done[0]}/copy", "why": "the same run as one counted (a copy, or a link to its results file)"},
+        {"job": "extra", "why": "the same run as one counted (a copy, or a link to its results file)"},
+    ]
+    lines = tb.status_markdown(st, "multirun/table2").splitlines()
+    assert (
+        "- finished: 2 of the grid, + 1 outside it (earlier sweeps, included); 2 outside it skipped: the same run "
+        "as one counted (a copy, or a link to its results file)"
+    ) in lines
+    shutil.rmtree(root / old)  # nothing counted outside the grid: no "included" at all
+    lines = tb.status_markdown(load_experiment(root).status, "multirun/table2").splitlines()
+    assert (
+        "- finished: 2 of the grid; 2 outside it skipped: the same run as one counted (a copy, or a link to its "
+        "results file)"
+    ) in lines
+
+
 def test_a_grid_cell_counts_only_the_run_the_grid_asked_for_at_its_folder(tmp_path, capsys):
     """Issue 30: another job's results.json copied into a grid job's folder made that cell n=1 while the
     report said "0 missing" and --strict exited 0; a copy of a run kept instead of the grid's own made

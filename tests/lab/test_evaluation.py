@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
 from clsuite import api, commands
 from clsuite.config import schema
+from clsuite.run.experiment import format_report
 
 FAST = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "trainer.threads=1"]
 TINY = ["benchmark.n_tasks=2", "benchmark.synthetic.num_classes=4", "benchmark.train_per_class=20"]
@@ -41,10 +43,11 @@ def test_eval_prints_every_tasks_class_il_and_task_il_accuracy_the_runs_own(runs
         code, out, err = clsuite("eval", target, capsys=capsys)
         lines = out.splitlines()
         assert code == 0 and err == ""
-        assert (
-            lines[0]
-            == f"icarl on synthetic (M=100, seed=0, reading=mir_code): {folder / 'model.ckpt'} on the test split (cpu)"
+        assert lines[0] == (
+            f"icarl on synthetic: M=100 per class (400 slots), seed=0, reading=mir_code; {folder / 'model.ckpt'} on "
+            "the test split (cpu)"
         )
+        assert lines[0].startswith(format_report(res).splitlines()[0] + ";")  # the run's own wording of M
         assert lines[1] == "task  class-IL   task-IL   run's R  run's R_task_il"
         assert lines[2] == f"   1  {R[0]:8.2f}  {Rt[0]:8.2f}  {R[0]:8.2f}  {Rt[0]:15.2f}"
         acc, acc_t = res["metrics"]["acc"], res["metrics"]["acc_task_il"]
@@ -84,13 +87,29 @@ def test_eval_refuses_with_one_line_what_it_cannot_evaluate(runs, tmp_path, caps
     shutil.copytree(folder, other)
     for name in ("model.ckpt", "model.ckpt.sha256"):
         shutil.copy(runs[1][0] / name, other / name)
+    swapped = tmp_path / "swapped_weights"  # another run's intact model.ckpt, without its digest: not "corrupt"
+    shutil.copytree(folder, swapped)
+    shutil.copy(runs[1][0] / "model.ckpt", swapped / "model.ckpt")
+    fifo, folder_ckpt = tmp_path / "fifo", tmp_path / "folder_ckpt"  # never opened (a FIFO would hang the read)
+    for where in (fifo, folder_ckpt):
+        shutil.copytree(folder, where)
+        (where / "model.ckpt").unlink()
+    os.mkfifo(fifo / "model.ckpt")
+    (folder_ckpt / "model.ckpt").mkdir()
+    theirs, ours = runs[1][1]["identity"]["key"][:12], runs[0][1]["identity"]["key"][:12]
     cases = [
         ((tmp_path / "empty",), f"{tmp_path / 'empty'} holds no finished run (results.json: missing); valid: a run "
                                 "or sweep job folder, or its model.ckpt"),
         ((no_weights,), f"{no_weights} holds no saved weights (model.ckpt is missing); a run keeps them with "
                         "keep_weights=true"),
-        ((other,), f"{other / 'model.ckpt'} holds another run's weights (its identity is not "
-                   f"{runs[0][1]['identity']['key'][:12]})"),
+        ((other,), f"{other / 'model.ckpt'} belongs to another run (identity {theirs}, this run's is {ours})"),
+        ((swapped,), f"{swapped / 'model.ckpt'} belongs to another run (identity {theirs}, this run's is {ours})"),
+        ((fifo,), f"{fifo} holds no saved weights (model.ckpt is a FIFO, not a file); a run keeps them with "
+                  "keep_weights=true"),
+        (("ckpt_path=" + str(fifo / "model.ckpt"),), f"{fifo} holds no saved weights (model.ckpt is a FIFO, not a "
+                                                     "file); a run keeps them with keep_weights=true"),
+        ((folder_ckpt,), f"{folder_ckpt} holds no saved weights (model.ckpt is a folder, not a file); a run keeps "
+                         "them with keep_weights=true"),
         ((folder, "--split", "val"), f"{folder}'s run has no validation split (data.val_fraction=0); valid: --split test"),
     ]  # fmt: skip
     for argv, line in cases:

@@ -609,6 +609,32 @@ def test_a_sweep_rerun_in_read_only_job_folders_goes_on_and_loses_no_run(tmp_pat
     )
 
 
+def test_a_sweep_whose_jobs_fail_over_older_results_fails(tmp_path):
+    """Issue "The last frictions of a first day", item 1: a rerun (resume=off) whose jobs both failed
+    ended "0 failed; 2/2 of the grid have results", exit 0, as their folders held older results. Now
+    the summary counts the jobs that failed in this sweep and the sweep exits 1."""
+    sweep_args = ["-m", *FAST, *TINY, "method=online", "experiment=e", "trainer.threads=1", "seed=0,1"]
+    assert _clsuite(tmp_path, *sweep_args).returncode == 0
+    sdir = tmp_path / "multirun" / "e"
+    dirs = [f"{','.join(sorted(['benchmark=synthetic', *TINY]))},method=online,seed={s}" for s in (0, 1)]
+    for d in dirs:
+        (sdir / d / "tensorboard").write_text("x")  # a file where the logger makes its folder: the job fails
+    p = _clsuite(tmp_path, *sweep_args, "logger=tensorboard", "resume=off")
+    err = p.stderr.splitlines()
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert len([line for line in err if line.startswith("error:")]) == 2
+    assert (
+        "sweep e: 0 ran, 0 skipped (results match), 0 reused (same identity in another experiment), 0 busy "
+        "(running elsewhere), 0 interrupted, 2 failed; 2/2 of the grid have results (2 of them from earlier "
+        "sweeps: their jobs failed in this one)"
+    ) in err
+    gone = "FileExistsError: File exists: {}"
+    assert [line for line in err if line.startswith("  failed: ")] == [
+        f"  failed: {d}: {gone.format(sdir / d / 'tensorboard')}" for d in dirs
+    ]
+    assert all(read_run(sdir / d / io.RESULTS_FILE).ok for d in dirs)  # the older results stand
+
+
 def _no_space(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 

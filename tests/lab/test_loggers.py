@@ -53,6 +53,20 @@ class Recording(CSVLogger):
         SEEN.append(dict(metrics))
 
 
+def test_where_the_tensorboard_logger_is_described_it_says_how_to_install_the_viewer():
+    """Issue "The last frictions of a first day", item 4: `tensorboard --logdir outputs` failed, as
+    requirements.txt installs only the writer (tensorboardX; the viewer is heavy and stays out of it)."""
+    root = Path(__file__).resolve().parents[2]
+    conf = (root / "conf" / "logger" / "tensorboard.yaml").read_text().splitlines()
+    assert "# The viewer is not installed: pip install tensorboard (requirements.txt has only the writer, " \
+           "tensorboardX)." in conf  # fmt: skip
+    guide = " ".join((root / "docs" / "GUIDE.md").read_text().split())
+    assert "(`tensorboard --logdir outputs`; the viewer is not installed: `pip install tensorboard`, as " \
+           "requirements.txt has only the writer, tensorboardX)" in guide  # fmt: skip
+    reqs = [line.split("==")[0] for line in (root / "requirements.txt").read_text().splitlines()]
+    assert "tensorboardX" in reqs and "tensorboard" not in reqs
+
+
 def test_the_logger_is_the_class_its_config_names(tmp_path):
     """conf/logger/'s ``_target_`` is instantiated into the run's folder: the losses and rows go to it."""
     SEEN.clear()

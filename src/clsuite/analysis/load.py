@@ -311,6 +311,10 @@ def load_runs(exp_dir, with_left_out: bool = False, grid: dict | None = None):
     return df, dropped
 
 
+COPY = "the same run as one counted (a copy, or a link to its results file)"  # why a results file is skipped
+OTHER_SEED = "another run of a seed counted (one run per seed)"
+
+
 def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dict) -> dict:
     """Step 6; a failed job: a ``failed.json`` and no results file beside it."""
     exp_dir = Path(exp_dir)
@@ -331,7 +335,8 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
         "stale_files": len(files(exp_dir, "results.stale-*.json")),
         "grid": None,
         "missing": [],
-        "outside_grid": [],
+        "outside_grid": [],  # finished runs outside the grid's folders that are counted
+        "outside_grid_skipped": [],  # and those that are not: {"job", "why"} (COPY, OTHER_SEED)
         "commits": runs["commit"].value_counts().to_dict(),
         # the runs of each content hash of the code and the commits that made them (two commits, one version)
         "code_versions": {
@@ -349,7 +354,9 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
         }
         skip = done | {f["job"] for f in failures} | {r["job"] for r in left_out["rejected"]}
         out["missing"] = [d for d in jobs if d not in skip]
-        out["outside_grid"] = sorted(done - set(jobs))
+        out["outside_grid"] = sorted(set(runs["job"]) - set(jobs))  # counted: distinct runs in other folders
+        skipped = [(d, COPY) for d, _ in dropped] + [(d["job"], OTHER_SEED) for d in left_out["seed_duplicates"]]
+        out["outside_grid_skipped"] = [{"job": d, "why": why} for d, why in sorted(skipped) if d not in jobs]
     return out
 
 

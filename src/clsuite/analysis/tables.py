@@ -7,6 +7,7 @@ the runs' status; what each shows and why: docs/GUIDE.md ("Aggregation", "Report
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pandas as pd
 
@@ -546,10 +547,12 @@ def status_markdown(st: dict, where: str) -> str:
         g = st["grid"]
         inside = g["finished"]
         lines.append(f"- expected (the sweep's grid, `{where}/grid.json`, {g['created']}): {g['expected']}")
-        lines.append(
-            f"- finished: {inside} of the grid"
-            + (f", + {len(st['outside_grid'])} outside it (earlier sweeps, included)" if st["outside_grid"] else "")
-        )
+        line = f"- finished: {inside} of the grid"
+        if st["outside_grid"]:
+            line += f", + {len(st['outside_grid'])} outside it (earlier sweeps, included)"
+        whys = Counter(s["why"] for s in st.get("outside_grid_skipped") or ())
+        line += "".join(f"; {n} outside it skipped: {why}" for why, n in sorted(whys.items()))
+        lines.append(line)
     else:
         lines.append(f"- finished: {st['finished']} (no `grid.json`: the expected runs are unknown)")
     lines.append(f"- failed: {len(st['failed'])}" + (" (rerun the same command to retry them)" if st["failed"] else ""))

@@ -5,6 +5,7 @@ class-IL and task-IL (docs/GUIDE.md, "Evaluating a saved model").
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from pathlib import Path
 
@@ -38,14 +39,14 @@ def load(path: Path, split: str = "test", data_root: str | None = None):
     from clsuite.run.io import RESULTS_FILE
     from clsuite.run.results import as_today, read_run
 
-    folder, weights = (path.parent, path) if path.is_file() else (path, path / WEIGHTS_FILE)
+    named = path.name == WEIGHTS_FILE or (path.exists() and not path.is_dir())  # its weights file, named
+    folder, weights = (path.parent, path) if named else (path, path / WEIGHTS_FILE)
     run = read_run(folder / RESULTS_FILE)
     if not run.ok:
         raise ConfigError(f"{folder} holds no finished run ({RESULTS_FILE}: {run.reason}); "
                           "valid: a run or sweep job folder, or its model.ckpt")  # fmt: skip
-    if not weights.is_file():
-        raise ConfigError(f"{folder} holds no saved weights ({weights.name} is missing); "
-                          "a run keeps them with keep_weights=true")  # fmt: skip
+    if why := not_a_file(weights):
+        raise ConfigError(f"{folder} holds no saved weights ({why}); a run keeps them with keep_weights=true")
     cfg = OmegaConf.create(as_today(run.data["config"]))
     if split == "val" and not cfg.data.val_fraction:
         raise ConfigError(f"{folder}'s run has no validation split (data.val_fraction=0); valid: --split test")
@@ -53,6 +54,37 @@ def load(path: Path, split: str = "test", data_root: str | None = None):
     if data_root is not None:
         cfg.data.root = data_root
     return run.data, cfg, weights
+
+
+def not_a_file(weights: Path) -> str | None:
+    """What is in place of the weights file when it is not a regular file ("model.ckpt is a FIFO, not a
+    file"), else None; from its stat alone (a FIFO is never opened: it would wait for a writer)."""
+    from clsuite.core.data.files import kind
+
+    try:
+        mode = weights.stat().st_mode  # (a link is followed: what it points to)
+    except FileNotFoundError:
+        return f"{weights.name} is missing"
+    except OSError as e:
+        return f"{weights.name} cannot be read ({e.strerror or e})"
+    return None if stat.S_ISREG(mode) else f"{weights.name} is a {kind(mode)}, not a file"
+
+
+def owner(weights: Path) -> str | None:
+    """The identity key the checkpoint at ``weights`` names, read without its digest (only to name the
+    run an intact checkpoint of another run belongs to), or None when it names none or cannot be read."""
+    import io
+
+    import torch
+
+    from clsuite.run.io import read_regular
+
+    try:  # weights_only: tensors and plain containers only, never pickled code
+        ckpt = torch.load(io.BytesIO(read_regular(weights, limit=None)), map_location="cpu", weights_only=True)
+        key = (ckpt.get("clsuite") or {}).get("identity")
+    except Exception:
+        return None
+    return key if isinstance(key, str) else None
 
 
 def other_code(res: dict, cfg) -> str | None:
@@ -106,12 +138,16 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     check(cfg.trainer.numerics)
     pin_threads(threads_of(cfg))
     dm, learner, device = build(cfg, source)
+    key = res["identity"]["key"]
     try:
         ckpt = AtomicCheckpointIO().load_checkpoint(weights, map_location=device)
-    except CorruptCheckpoint as e:
-        raise ConfigError(f"{weights} cannot be loaded: {e}") from None
-    if (ckpt.get("clsuite") or {}).get("identity") != res["identity"]["key"]:
-        raise ConfigError(f"{weights} holds another run's weights (its identity is not {res['identity']['key'][:12]})")
+        theirs = (ckpt.get("clsuite") or {}).get("identity")
+    except CorruptCheckpoint as e:  # (another run's checkpoint without its own digest beside: named as such)
+        if (theirs := owner(weights)) in (None, key):
+            raise ConfigError(f"{weights} cannot be loaded: {e}") from None
+    if theirs != key:
+        named = f"identity {theirs[:12]}" if isinstance(theirs, str) else "no identity"
+        raise ConfigError(f"{weights} belongs to another run ({named}, this run's is {key[:12]})")
     if why := structure_problem(ckpt, learner):
         raise ConfigError(f"{weights} does not fit the run's config: {why}")
     learner.on_load_checkpoint(ckpt)  # the weights, the memory (iCaRL's class means), the counters (eval_mask=seen)
@@ -126,12 +162,13 @@ def report(ev: dict) -> str:
     """A row per task and Acc (the mean over the tasks), a column per accuracy; whether the run's
     last rows came back bit for bit."""
     from clsuite.core.metrics import average_accuracy
+    from clsuite.run.experiment import memory_phrase
 
     res, cols = ev["results"], ev["columns"]
     width = [max(8, len(name)) for name in cols]
     lines = [
-        f"{res['method']} on {res['benchmark']} (M={res['memory']}, seed={res['seed']}, "
-        f"reading={res.get('reading') or 'unlabelled'}): {ev['weights']} on the {ev['split']} split ({ev['device']})",
+        f"{res['method']} on {res['benchmark']}: {memory_phrase(res)}, seed={res['seed']}, reading="
+        f"{res.get('reading') or 'unlabelled'}; {ev['weights']} on the {ev['split']} split ({ev['device']})",
         f"{'task':>4}" + "".join(f"  {name:>{w}}" for name, w in zip(cols, width, strict=True)),
     ]
     rows = [*(str(j) for j in range(1, len(cols["class-IL"]) + 1)), "Acc"]

@@ -165,6 +165,8 @@ class SweepCallback(Callback):
             msg = f"sweep {exp}: {s['busy']} busy, {s['interrupted']} interrupted, {s['failed']} failed (no sweep log)"
         if "expected" in s:
             msg += f"; {s['finished_total']}/{s['expected']} of the grid have results"
+            if s.get("kept_earlier"):
+                msg += f" ({s['kept_earlier']} of them from earlier sweeps: their jobs failed in this one)"
         print(msg, file=sys.stderr)
         if s["reruns"]:
             why = ", ".join(

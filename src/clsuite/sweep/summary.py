@@ -9,6 +9,7 @@ from pathlib import Path
 
 from clsuite.run.identity import config_hash
 from clsuite.run.io import FAILED_FILE, LOCK_FILE, RESULTS_FILE, read_failure, read_log
+from clsuite.run.progress import FAILED
 from clsuite.run.results import read_run
 from clsuite.sweep.locks import live_holder
 
@@ -44,6 +45,11 @@ def summarize(sweep_dir, sweep_id: str | None = None, grid: list[dict] | None = 
         states = {g["dir"]: job_state(sweep_dir / g["dir"], g.get("config_hash")) for g in grid}
         out["expected"] = len(grid)
         out["finished_total"] = sum(s == "finished" for s, _ in states.values())
+        last = {str(r.get("job")): r for r in log}  # a job's outcome in this invocation: its last line
+        kept = [d for d, (s, _) in states.items() if s == "finished" and last.get(d, {}).get("status") in FAILED]
+        for d in kept:  # failed in this sweep: failed, though its folder holds an earlier sweep's results
+            states[d] = (str(last[d]["status"]), str(last[d].get("error", "")))
+        out["kept_earlier"] = len(kept)
         for status in ("failed", "interrupted", "busy"):
             out[status] = sum(s == status for s, _ in states.values())
         out["failed_jobs"] = [f"{d}: {e}" for d, (s, e) in states.items() if s in ("failed", "interrupted")]
