@@ -35,6 +35,10 @@ NEUTRAL_ENV = frozenset({
 GPU_ENV = ("CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_", "PYTORCH_TUNABLEOP_", "TORCH_CUDNN_",
            "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TORCH_BLAS_PREFER_CUBLASLT")  # fmt: skip
 PORTABLE_OFF = ("MKLDNN_", "ONEDNN_", "DNNL_")  # oneDNN's variables: portable turns oneDNN off
+# numpy's BLAS (OpenBLAS, GotoBLAS, BLIS) computes no part of a run: torch's products are oneMKL's, GEM's QP is
+# formed in torch and solved by quadprog's own loops, numpy only draws and averages. Portable lets their
+# variables be (some machines set OPENBLAS_CORETYPE for old OpenBLAS builds); native records them as it finds them.
+NUMPY_BLAS = ("OPENBLAS_", "GOTO", "BLIS_")
 # What in_effect() must read back in portable mode (the libraries' own names).
 PORTABLE = {"aten": "DEFAULT", "mkl": "COMPATIBLE", "mkldnn": False, "nnpack": False}
 # oneMKL's branch codes (mkl_cbwr_get; Intel's "Named Constants for CNR Control").
@@ -78,10 +82,14 @@ def in_effect(mode: str | None = None) -> dict:
 def variables(mode: str, device: str = "cpu", deterministic: bool = False) -> dict[str, str]:
     """Step 2: ``{name: value}`` of the kernel variables set in this process's environment that can
     act on a run: each under :data:`KERNEL_ENV`, less :data:`NEUTRAL_ENV`, :data:`GPU_ENV` on the
-    CPU, and those the run sets itself: portable's :data:`PORTABLE_ENV` and :data:`PORTABLE_OFF`,
+    CPU, and those the run sets itself or that cannot act on it: portable's :data:`PORTABLE_ENV`,
+    :data:`PORTABLE_OFF` and :data:`NUMPY_BLAS`,
     ``CUBLAS_WORKSPACE_CONFIG`` under ``trainer.deterministic`` (Lightning sets it before the fit)."""
     own = {*(PORTABLE_ENV if mode == "portable" else ()), *(["CUBLAS_WORKSPACE_CONFIG"] if deterministic else ())}
-    off = (*(PORTABLE_OFF if mode == "portable" else ()), *(GPU_ENV if str(device).startswith("cpu") else ()))
+    off = (
+        *(PORTABLE_OFF + NUMPY_BLAS if mode == "portable" else ()),
+        *(GPU_ENV if str(device).startswith("cpu") else ()),
+    )
     return {
         k: v
         for k, v in sorted(os.environ.items())
