@@ -140,6 +140,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--batches", type=int, default=None, help=f"stream: timed batches ({STREAM_BATCHES})")
     ap.add_argument("--warmup", type=int, default=None, help="stream: batches of task 0 (20)")
     ap.add_argument("--reading", default=None, help="stream: the reading (paper_text: docs/notes/GPU.md's setting)")
+    ap.add_argument(
+        "--no-eval", action="store_true", help="stream: skip the final evaluation (its cost: any one method's)"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one variant's process: its JSON spec
     args = ap.parse_args()
     args.measure = args.measure or ("stream" if args.device == "cuda" else "jobs")
@@ -283,6 +286,9 @@ ER's first job (round 0: reads the data files): {first["wall_s"] - first["train_
 def report_stream(args, ok, rows, labels, load):
     overrides = f"; overrides {' '.join(args.set)}" if args.set else ""
     lines = [machine(ok[0], load), f"reading={args.reading}, memory=100, seed 0{overrides}"] if ok else []
+    if ok and ok[0].get("tasks"):  # (rows of an older bench have no fits)
+        skipped = "; no evaluation (--no-eval)" * bool(getattr(args, "no_eval", False))
+        lines.append(f"timed: {args.batches} incoming batches after {args.warmup} of task 0{skipped}")
     body = []
     for r in rows:
         if "error" in r:
@@ -294,12 +300,30 @@ def report_stream(args, ok, rows, labels, load):
                      f"{full / 60:.1f} min" if full >= 60 else f"{full:.0f} s"])  # fmt: skip
     head = "benchmark | method | variant | ms/batch | CPU ms/batch | eval s | peak MiB | full run"
     lines.append(table(head, body, "lll" + "r" * 5))
+    if any(r.get("tasks") for r in ok):
+        lines += ["\nPer fit (task; Joint: the union), the task-end work (learner.on_train_end) apart; CPU ms per "
+                  "incoming batch without it, and its ratio to ER's at the same task (first ER row of the run):", per_task(ok)]  # fmt: skip
     summary = {}
     if len(labels) > 1:
         per_batch = {"ms/batch": lambda x: x["ms_per_batch"], "CPU ms/batch": lambda x: x["cpu_ms_per_batch"]}
         compared, summary = side_by_side(ok, labels, per_batch)
         lines += ["\nms / incoming batch (wall, and this process's CPU time), median over rounds:", compared]
     return "\n".join(lines), summary
+
+
+def per_task(ok: list[dict]) -> str:
+    """The per-fit table of ``--measure stream``: each fit's CPU ms per batch, its ratio to ER's, its task end."""
+    er = next((r for r in ok if r["method"] == "er" and r.get("tasks")), None)
+    er_at = {x["task"]: x["cpu_ms_per_batch"] for x in er["tasks"]} if er else {}
+    body = []
+    for r in ok:
+        for x in r.get("tasks", []):
+            ratio = x["cpu_ms_per_batch"] / er_at[x["task"]] if x["task"] in er_at else float("nan")
+            body.append([r["benchmark"], r["method"], r["label"], str(x["task"]), str(x["batches"]),
+                         f"{x['ms_per_batch']:.1f}", f"{x['cpu_ms_per_batch']:.1f}", f"{ratio:.2f}",
+                         f"{x['end_cpu_s']:.2f}"])  # fmt: skip
+    head = "benchmark | method | variant | task | batches | ms/batch | CPU ms/batch | CPU vs ER | task end CPU s"
+    return table(head, body, "llllr" + "r" * 4)
 
 
 def report_checkpoint(args, ok, rows, labels, load):
@@ -393,9 +417,9 @@ class Run:
         self.build_s, self.epoch, self.callbacks = t.wall, 0, callbacks(self.dm)
         self.trainer = make_trainer(c, device, self.callbacks, None)
 
-    def fit(self, task: int, n: int | None = None) -> None:
+    def fit(self, task: int | str, n: int | None = None) -> None:
         self.dm.set_task(task)
-        self.learner.start_task(task)
+        self.learner.start_task(self.dm.n_tasks - 1 if task == "joint" else task)
         self.epoch += 1
         self.trainer.fit_loop.max_epochs = self.epoch
         self.trainer.limit_train_batches = 1.0 if n is None else n  # None: every batch
@@ -469,6 +493,12 @@ def setup_jobs(args):
 # ----------------------------------------------------------------------------- stream (CPU or GPU)
 def setup_stream(args):
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data"))
+    try:  # as a run does (clsuite.run.record): large per-step CPU tensors reuse freed memory, no fresh page faults
+        from clsuite.run.runtime import keep_freed_memory
+
+        keep_freed_memory()
+    except ImportError:  # an older code tree (--src)
+        pass
     cuda = args.device == "cuda"
     return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], (
         lambda r, benchmark, method: time_one(args, benchmark, method, cuda)
@@ -486,6 +516,10 @@ def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], read
     return [*overrides, "trainer=" + ("gpu" if cuda else "cpu"), *extra]
 
 
+class SkipEval(Exception):
+    """--no-eval: the evaluation is left out."""
+
+
 def time_one(args, bname, method, cuda) -> dict:
     import torch
 
@@ -495,26 +529,60 @@ def time_one(args, bname, method, cuda) -> dict:
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = Run(compose(stream_overrides(bname, method, cuda, args.set, args.reading)), lambda dm: [MemoryUpdate()])
-    dm, learner, fit = run.dm, run.learner, run.fit
+    c = compose(stream_overrides(bname, method, cuda, args.set, args.reading))
+    run = Run(c, lambda dm: [MemoryUpdate()])
+    dm, learner = run.dm, run.learner
     static = torch.cuda.memory_allocated() if cuda else 0
+    joint = bool(c.method.get("joint", False))  # Joint: its own schedule, one fit over the union of the tasks
     per_task = math.ceil(len(dm.split(0, "train")[1]) / dm.batch_size)
-    fit(0, min(args.warmup, per_task))  # warm-up: CUDA start, cuDNN choice, the memory fills
-    left, task, steps0 = args.batches or STREAM_BATCHES.get(bname, 150), 1, learner.train_steps
-    with Clock(sync) as train:
+    tasks, ends = [], []  # per fit: its batches and times; the task-end work (learner.on_train_end) timed apart
+    task_end = learner.on_train_end
+
+    def timed_task_end():
+        with Clock(sync) as t:
+            task_end()
+        ends.append(t)
+
+    learner.on_train_end = timed_task_end
+
+    def fit(task, n):
+        steps, done = learner.train_steps, len(ends)
+        with Clock(sync) as t:
+            run.fit(task, n)
+        end_wall, end_cpu = (ends[done].wall, ends[done].cpu) if len(ends) > done else (0.0, 0.0)
+        b = learner.train_steps - steps
+        tasks.append({"task": task, "batches": b, "ms_per_batch": 1e3 * (t.wall - end_wall) / max(b, 1),
+                      "cpu_ms_per_batch": 1e3 * (t.cpu - end_cpu) / max(b, 1), "end_s": end_wall,
+                      "end_cpu_s": end_cpu})  # fmt: skip
+        return t
+
+    left = args.batches or STREAM_BATCHES.get(bname, 150)
+    if joint:  # no warm-up fit: the union's stream is timed from its first batch
+        per_task = math.ceil(sum(len(dm.split(k, "train")[1]) for k in range(dm.n_tasks)) / dm.batch_size)
+        train, task = fit("joint", min(per_task, args.warmup + left)), dm.n_tasks
+    else:
+        fit(0, min(args.warmup, per_task))  # warm-up: CUDA start, cuDNN choice, the memory fills
+        task, train = 1, Clock()
+        train.wall = train.cpu = 0.0
         while left > 0 and task < dm.n_tasks:
             n = min(per_task, left)
-            fit(task, n)
+            t = fit(task, n)
+            train.wall, train.cpu = train.wall + t.wall, train.cpu + t.cpu
             left -= n
             task += 1
-    timed = learner.train_steps - steps0
+    timed = sum(x["batches"] for x in (tasks if joint else tasks[1:]))
     peak_train = torch.cuda.max_memory_allocated() if cuda else 0
     try:  # every task's test split, as one row of R
+        if args.no_eval:
+            raise SkipEval
         with Clock(sync) as t:
             accs = evaluate(learner, dm, "test")[0]
-        eval_s, eval_error = t.wall, None
+        eval_s, eval_cpu_s, eval_error = t.wall, t.cpu, None
+    except SkipEval:
+        accs, eval_s, eval_cpu_s, eval_error = [float("nan")] * dm.n_tasks, float("nan"), float("nan"), None
     except Exception as e:  # keep the training timings
-        accs, eval_s, eval_error = [float("nan")] * dm.n_tasks, float("nan"), f"{type(e).__name__}: {e}"
+        accs, eval_s, eval_cpu_s = [float("nan")] * dm.n_tasks, float("nan"), float("nan")
+        eval_error = f"{type(e).__name__}: {e}"
         traceback.print_exc()
     out = {
         "iters_per_batch": learner.iters_per_batch,
@@ -524,16 +592,22 @@ def time_one(args, bname, method, cuda) -> dict:
         "ms_per_batch": 1e3 * train.wall / max(timed, 1),
         "cpu_ms_per_batch": 1e3 * train.cpu / max(timed, 1),  # this process's: robust to other load on the machine
         "eval_s": eval_s,
+        "eval_cpu_s": eval_cpu_s,  # this process's CPU time in the evaluation
         "build_s": run.build_s,
         "static_mb": static / 2**20,
         "peak_mb": peak_train / 2**20,
         "n_tasks": dm.n_tasks,
         "batches_per_task": per_task,
         "acc_after": float(sum(accs[:task]) / task),
+        "joint": joint,
+        "tasks": tasks,
     }
     if eval_error:
         out["eval_error"] = eval_error
-    out["projected_full_run_s"] = dm.n_tasks * per_task * out["ms_per_batch"] / 1e3 + (dm.n_tasks + 1) * eval_s
+    fits = 1 if joint else dm.n_tasks
+    out["projected_full_run_s"] = fits * per_task * out["ms_per_batch"] / 1e3 + (dm.n_tasks + 1) * (
+        0.0 if args.no_eval else eval_s
+    )
     if cuda:
         out["peak_mb_all"] = torch.cuda.max_memory_allocated() / 2**20
     return out

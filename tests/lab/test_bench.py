@@ -98,6 +98,26 @@ def test_stream_table_keeps_a_failed_cell():
     assert text.startswith(MACHINE_LINE.replace("device: cpu", "device: H") + header)
 
 
+def test_stream_per_fit_table_against_er_at_the_same_task():
+    """Each fit's CPU ms per batch without its task end, over ER's at the same task; Joint's one fit has none."""
+    b = bench_module()
+
+    def row(method, tasks):
+        fits = [{"task": k, "batches": 2, "ms_per_batch": 2 * ms, "cpu_ms_per_batch": ms, "end_s": 1.0,
+                 "end_cpu_s": end} for k, ms, end in tasks]  # fmt: skip
+        return {"benchmark": "split_cifar10_jpeg", "method": method, "label": "new", **MACHINE, "ms_per_batch": 1.0,
+                "cpu_ms_per_batch": 1.0, "eval_s": float("nan"), "projected_full_run_s": 1.0, "tasks": fits}  # fmt: skip
+
+    rows = [row("er", [(0, 50.0, 0.0), (1, 100.0, 0.0)]), row("gem", [(0, 50.0, 0.0), (1, 400.0, 2.5)])]
+    rows.append(row("joint", [("joint", 40.0, 0.0)]))
+    args = argparse.Namespace(set=[], reading="mir_code", batches=2, warmup=2, no_eval=True)
+    text, _ = b.report_stream(args, rows, rows, ["new"], (1.0, 2.0, 3.0))
+    assert "timed: 2 incoming batches after 2 of task 0; no evaluation (--no-eval)" in text
+    assert "| split_cifar10_jpeg | gem | new | 1 | 2 | 800.0 | 400.0 | 4.00 | 2.50 |" in text
+    assert "| split_cifar10_jpeg | er | new | 0 | 2 | 100.0 | 50.0 | 1.00 | 0.00 |" in text
+    assert "| split_cifar10_jpeg | joint | new | joint | 2 | 80.0 | 40.0 | nan | 0.00 |" in text
+
+
 def test_checkpoint_table_on_given_rows():
     b = bench_module()
     args = argparse.Namespace(methods=["adaer"], repeats=5)

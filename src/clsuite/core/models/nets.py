@@ -7,7 +7,9 @@
   with oneDNN (``trainer.numerics=native``) its activations are channels-last (NHWC:
   oneDNN's faster convolutions, the same sums in another order); its weights stay
   contiguous, so flattened gradients (GEM, A-GEM, GSS) keep their order
-  (docs/notes/PERFORMANCE.md, "The reduced ResNet-18 on the CPU").
+  (docs/notes/PERFORMANCE.md, "The reduced ResNet-18 on the CPU"). Inside a functorch
+  transform (``torch.func.vmap``: oEWC's Fisher, GSS's per-sample gradients) they stay
+  NCHW: vmap cannot clone into channels-last.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class ReducedResNet18(nn.Module):
         self.head = nn.Linear(8 * nf, num_classes)
 
     def forward(self, x, return_features: bool = False):
-        if x.device.type == "cpu" and x.dim() == 4 and torch.backends.mkldnn.enabled:  # (oneDNN: native numerics)
+        cpu_onednn = x.device.type == "cpu" and x.dim() == 4 and torch.backends.mkldnn.enabled  # (native numerics)
+        if cpu_onednn and not torch._C._functorch.is_functorch_wrapped_tensor(x):  # vmap: NYI for channels-last
             x = x.contiguous(memory_format=torch.channels_last)
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.layers(out)
