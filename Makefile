@@ -161,14 +161,17 @@ $(CELL_TARGETS): setup
 # and prints its table, the report's; `clsuite records pack --parity results/parity/parity.json` puts
 # it in docs/records/ (docs/INTEGRITY.md, section 8).
 #   make parity MAMMOTH=../mammoth PARITY_ARGS="--methods hal --seeds 0 1"
+# MIR=<a MIR checkout at 35eda78>: ER and MIR beside MIR's own er_main.py on the CIFAR-10 JPEG copy (seeds 0-2;
+# PARITY_ARGS="--mir-seeds 0 --mir-train-per-class 100": a smoke test), alone or with MAMMOTH= in one record.
 MAMMOTH ?=
+MIR ?=
 PARITY_ARGS ?=
 ## MAMMOTH=path       parity: a Mammoth checkout at e75a491 (required)
 ## PARITY_ARGS="..."  parity: options of scripts/parity/harness.py (e.g. --methods hal --seeds 0 1)
 .PHONY: parity
-parity: setup            ## GSS, iCaRL, HAL beside Mammoth's classes: make parity MAMMOTH=<checkout> (docs/notes/PARITY.md)
-	@test -n "$(MAMMOTH)" || { echo "error: MAMMOTH=<a Mammoth checkout at e75a491> is required" >&2; exit 2; }
-	$(PY) scripts/parity/harness.py --mammoth $(MAMMOTH) $(PARITY_ARGS)
+parity: setup            ## beside the reference codes: make parity MAMMOTH=<checkout> and/or MIR=<checkout> (docs/notes/PARITY.md)
+	@test -n "$(MAMMOTH)$(MIR)" || { echo "error: MAMMOTH=<a Mammoth checkout at e75a491> and/or MIR=<a MIR checkout at 35eda78> is required" >&2; exit 2; }
+	$(PY) scripts/parity/harness.py $(strip $(if $(MAMMOTH),--mammoth $(MAMMOTH)) $(if $(MIR),--mir $(MIR))) $(PARITY_ARGS)
 
 help:                    ## this list: every target with its `##` note, then every variable (make TARGET VAR=value)
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z0-9_-]+):.*## /\1\t/' | \

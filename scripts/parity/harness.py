@@ -1,7 +1,8 @@
-"""Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes: the parity record and its table.
+"""Parity of the suite's GSS, iCaRL and HAL with Mammoth's own classes, and of its ER and MIR with MIR's own
+code on the CIFAR-10 JPEG copy: the parity record and its tables.
 
-The commands, both sides, the record and its checks: docs/notes/PARITY.md, "Making the record";
-docs/INTEGRITY.md, section 8.
+The commands, both sides, the record and its checks: docs/notes/PARITY.md, "Making the record" and "MIR's
+code"; docs/INTEGRITY.md, section 8.
 """
 
 from __future__ import annotations
@@ -18,23 +19,27 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT / "src")]
 
 import mammoth_side  # noqa: E402
+import mir_side  # noqa: E402
 import suite_side  # noqa: E402
 
-from clsuite.analysis.parity import PINNED, RESULTS, table  # noqa: E402
+from clsuite.analysis.parity import MIR_PINNED, PINNED, RESULTS, tables  # noqa: E402
 
 METHODS = ("gss", "icarl", "hal")
 BENCHMARKS = ("split_mnist", "split_fmnist")
+MIR_METHODS = ("er", "mir")  # beside MIR's own code (--mir), on MIR_BENCHMARK
+MIR_BENCHMARK = "split_cifar10_jpeg"
+MIR_SUITE = ["memory=100"]  # MIR's script line: --mem_size 100 (per class)
 
 
-def provenance(mammoth_commit: str) -> dict:
-    """Where both sides' numbers come from: the suite's commit and code hash, Mammoth's commit, the
-    kernels in effect, the CPU (no local path: the record is carried in the repository)."""
+def provenance(mammoth_commit: str | None) -> dict:
+    """Where both sides' numbers come from: the suite's commit and code hash, Mammoth's commit (when its
+    side runs), the kernels in effect, the CPU (no local path: the record is carried in the repository)."""
     import torch
 
     from clsuite.config.numerics import in_effect
-    from clsuite.run.experiment import cpu_model
     from clsuite.run.identity import code_identity
     from clsuite.run.identity import provenance as origin
+    from clsuite.run.record import cpu_model
 
     return {
         "date": dt.date.today().isoformat(),
@@ -42,13 +47,21 @@ def provenance(mammoth_commit: str) -> dict:
         "suite_dirty": origin()["dirty"],
         "suite_code": code_identity()["hash"],
         "numerics": in_effect(),
-        "mammoth_commit": mammoth_commit,
-        "mammoth_flipped_means": mammoth_side.flipped_means(),
+        **(
+            {"mammoth_commit": mammoth_commit, "mammoth_flipped_means": mammoth_side.flipped_means()}
+            if mammoth_commit
+            else {}
+        ),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu": cpu_model(),
         "platform": platform.platform(),
     }
+
+
+def mir_provenance(mir_commit: str) -> dict:
+    """MIR's side: its commit and every change its code needed here (scripts/parity/mir_side.py)."""
+    return {"mir_commit": mir_commit, "mir_patches": mir_side.patches()}
 
 
 def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> dict:
@@ -76,46 +89,99 @@ def measure(method: str, benchmark: str, seed: int, reading: str, suite_extra, c
     return pair, settings
 
 
+def measure_mir(root: Path, method: str, seed: int, reading: str, suite_extra, per_class, logs: Path):
+    """One seed of a row beside MIR's code (``{"seed", "suite": {"R", "acc"}, "mir": {"R", "acc"}}``) and its
+    settings: the suite's run of ``benchmark=split_cifar10_jpeg method=<m> memory=100 seed=<s>`` and MIR's
+    er_main.py on the same archive (not the same split: docs/notes/PARITY.md, "MIR's code")."""
+    small = [f"benchmark.train_per_class={per_class}"] if per_class else []
+    cfg = suite_side.compose(method, MIR_BENCHMARK, seed, reading, [*MIR_SUITE, *suite_extra, *small])
+    suite = suite_side.suite_acc(cfg)
+    ref = mir_side.run(root, method, seed, data_root=cfg.data.root, numerics=cfg.trainer.numerics,
+                       image_folder=dict(cfg.benchmark.image_folder), train_per_class=per_class, keep=logs)  # fmt: skip
+    settings = {"memory_per_class": int(cfg.memory), "batch_size": int(cfg.batch_size),
+                "replay_size": int(cfg.replay_size), "lr": float(cfg.lr), "mir_argv": ref["argv"],
+                "train_per_class": per_class}  # fmt: skip
+    pair = {"seed": seed, "suite": {"R": suite["R"], "acc": suite["acc"]}, "mir": {"R": ref["R"], "acc": ref["acc"]}}
+    return pair, settings
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mammoth", required=True, help=f"a Mammoth checkout (pinned: {PINNED})")
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=BENCHMARKS)
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--mammoth", help=f"a Mammoth checkout (pinned: {PINNED}): GSS, iCaRL, HAL")
+    ap.add_argument("--mir", help=f"a MIR checkout (pinned: {MIR_PINNED}): ER, MIR on {MIR_BENCHMARK}")
+    ap.add_argument("--methods", nargs="+", choices=METHODS + MIR_METHODS,
+                    help="default: GSS, iCaRL, HAL with --mammoth; ER, MIR with --mir")  # fmt: skip
+    ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=BENCHMARKS, help="Mammoth's side")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="Mammoth's side")
+    ap.add_argument("--mir-seeds", nargs="+", type=int, default=[0, 1, 2], help="MIR's side")
+    ap.add_argument("--mir-train-per-class", type=int, default=None, metavar="N",
+                    help="a smoke test: N training images per class on both sides of the MIR rows")  # fmt: skip
     ap.add_argument("--reading", default="mir_code")
     ap.add_argument("--suite", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the suite side only")
     ap.add_argument("--out", default=f"results/{RESULTS}", help="the parity record (default: %(default)s)")
     a = ap.parse_args(argv)
+    if not a.mammoth and not a.mir:
+        print("error: name a reference: --mammoth <checkout> and/or --mir <checkout>", file=sys.stderr)
+        return 2
+    if a.methods is None:
+        a.methods = [*(METHODS if a.mammoth else ()), *(MIR_METHODS if a.mir else ())]
+    lacking = [m for m in a.methods if (m in METHODS and not a.mammoth) or (m in MIR_METHODS and not a.mir)]
+    if lacking:
+        print(f"error: --methods {' '.join(lacking)} need{'s' if len(lacking) == 1 else ''} "
+              f"{'--mammoth' if lacking[0] in METHODS else '--mir'}", file=sys.stderr)  # fmt: skip
+        return 2
     a.methods, a.benchmarks, a.seeds = (list(dict.fromkeys(v)) for v in (a.methods, a.benchmarks, a.seeds))
+    a.mir_seeds = list(dict.fromkeys(a.mir_seeds))
     if not any(s.startswith("trainer.numerics=") for s in a.suite):
         a.suite = ["trainer.numerics=portable", *a.suite]
-    root = Path(a.mammoth).expanduser()
-    if not (root / "models" / "gss.py").is_file():
-        print(f"error: --mammoth {root} is not a Mammoth checkout (no models/gss.py); clone "
-              f"https://github.com/aimagelab/mammoth and check out {PINNED}", file=sys.stderr)  # fmt: skip
-        return 2
-    commit = mammoth_side.checkout_commit(root)
-    if commit is None:
-        print(f"error: --mammoth {root}: not a git checkout (its commit names the record)", file=sys.stderr)
-        return 2
-    if commit != PINNED:
-        print(f"warning: Mammoth at {commit}, not the pinned {PINNED}", file=sys.stderr)
+    commit = mir_commit = None
+    if a.mammoth:
+        root = Path(a.mammoth).expanduser()
+        if not (root / "models" / "gss.py").is_file():
+            print(f"error: --mammoth {root} is not a Mammoth checkout (no models/gss.py); clone "
+                  f"https://github.com/aimagelab/mammoth and check out {PINNED}", file=sys.stderr)  # fmt: skip
+            return 2
+        commit = mammoth_side.checkout_commit(root)
+        if commit is None:
+            print(f"error: --mammoth {root}: not a git checkout (its commit names the record)", file=sys.stderr)
+            return 2
+        if commit != PINNED:
+            print(f"warning: Mammoth at {commit}, not the pinned {PINNED}", file=sys.stderr)
+    if a.mir:
+        mir_root = Path(a.mir).expanduser().resolve()
+        if not mir_side.is_checkout(mir_root):
+            print(f"error: --mir {mir_root} is not a MIR checkout (no er_main.py, data.py, mir.py, buffer.py); clone "
+                  f"https://github.com/optimass/Maximally_Interfered_Retrieval and check out {MIR_PINNED}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        mir_commit = mir_side.checkout_commit(mir_root)
+        if mir_commit is None:
+            print(f"error: --mir {mir_root}: not a git checkout (its commit names the record)", file=sys.stderr)
+            return 2
+        if mir_commit != MIR_PINNED:
+            print(f"warning: MIR at {mir_commit}, not the pinned {MIR_PINNED}", file=sys.stderr)
 
     import torch
 
     from clsuite.config.numerics import apply
     from clsuite.core.errors import ConfigError
 
+    mammoth_methods = [m for m in a.methods if m in METHODS]
+    mir_methods = [m for m in a.methods if m in MIR_METHODS]
     try:
-        first = suite_side.compose(a.methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
+        first = (suite_side.compose(mammoth_methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
+                 if mammoth_methods else suite_side.compose(mir_methods[0], MIR_BENCHMARK, a.mir_seeds[0], a.reading,
+                                                            [*MIR_SUITE, *a.suite]))  # fmt: skip
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     apply(first.trainer.numerics)  # before this process's first torch computation, as a run does
     torch.set_num_threads(1)
-    classes = mammoth_side.load(root)
+    classes = mammoth_side.load(root) if mammoth_methods else None
     rows, out, prov = [], Path(a.out), provenance(commit)
-    for method in a.methods:
+    if mir_commit:
+        prov.update(mir_provenance(mir_commit))
+    for method in mammoth_methods:
         for bench in a.benchmarks:
             row = {"method": method, "benchmark": bench, "reading": a.reading, "suite_overrides": a.suite, "seeds": []}
             for seed in a.seeds:
@@ -125,7 +191,21 @@ def main(argv=None) -> int:
                       f"{pair['mammoth']['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
                 write(out, prov, [*rows, row], complete=False)  # a stopped harness keeps every finished pair
             rows.append(row)
-    print(table(write(out, prov, rows, complete=True)).markdown())
+    for method in mir_methods:
+        row = {"method": method, "benchmark": MIR_BENCHMARK, "reading": a.reading, "reference": "mir",
+               "suite_overrides": [*MIR_SUITE, *a.suite], "seeds": []}  # fmt: skip
+        if a.mir_train_per_class:
+            row["suite_overrides"].append(f"benchmark.train_per_class={a.mir_train_per_class}")
+        for seed in a.mir_seeds:
+            pair, row["settings"] = measure_mir(mir_root, method, seed, a.reading, a.suite, a.mir_train_per_class,
+                                                out.parent / "mir_logs")  # fmt: skip
+            row["seeds"].append(pair)
+            print(f"{method} {MIR_BENCHMARK} seed {seed}: suite {pair['suite']['acc']:.2f}, MIR's code "
+                  f"{pair['mir']['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+            write(out, prov, [*rows, row], complete=False)
+        rows.append(row)
+    record = write(out, prov, rows, complete=True)
+    print("\n\n".join(t.markdown() for t in tables(record)))
     print(f"(every R and Acc: {out})", file=sys.stderr)
     return 0
 

@@ -81,6 +81,9 @@ def test_make_variables_become_the_verbs_options_and_the_verbs_defaults_are_the_
 def test_make_parity_runs_the_harness_on_the_given_checkout():
     out = dry_run("parity", "MAMMOTH=/somewhere/mammoth", "PARITY_ARGS=--seeds 0")
     assert "scripts/parity/harness.py --mammoth /somewhere/mammoth --seeds 0" in out
+    out = dry_run("parity", "MIR=/somewhere/mir", "PARITY_ARGS=--mir-seeds 0")  # MIR's side alone, or beside
+    assert "scripts/parity/harness.py --mir /somewhere/mir --mir-seeds 0" in out
+    assert "harness.py --mammoth /a --mir /b" in dry_run("parity", "MAMMOTH=/a", "MIR=/b")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")

@@ -71,7 +71,7 @@ def parity_entry(path: Path, commits: dict[str, str | None]) -> tuple[bytes, dic
     refused = [] if record["complete"] else [f"{where}: incomplete (the harness was stopped): run it again"]
     refused += [f"{where}: {why}"] if (why := not_its_commit(p["suite_code"], commit, commits)) else []
     pairs = sum(len(r["seeds"]) for r in record["rows"])
-    entry = {"mammoth_commit": p["mammoth_commit"], "codes": {p["suite_code"]: commit}, "cpus": {p["cpu"]: pairs},
+    entry = {**{k: p[k] for k in (f"{r}_commit" for r in rec.REFERENCES) if k in p}, "codes": {p["suite_code"]: commit}, "cpus": {p["cpu"]: pairs},
              "numerics": {numerics_label(p["numerics"]): pairs}, "rows": len(record["rows"]), "pairs": pairs}  # fmt: skip
     return data, entry, refused
 

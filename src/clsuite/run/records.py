@@ -132,11 +132,20 @@ def _side_problem(side) -> str | None:
     return None
 
 
+REFERENCES = ("mammoth", "mir")  # a parity row's reference code: its seeds' other side, and <name>_commit
+
+
+def reference_of(row: dict) -> str:
+    """The reference code of a parity row (``"reference"``; a row without one is Mammoth's)."""
+    return row.get("reference", "mammoth")
+
+
 def parity_problem(record) -> str | None:
     """Why ``record`` is not a parity record (None when it is): ``{"provenance": {"suite_code",
-    "mammoth_commit", "cpu", "numerics", ...}, "complete", "rows": [{"method", "benchmark", "reading",
-    "seeds": [{"seed", "suite": side, "mammoth": side}, ...], ...}]}`` with each side's Acc the mean of
-    the last row of its R, one entry per seed of a row and one row per (method, benchmark, reading)."""
+    "<reference>_commit", "cpu", "numerics", ...}, "complete", "rows": [{"method", "benchmark", "reading",
+    ["reference": "mir"], "seeds": [{"seed", "suite": side, "<reference>": side}, ...], ...}]}`` with each
+    side's Acc the mean of the last row of its R, one entry per seed of a row and one row per (method,
+    benchmark, reading, reference); the reference of a row (:data:`REFERENCES`) is Mammoth unless it says."""
     prov = record.get("provenance") if isinstance(record, dict) else None
     if (
         not isinstance(prov, dict)
@@ -144,22 +153,27 @@ def parity_problem(record) -> str | None:
         or not isinstance(record.get("complete"), bool)
     ):
         return "not a parity record (provenance, complete, rows)"
-    missing = [k for k in ("suite_code", "mammoth_commit", "cpu") if not isinstance(prov.get(k), str)]
+    refs = [reference_of(r) if isinstance(r, dict) else None for r in record["rows"]]
+    if bad := [r for r in refs if r is not None and r not in REFERENCES]:
+        return f"a row's reference {bad[0]!r} is none of {', '.join(REFERENCES)}"
+    used = [r for r in REFERENCES if r in refs] or ["mammoth"]  # (a record of no rows: Mammoth's form)
+    needed = ("suite_code", *(f"{r}_commit" for r in used), "cpu")
+    missing = [k for k in needed if not isinstance(prov.get(k), str)]
     if missing or not isinstance(prov.get("numerics"), dict):
         return f"its provenance lacks {', '.join(missing) or 'numerics'}"
     cells = set()
-    for i, row in enumerate(record["rows"], 1):
+    for i, (row, ref) in enumerate(zip(record["rows"], refs, strict=True), 1):
         keys = tuple(row.get(k) for k in ("method", "benchmark", "reading")) if isinstance(row, dict) else (None,)
         if not all(isinstance(k, str) for k in keys) or not isinstance(row.get("seeds"), list) or not row["seeds"]:
             return f"row {i}: not a row (method, benchmark, reading, seeds)"
-        if keys in cells:
+        if (*keys, ref) in cells:
             return f"row {i}: {' '.join(keys)} is in another row too"
-        cells.add(keys)
+        cells.add((*keys, ref))
         seeds = [s.get("seed") if isinstance(s, dict) else None for s in row["seeds"]]
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
             return f"row {i}: its seeds {seeds} are not distinct whole numbers"
         for s in row["seeds"]:
-            for side in ("suite", "mammoth"):
+            for side in ("suite", ref):
                 if why := _side_problem(s.get(side)):
                     return f"row {i} ({' '.join(keys)}), seed {s['seed']}, {side}: {why}"
     return None
