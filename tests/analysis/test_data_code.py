@@ -7,10 +7,11 @@ import pandas as pd
 
 from clsuite.analysis import data_code as dc
 
-MIR = {"data.input_range": "symmetric", "data.val_fraction": 0.05}
+MIR = {"data.input_range": "symmetric", "data.val_fraction": 0.05, "replay_loss": "split"}
 
 
 def _run(method, seed, acc, flat, reading="mir_code", benchmark="split_cifar10_jpeg"):
+    flat = {"replay_loss": "split", **flat}
     return dict(benchmark=benchmark, reading=reading, method=method, seed=seed, flat=flat, R=np.zeros((2, 2)),
                 acc=acc, forget=10.0 + seed, bwt=-1.0)  # fmt: skip
 
@@ -21,9 +22,11 @@ def test_each_method_after_minus_before_over_the_seeds_both_ran():
             _run("mir", 0, 45.0, MIR),
             _run("mir", 1, 47.0, MIR),
             _run("mir", 2, 50.0, MIR),
-            _run("mir", 3, 0.0, {**MIR, "data.val_fraction": 0.1}),
+            _run("mir", 3, 0.0, {**MIR, "data.val_fraction": 0.1}),  # another split: not an arm
+            _run("mir", 0, 0.0, {**MIR, "replay_loss": "concat"}),  # a BatchNorm variant: not an arm
+            _run("mir", 1, 0.0, {**MIR, "eval_bn": "memory"}),
         ]
-    )  # fmt: skip  (another split: not an arm)
+    )  # fmt: skip
     before = pd.DataFrame([_run("mir", 0, 44.0, {}), _run("mir", 1, 45.0, {"data.input_range": "unit"}),
                            _run("mir", 2, 0.0, {}, reading="paper_text")])  # fmt: skip
     text = "\n".join(dc.markdown(after, before, "split_cifar10_jpeg"))

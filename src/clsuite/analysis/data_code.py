@@ -19,13 +19,20 @@ from clsuite.analysis.stats import paired
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
 
 
+def _readings_loss(flat: dict) -> bool:
+    """mir_code's own loss and evaluation (the split loss, the running statistics): no BatchNorm variant."""
+    return flat.get("replay_loss") == "split" and (flat.get("eval_bn") or "running") == "running"
+
+
 def follows_mirs_data_code(flat: dict) -> bool:
     """A run with MIR's CIFAR-10 inputs and split (``data.input_range=symmetric``, ``data.val_fraction=0.05``)."""
-    return flat.get("data.input_range") == "symmetric" and flat.get("data.val_fraction") == 0.05
+    return (
+        flat.get("data.input_range") == "symmetric" and flat.get("data.val_fraction") == 0.05 and _readings_loss(flat)
+    )
 
 
 def _plain(flat: dict) -> bool:
-    return flat.get("data.input_range") in (None, "unit") and not flat.get("data.val_fraction")
+    return flat.get("data.input_range") in (None, "unit") and not flat.get("data.val_fraction") and _readings_loss(flat)
 
 
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:
