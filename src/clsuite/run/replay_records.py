@@ -7,7 +7,6 @@ R and b bit for bit with the records (README, "Checking the report"; docs/INTEGR
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
@@ -15,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clsuite.config.home import CHECKOUT
+from clsuite.config.home import CHECKOUT, data_dir
 from clsuite.run import records as rec
 from clsuite.run.io import RESULTS_FILE
 
@@ -103,7 +102,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--methods", metavar="A,B", help="only these methods (e.g. online,er: the cheapest)")
     ap.add_argument("--benchmarks", metavar="A,B", help="only these benchmarks")
     ap.add_argument(
-        "--data-dir", default=os.environ.get("DATA_DIR", "data"), help="the data sets (default $DATA_DIR, else data)"
+        "--data-dir",
+        default=data_dir(),
+        help="the data sets (default: $DATA_DIR, else ../shared/datasets when it exists, else data/: every command's rule)",
     )
     a = ap.parse_args(argv)
     if a.sample < 1:
