@@ -364,9 +364,22 @@ def test_reading_back_refuses_a_missing_extra_changed_or_malformed_parity_record
 
 
 @needs_git
-def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catches_every_change(tmp_path, png_only):
+@pytest.mark.xdist_group("report")
+def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catches_every_change(
+    tmp_path, png_only, monkeypatch
+):
     """`make report-docs` in one process and folder, `clsuite records check` in another: the same page and
     figures. Then each change the check must catch."""
+    from clsuite.analysis import records as records_module
+
+    checked: list[str] = []  # the report each check rebuilt, read before its temporary folder goes
+
+    def rebuild_kept(records, into, crossmachine):
+        built = rebuild(records, into, crossmachine)
+        checked.append((into / "docs" / "REPRODUCTION.md").read_text() if built["docs"] else "")
+        return built
+
+    monkeypatch.setattr(records_module, "rebuild", rebuild_kept)  # (check's own rebuild)
     mr = tmp_path / "multirun"
     names = _suite(mr)
     records, docs, none = tmp_path / "records", tmp_path / "docs", tmp_path / "no-other-machines"
@@ -427,9 +440,8 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
     assert pack([], mr, repacked, _parity_file(tmp_path / "changed.json", changed)) == []
     (diff,) = check(repacked, docs, none)  # (the first line that differs: the manifest's sha256)
     assert diff.startswith(f"{docs / 'REPRODUCTION.md'}: line ") and "differs from the rebuilt report" in diff
-    rebuild(repacked, tmp_path / "rebuilt", none)
-    assert "| HAL | split-FMNIST | mir_code | 0 | 70.0 | 72.0 | -2.0 (n=1: no interval) | -2.0 | 68.7 |" in (
-        tmp_path / "rebuilt" / "docs" / "REPRODUCTION.md").read_text()  # fmt: skip
+    # the report that check rebuilt from them (the same as rebuild(repacked, ...) writes)
+    assert "| HAL | split-FMNIST | mir_code | 0 | 70.0 | 72.0 | -2.0 (n=1: no interval) | -2.0 | 68.7 |" in checked[-1]
     # ... the manifest left as it was: refused
     shutil.copy(records / "MANIFEST.json", repacked / "MANIFEST.json")
     (diff,) = check(repacked, docs, none)
@@ -517,7 +529,9 @@ def _unchecked() -> str | None:
 
 
 @pytest.mark.skipif(_unchecked() is not None, reason=str(_unchecked()))
-def test_the_committed_report_is_the_one_its_records_rebuild(tmp_path):
+@pytest.mark.xdist_group("report")
+def test_the_committed_report_is_the_one_its_records_rebuild(tmp_path, png_only):
+    """(PNG only: docs/figures/ holds no PDF, and check compares the figures the report shows.)"""
     assert check(RECORDS, ROOT / "docs", ROOT / "docs" / "crossmachine") == []
 
 

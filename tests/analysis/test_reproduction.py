@@ -83,6 +83,7 @@ def test_docs_only_when_every_section_has_runs(tmp_path, capsys, png_only):
     assert "| ER | 70.5 ± 0.7 | 86.4 |" in report
 
 
+@pytest.mark.xdist_group("report")  # one worker: its settings defaults composed once (analysis.defaults)
 def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, capsys):
     """Every section filled (made-up runs, one benchmark): docs/ rewritten, no committed file deleted."""
     docs = _docs(tmp_path)
