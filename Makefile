@@ -166,7 +166,8 @@ $(CELL_TARGETS): setup
 MAMMOTH ?=
 MIR ?=
 PARITY_ARGS ?=
-## MAMMOTH=path       parity: a Mammoth checkout at e75a491 (required)
+## MAMMOTH=path       parity: a Mammoth checkout at e75a491 (this and/or MIR=)
+## MIR=path           parity: a MIR checkout at 35eda78 (ER and MIR on the CIFAR-10 JPEG copy; this and/or MAMMOTH=)
 ## PARITY_ARGS="..."  parity: options of scripts/parity/harness.py (e.g. --methods hal --seeds 0 1)
 .PHONY: parity
 parity: setup            ## beside the reference codes: make parity MAMMOTH=<checkout> and/or MIR=<checkout> (docs/notes/PARITY.md)
