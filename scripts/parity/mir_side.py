@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import mammoth_side  # (beside this file: the harness and a script run put this folder on sys.path)
 import numpy as np
 
 PINNED = "35eda78"  # github.com/optimass/Maximally_Interfered_Retrieval
@@ -108,13 +109,7 @@ def patches() -> list[dict]:
     ]
 
 
-def checkout_commit(path: Path) -> str | None:
-    """The checkout's commit (short), or None when it is not a git checkout."""
-    try:
-        out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
-    except OSError:
-        return None
-    return out.stdout.strip() or None
+checkout_commit = mammoth_side.checkout_commit  # the checkout's short commit (one home: the Mammoth side's)
 
 
 def is_checkout(path: Path) -> bool:
