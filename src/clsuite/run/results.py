@@ -224,8 +224,9 @@ def normalize(cfg) -> dict:
     of ``callbacks``, the stock (non-clsuite) ones stay, since they can move the numbers."""
     d = _drop_nulls(_container(cfg))
     d.pop("hydra", None)
+    nodes = d.get("callbacks") if isinstance(d.get("callbacks"), dict) else {}
     stock = {
-        k: v for k, v in (d.get("callbacks") or {}).items() if not str(v.get("_target_", "")).startswith("clsuite.")
+        k: v for k, v in nodes.items() if isinstance(v, dict) and not str(v.get("_target_", "")).startswith("clsuite.")
     }
     for key in IGNORED_KEYS:
         *parents, leaf = key.split(".")
