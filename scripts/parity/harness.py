@@ -105,6 +105,21 @@ def measure_mir(root: Path, method: str, seed: int, reading: str, suite_extra, p
     return pair, settings
 
 
+def _pinned(flag, name, root, is_checkout, lacks, url, pinned, commit_of) -> str | None:
+    """The checkout's commit, or None after its ``error:`` line (not that code's checkout, or not a git one);
+    a commit other than the pinned one is a warning."""
+    if not is_checkout:
+        print(f"error: {flag} {root} is not a {name} checkout ({lacks}); clone {url} and check out {pinned}",
+              file=sys.stderr)  # fmt: skip
+        return None
+    commit = commit_of(root)
+    if commit is None:
+        print(f"error: {flag} {root}: not a git checkout (its commit names the record)", file=sys.stderr)
+    elif commit != pinned:
+        print(f"warning: {name} at {commit}, not the pinned {pinned}", file=sys.stderr)
+    return commit
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mammoth", help=f"a Mammoth checkout (pinned: {PINNED}): GSS, iCaRL, HAL")
@@ -137,29 +152,20 @@ def main(argv=None) -> int:
     commit = mir_commit = None
     if a.mammoth:
         root = Path(a.mammoth).expanduser()
-        if not (root / "models" / "gss.py").is_file():
-            print(f"error: --mammoth {root} is not a Mammoth checkout (no models/gss.py); clone "
-                  f"https://github.com/aimagelab/mammoth and check out {PINNED}", file=sys.stderr)  # fmt: skip
-            return 2
-        commit = mammoth_side.checkout_commit(root)
+        commit = _pinned(
+            "--mammoth", "Mammoth", root, (root / "models" / "gss.py").is_file(), "no models/gss.py",
+            "https://github.com/aimagelab/mammoth", PINNED, mammoth_side.checkout_commit,
+        )  # fmt: skip
         if commit is None:
-            print(f"error: --mammoth {root}: not a git checkout (its commit names the record)", file=sys.stderr)
             return 2
-        if commit != PINNED:
-            print(f"warning: Mammoth at {commit}, not the pinned {PINNED}", file=sys.stderr)
     if a.mir:
         mir_root = Path(a.mir).expanduser().resolve()
-        if not mir_side.is_checkout(mir_root):
-            print(f"error: --mir {mir_root} is not a MIR checkout (no er_main.py, data.py, mir.py, buffer.py); clone "
-                  f"https://github.com/optimass/Maximally_Interfered_Retrieval and check out {MIR_PINNED}",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        mir_commit = mir_side.checkout_commit(mir_root)
+        mir_commit = _pinned(
+            "--mir", "MIR", mir_root, mir_side.is_checkout(mir_root), "no er_main.py, data.py, mir.py, buffer.py",
+            "https://github.com/optimass/Maximally_Interfered_Retrieval", MIR_PINNED, mir_side.checkout_commit,
+        )  # fmt: skip
         if mir_commit is None:
-            print(f"error: --mir {mir_root}: not a git checkout (its commit names the record)", file=sys.stderr)
             return 2
-        if mir_commit != MIR_PINNED:
-            print(f"warning: MIR at {mir_commit}, not the pinned {MIR_PINNED}", file=sys.stderr)
 
     import torch
 
