@@ -46,6 +46,12 @@ ROOT = Path(__file__).resolve().parents[2]
             "unknown trainer.precision 'bogus'; valid choices: 32-true, 16-mixed, bf16-mixed",
         ),
         (["trainer.accelerator=tpu"], "unknown trainer.accelerator 'tpu'; valid choices: auto, cpu, gpu"),
+        (["trainer.max_epochs=3"], "unknown trainer.max_epochs 3; valid choices: 0"),
+        (["trainer.limit_val_batches=-1"], "trainer.limit_val_batches must be a whole number >= 0, got -1"),
+        (
+            ["trainer._target_=os.path"],
+            "trainer._target_ must name lightning.pytorch.Trainer or a subclass of it, got 'os.path'",
+        ),
         (["data.val_fraction=0.999"], "data.val_fraction=0.999 leaves 0 training samples per class of 100"),
         (["benchmark.n_tasks=4"], "benchmark.n_tasks must be a whole number in [1, 3], got 4"),
         (["benchmark.n_tasks=0"], "benchmark.n_tasks must be a whole number >= 1, got 0"),

@@ -141,3 +141,47 @@ def test_debug_smoke_is_a_run_in_seconds_on_no_data_set(tmp_path):
     res = api.run(er, tmp_path / "run")
     assert np.asarray(res["R"]).shape == (3, 3) and res["steps_per_task"] and max(res["steps_per_task"]) <= 10
     assert not list((tmp_path / "run").rglob("*.ckpt"))
+
+
+def test_a_stock_lightning_callback_added_on_the_command_line_runs_in_the_trainer(tmp_path, monkeypatch):
+    """`+callbacks.timer._target_=lightning.pytorch.callbacks.Timer`, checked as the command line checks
+    it (clsuite.config.check.check_overrides), is built into the run's Trainer (conf/trainer/, instantiated
+    by clsuite.run.experiment.make_trainer) and times the training; its node is in the run's identity."""
+    import lightning.pytorch.callbacks as lcb
+
+    from clsuite import api
+    from clsuite.run import experiment as ex
+
+    trainers, make = [], ex.make_trainer
+    monkeypatch.setattr(ex, "make_trainer", lambda *a, **k: trainers.append(make(*a, **k)) or trainers[-1])
+    res = api.run(["debug=smoke", "method=er", "+callbacks.timer._target_=lightning.pytorch.callbacks.Timer"], tmp_path)
+    (trainer,) = trainers
+    (timer,) = [cb for cb in trainer.callbacks if isinstance(cb, lcb.Timer)]
+    assert timer.time_elapsed("train") > 0 and np.asarray(res["R"]).shape == (3, 3)
+    assert res["identity"]["config"]["callbacks"] == {"timer": {"_target_": "lightning.pytorch.callbacks.Timer"}}
+    assert (trainer.log_every_n_steps, trainer.num_sanity_val_steps, trainer.limit_val_batches) == (10, 0, 0)
+
+
+def test_the_trainer_is_the_node_of_conf_trainer_less_the_suite_keys(tmp_path):
+    """conf/trainer/ is instantiated (its ``_target_`` and the Trainer's own arguments, a command-line value
+    included), its suite keys (clsuite.run.experiment.SUITE_KEYS) taken out; a recorded config made before
+    the node named the Trainer (none of its keys) gets today's defaults."""
+    import torch
+    from lightning.pytorch.callbacks import ModelSummary, Timer
+    from omegaconf import OmegaConf
+
+    from clsuite.run.experiment import SUITE_KEYS, make_trainer, trainer_node
+
+    cfg = make_cfg("trainer.log_every_n_steps=7", "trainer.enable_model_summary=true", "trainer.num_sanity_val_steps=3")
+    assert SUITE_KEYS == ("device_index", "numerics", "progress_bar", "threads")
+    assert not set(SUITE_KEYS) & set(trainer_node(cfg)) and set(SUITE_KEYS) < set(cfg.trainer)
+    timer = Timer()
+    trainer = make_trainer(cfg, torch.device("cpu"), [timer], None)
+    assert (trainer.log_every_n_steps, trainer.num_sanity_val_steps, trainer.max_epochs) == (7, 3, 0)
+    assert any(isinstance(cb, ModelSummary) for cb in trainer.callbacks) and timer in trainer.callbacks
+    assert trainer.logger is None and trainer.checkpoint_callback is None and not trainer.progress_bar_callback
+    old = OmegaConf.create({"trainer": {"accelerator": "cpu", "deterministic": False, "precision": "32-true",
+                                        "log_every_n_steps": 5, "numerics": "native", "threads": 1}})  # fmt: skip
+    node = trainer_node(old)
+    assert node._target_ == "lightning.pytorch.Trainer" and node.log_every_n_steps == 5 and node.max_epochs == 0
+    assert make_trainer(old, torch.device("cpu"), [], None).log_every_n_steps == 5

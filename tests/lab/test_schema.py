@@ -268,8 +268,8 @@ EXAMPLES = [
         "error: method=icarl does not support scenario=domain_il; valid choices: class_il, task_il",
     ),
     (
-        ["trainer.max_epochs=5"],
-        "error: unknown key 'trainer.max_epochs'; valid keys of trainer: accelerator, device_index, deterministic, numerics, precision, progress_bar, log_every_n_steps, threads",
+        ["trainer.max_steps=5"],
+        "error: unknown key 'trainer.max_steps'; valid keys of trainer: accelerator, deterministic, precision, log_every_n_steps, max_epochs, enable_model_summary, num_sanity_val_steps, limit_val_batches, device_index, numerics, progress_bar, threads",
     ),
     (["~method"], "error: method cannot be deleted (~method): every run needs one; valid choices: adaer, agem,"),
     (["method="], "error: unknown method ''; valid choices: adaer, agem,"),
@@ -344,8 +344,8 @@ def test_a_sweep_refuses_an_interpolation_that_does_not_resolve(tmp_path, monkey
 
 
 def test_a_sweep_refuses_an_unknown_key_as_one_line(tmp_path, monkeypatch, capsys):
-    code, _, err = run_cli(tmp_path, monkeypatch, capsys, "-m", *SYN, "trainer.max_epochs=5", "seed=0,1")
-    assert_refused(tmp_path, code, err, "unknown key 'trainer.max_epochs'; valid keys of trainer: accelerator")
+    code, _, err = run_cli(tmp_path, monkeypatch, capsys, "-m", *SYN, "trainer.max_steps=5", "seed=0,1")
+    assert_refused(tmp_path, code, err, "unknown key 'trainer.max_steps'; valid keys of trainer: accelerator")
 
 
 # ----------------------------------------------------------------------------- cross-key rules

@@ -109,7 +109,8 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
         bare = key.lstrip("+~").split("@")[0]  # `update@method.update=reservoir`: the group is `update`
         if bare.startswith(("hydra", "logger.")):
             continue  # Hydra's own keys; logger options are passed through to the logger
-        adds = key.startswith("+") and not key.startswith("++")  # `+k=v` adds a key the suite never reads
+        adds = key.startswith("+") and not key.startswith("++")  # `+k=v` adds a key the suite never reads,
+        adds = adds and not bare.startswith("callbacks.")  # but a callback (conf/callbacks/: each node is built)
         if adds and bare in known:
             raise ConfigError(f"{bare} is already in the config: write {arg[1:]!r} (+ adds a key it lacks)")
         if adds or bare.split(".")[0] not in known:

@@ -121,6 +121,10 @@ KEYS: dict[str, Spec] = {
     "trainer.progress_bar": OneOf("auto", True, False, doc="auto: the bar on a terminal, else progress lines | true: the bar | false: neither"),
     "trainer.log_every_n_steps": Whole(1, None, "loss logged every n incoming batches"),
     "trainer.threads": Whole(1, None, "torch / BLAS CPU threads; null: torch's default", null=True),
+    "trainer.max_epochs": OneOf(0, doc="the Trainer's start: each task's fit raises it by the task's passes"),
+    "trainer.enable_model_summary": Flag("Lightning's summary of the network at each task's fit"),
+    "trainer.num_sanity_val_steps": Whole(0, None, "Lightning's sanity validation batches (the suite has no validation loop)"),
+    "trainer.limit_val_batches": Whole(0, None, "Lightning's validation batches (none: R is measured by a callback)"),
     # conf/logger/
     "logger.name": OneOf("csv", "none", "tensorboard", "wandb", doc="where the run's curves go"),
     "logger.mode": OneOf("offline", "online", "disabled", doc="W&B mode ($WANDB_MODE wins)", req=False),
@@ -371,14 +375,20 @@ def _rule_logger(cfg, sizes) -> str | None:
 
 # a callback's _target_: the suite's (bookkeeping: out of a run's identity) or a stock Lightning one (in it)
 CALLBACK_SOURCES = ("clsuite.", "lightning.pytorch.callbacks.")
+L_TRAINER = "lightning.pytorch.trainer.trainer.Trainer"  # trainer._target_: this class or a subclass
 RECORD = "clsuite.run.record.RunRecord"  # callbacks.record: the run's sealed results file, never left out
 
 
 def _rule_targets(cfg, sizes) -> str | None:
-    """logger._target_ and each callbacks.<name>._target_ name a class or function (a null callback: none);
+    """trainer._target_ names Lightning's Trainer (or a subclass); logger._target_ and each
+    callbacks.<name>._target_ name a class or function (a null callback: none);
     the callbacks are clsuite's (left out of a run's identity) or stock Lightning ones (kept in it, since one
     such as StochasticWeightAveraging moves the numbers); other outside code is refused, and
     ``callbacks.record`` is :data:`RECORD` (without it a run writes no results)."""
+    if (trainer := (cfg.get("trainer") or {}).get("_target_")) is not None:  # (a recorded config's: none)
+        found = locate(str(trainer), "trainer._target_")
+        if not isinstance(found, type) or L_TRAINER not in {f"{c.__module__}.{c.__qualname__}" for c in found.__mro__}:
+            return f"trainer._target_ must name lightning.pytorch.Trainer or a subclass of it, got {trainer!r}"
     callbacks = cfg.get("callbacks") or {}
     record = (callbacks.get("record") or {}).get("_target_") if isinstance(callbacks.get("record"), Mapping) else None
     if record != RECORD:

@@ -1,6 +1,13 @@
 """One run around the core's training (``clsuite.core.train``): the process prepared (numerics, threads:
-a call, not a callback, ``clsuite.run.record``), the logger and the bookkeeping callbacks from conf/, resume
-from a checkpoint of the run's identity (docs/GUIDE.md, "Checkpoints"), and the run's printed summary."""
+a call, not a callback, ``clsuite.run.record``), the Trainer, the logger and the bookkeeping callbacks from
+conf/, resume from a checkpoint of the run's identity (docs/GUIDE.md, "Checkpoints"), and the run's printed
+summary.
+
+conf/trainer/ is Lightning's Trainer node (``_target_`` and the Trainer's own arguments) that also holds
+the suite's own trainer keys, :data:`SUITE_KEYS`, taken out before it is instantiated: they stay under
+``trainer.`` rather than in a node of their own because the records' configs, their identities and
+every documented command (``trainer.numerics=portable``) name them there (docs/GUIDE.md, "Trainer").
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,12 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ProgressBar
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from clsuite.config.check import ConfigError
+from clsuite.config.home import CONF_DIR
 from clsuite.config.numerics import summary as numerics_summary
 from clsuite.core.callbacks import AccuracyMatrix, DivergenceGuard, MemoryUpdate, TaskStart
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, TASK_IL
@@ -34,23 +43,29 @@ warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")  # tensors on device: no workers needed
 
 
+# conf/trainer/'s keys that are the suite's, not the Trainer's: the kernels and threads (clsuite.run.record.prepare),
+# the progress display (clsuite.run.progress) and the GPU index (clsuite.core.train.pick_device)
+SUITE_KEYS = ("device_index", "numerics", "progress_bar", "threads")
+
+
+def trainer_node(cfg) -> DictConfig:
+    """conf/trainer/ less :data:`SUITE_KEYS`; a recorded config made before the node named the Trainer
+    (no ``_target_``) gets today's conf/trainer/default.yaml under its own keys."""
+    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "trainer" / "default.yaml"), cfg.trainer)
+    return OmegaConf.masked_copy(node, [k for k in node if k not in SUITE_KEYS])
+
+
 def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
-    """The suite's Trainer; its progress bar is the one among ``callbacks``, if any (``clsuite.run.progress``)."""
-    return L.Trainer(
+    """conf/trainer/'s Trainer (:func:`trainer_node`) on ``device``, with the run's own arguments; its progress
+    bar is the one among ``callbacks``, if any (``clsuite.run.progress``)."""
+    return instantiate(trainer_node(cfg), _partial_=True)(  # the run's arguments as they are, not as config
         accelerator="cpu" if device.type == "cpu" else "gpu",
         devices=[device.index or 0] if device.type == "cuda" else 1,
-        max_epochs=0,
         logger=logger if logger is not None else False,
         callbacks=callbacks,
         enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.run.checkpoint's
         plugins=[AtomicCheckpointIO(map_location=device)],
-        enable_model_summary=False,
         enable_progress_bar=any(isinstance(cb, ProgressBar) for cb in callbacks),
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        log_every_n_steps=int(cfg.trainer.log_every_n_steps),
-        deterministic=cfg.trainer.deterministic,
-        precision=cfg.trainer.precision,
     )
 
 

@@ -199,6 +199,11 @@ IGNORED_KEYS = (
     "trainer.threads",
     "trainer.device_index",
     "trainer.accelerator",
+    "trainer._target_",  # the Trainer's class and its fixed bookkeeping arguments (conf/trainer/default.yaml)
+    "trainer.max_epochs",  # raised by each task's fit (clsuite.core.train.train_tasks)
+    "trainer.enable_model_summary",
+    "trainer.num_sanity_val_steps",  # (no validation loop: R is a callback's)
+    "trainer.limit_val_batches",
     "data.root",
     "data.download",
     "data.verify_md5",
