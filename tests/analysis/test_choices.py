@@ -15,7 +15,7 @@ from scipy import stats
 from clsuite import paper
 from clsuite.analysis import choices as ch
 from clsuite.analysis.load import load_experiment
-from clsuite.analysis.report import SECTIONS, build_report
+from clsuite.analysis.report import build_report, number
 from clsuite.config.home import hint
 from tests.results_fixtures import fake_R, write_run
 
@@ -149,12 +149,16 @@ def test_report_section_and_script(tmp_path, monkeypatch, capsys):
     put(multirun / "choices_victim", "adaer", "method.update.victim", "random", (81.0, 85.0, 84.5, 90.0))
     res = build_report(multirun, tmp_path / "results")
     md = res["written"].read_text()
-    n = len(SECTIONS)  # the report's numbered sections come first: then claims, quotes, open choices, ...
-    section = md[md.index(f"## {n + 3}. The paper's open choices") : md.index(f"## {n + 4}. Numerics")]
+    section = md[
+        md.index(f"## {number('choices')}. The paper's open choices") : md.index(f"## {number('numerics')}. Numerics")
+    ]
     assert "| victim | mir_code | random (lowest_score) | split-MNIST | AdaER | 4 | 83.0 | +2.1 [" in section
     assert "- **victim** (`method.update.victim`)" in section and "Alg. 2 line 8" in section
     assert "- **unscored**" in section and f"(not run: `{hint('paper', 'choices', '--launcher', 'joblib')}`)" in section
-    assert "choices_victim" not in md[md.index(f"## {n + 6}. Other experiments") : md.index(f"## {n + 7}. Runs")]
+    assert (
+        "choices_victim"
+        not in md[md.index(f"## {number('others')}. Other experiments") : md.index(f"## {number('runs')}. Runs")]
+    )
     assert ch.main(["--multirun-dir", str(multirun), "--out", str(tmp_path / "out")]) == 0
     assert "random (lowest_score)" in (tmp_path / "out" / "choices.md").read_text()
     assert ch.main(["--multirun-dir", str(tmp_path / "none")]) == 2

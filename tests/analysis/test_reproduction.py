@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from clsuite.analysis import figures as fg
-from clsuite.analysis.report import SECTIONS, main_report
+from clsuite.analysis.report import PARTS, SECTIONS, main_report, number
 from clsuite.config.home import hint
 from clsuite.run.identity import normalize
 from tests.results_fixtures import CODE_HASH, edit_run, fake_R, paper_suite, write_run
@@ -131,11 +131,16 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
     assert "AdaER τ=0.5 vs τ=0.1, Acc" in md and "p (sign-flip, exact)" in md
     assert "cannot give p < 0.05" in md  # 3 seeds: the sign-flip floor is said
     assert "devices: cpu (" in md and "Linux-test-x86_64" in md and "torch 2.13.0" in md
-    n = len(SECTIONS)  # the numbered sections, then claims, quotes, open choices, numerics, parity, other experiments
-    assert f"## {n + 3}. The paper's open choices" in md and "Not run: `clsuite paper choices --launcher joblib`" in md
-    assert f"## {n + 4}. Numerics: the CPU's kernels, noise and machines" in md and "Not run: `make noise`" in md
-    assert f"## {n + 5}. Parity with Mammoth (GSS, iCaRL, HAL)\n\nNot run: `make parity MAMMOTH=" in md
-    assert f"## {n + 6}. Other experiments (ad-hoc sweeps)" in md
+    assert (
+        f"## {number('choices')}. The paper's open choices" in md
+        and "Not run: `clsuite paper choices --launcher joblib`" in md
+    )
+    assert (
+        f"## {number('numerics')}. Numerics: the CPU's kernels, noise and machines" in md
+        and "Not run: `make noise`" in md
+    )
+    assert f"## {number('parity')}. Parity with Mammoth (GSS, iCaRL, HAL)\n\nNot run: `make parity MAMMOTH=" in md
+    assert f"## {number('others')}. Other experiments (ad-hoc sweeps)" in md
 
 
 @pytest.mark.slow
@@ -283,3 +288,12 @@ not run: ...
         "(Joint excluded), M = 100 (Table II), is partly reproduced under `paper_text` and not reproduced under "
         "`mir_code`."
     )
+
+
+def test_sections_are_numbered_by_their_place():
+    assert [number(s.experiment) for s in SECTIONS] == list(range(1, len(SECTIONS) + 1))
+    keys = ["claims", "quotes", "choices", "numerics", "parity", "others", "runs"]
+    assert [p.key for p in PARTS] == keys
+    assert [number(k) for k in keys] == list(range(len(SECTIONS) + 1, len(SECTIONS) + 8))
+    with pytest.raises(ValueError):
+        number("no such section")

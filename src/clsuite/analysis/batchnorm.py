@@ -18,7 +18,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.stats import paired
+from clsuite.analysis.contrast import contrast, in_method_order
 
 DEFAULT = "the reading's (split loss, running statistics)"
 # (label, replay_loss, eval_bn): eval_bn null is the running statistics (the key's absence in older runs)
@@ -88,20 +88,13 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
         "lower is better). mean R[j, j], j < T: the accuracy on each task just after training on it, averaged "
         "over the tasks before the last.",
     )
-    for method in pv.order_methods(df["method"].unique()):
-        for data in sorted(set(df[df["method"] == method]["data"])):
-            of = df[(df["method"] == method) & (df["data"] == data)]
-            for label in [v for v in order if v in set(of["variant"])]:
-                arm = of[of["variant"] == label]
-                prof = [diagonal_profile(R) for R in arm["R"]]
-                cells = [_cells([p[i] for p in prof]) for i in range(3)]
-                profile.add([pv.method_label(method), data, label, len(arm), *cells])
-                if label == DEFAULT or DEFAULT not in set(of["variant"]):
-                    continue
-                base = of[of["variant"] == DEFAULT]
-                cmp = [
-                    paired(dict(zip(arm["seed"], arm[q], strict=True)), dict(zip(base["seed"], base[q], strict=True)))
-                    for q, _ in QUANTITIES
-                ]
-                pairs.add([pv.method_label(method), data, label, *(c.interval() for c in cmp), cmp[0].n])
+    df = in_method_order(df, "data")
+    for (method, data), of in df.groupby(["method", "data"], sort=False):
+        for label in [v for v in order if v in set(of["variant"])]:
+            prof = [diagonal_profile(R) for R in of[of["variant"] == label]["R"]]
+            cells = [_cells([p[i] for p in prof]) for i in range(3)]
+            profile.add([pv.method_label(method), data, label, len(prof), *cells])
+    qs = [q for q, _ in QUANTITIES]
+    for r in contrast(df, "variant", DEFAULT, qs, by=["method", "data"], order=order).itertuples():
+        pairs.add([pv.method_label(r.method), r.data, r.arm, *(getattr(r, q).interval() for q in qs), r.n])
     return [profile.markdown()] + ([pairs.markdown()] if pairs.rows else [])

@@ -14,8 +14,9 @@ import pandas as pd
 from clsuite.analysis import open_choices as ch
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
+from clsuite.analysis.contrast import contrast
 from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
-from clsuite.analysis.stats import Paired, paired
+from clsuite.analysis.stats import Paired
 
 ENV = ("code", "torch_threads", "device", "torch", "numerics")
 NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
@@ -78,6 +79,7 @@ CELLS = (
           "logits_on_overwrite=reset": "reset an overwritten slot's logits to 0"}),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CELLS}
+DEFAULT = "\0default"  # the default's arm (no variant label is empty of keys)
 
 
 def _sweep_of(grid: dict) -> str | None:
@@ -149,26 +151,24 @@ def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
     """Steps 2-3 for one cell."""
     if runs.empty:
         return []
-    out = []
+    arms = []
     runs = runs.assign(env=runs[list(ENV)].astype(str).agg("|".join, axis=1))
-    for (bench, method, reading), g in runs.groupby(["benchmark", "method", "reading"], sort=False):
+    for (_, _, reading), g in runs.groupby(["benchmark", "method", "reading"], sort=False):
         g = g[g["env"] == g["env"].value_counts().index[0]]  # one environment: the one with most runs
         keys = sorted(varying_keys(g["flat"]))
         is_def = g["flat"].map(lambda f, r=reading: bool(cell.is_default(f, r)))
-        base = g[is_def]
-        if base.empty:
+        if not is_def.any():
             continue
-        ref = base["flat"].iloc[0]  # a variant is named by the keys whose value differs from the default's
+        ref = g[is_def]["flat"].iloc[0]  # a variant is named by the keys whose value differs from the default's
         labels = g["flat"].map(
             lambda f, r=ref, ks=keys: ", ".join(f"{k}={ch.show(f.get(k))}" for k in ks if f.get(k) != r.get(k))
         )
-        for variant in sorted(set(labels[~is_def])):
-            arm = g[(labels == variant) & ~is_def]
-            x, y = dict(zip(arm["seed"], arm["acc"])), dict(zip(base["seed"], base["acc"]))
-            seeds = sorted(set(x) & set(y))
-            out.append(Row(cell, bench, method, reading, variant, float(pd.Series([y[s] for s in seeds]).mean()),
-                           float(pd.Series([x[s] for s in seeds]).mean()), paired(x, y),
-                           pv.table2_value(bench, method, "acc")))  # fmt: skip
+        arms.append(g.assign(arm=labels.where(~is_def, DEFAULT)))
+    if not arms:
+        return []
+    frame = contrast(pd.concat(arms), "arm", DEFAULT, ["acc"], by=["benchmark", "method", "reading"])
+    out = [Row(cell, r.benchmark, r.method, r.reading, r.arm, r.acc_base, r.acc_arm, r.acc,
+               pv.table2_value(r.benchmark, r.method, "acc")) for r in frame.itertuples()]  # fmt: skip
     benches = pv.order_benchmarks({r.benchmark for r in out})
     methods = pv.order_methods([r.method for r in out])
     return sorted(out, key=lambda r: (methods.index(r.method), r.variant, benches.index(r.benchmark)))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
+from clsuite.analysis.contrast import contrast
 from clsuite.analysis.load import Experiment, load_experiment, order_readings
 from clsuite.analysis.open_choices import BY_EXPERIMENT, CHOICES, NO_DEFAULT, PREFIX, Choice, show  # noqa: F401 (read as choices.<name> too)
-from clsuite.analysis.stats import paired
 from clsuite.config.home import hint
 from clsuite.run.io import Unreadable, os_error_line, write_bytes_atomic
 
@@ -59,21 +59,14 @@ def choice_rows(choice: Choice, e: Experiment) -> list[Row]:
         )
 
     runs = runs.assign(value=runs["flat"].map(lambda f: show(f.get(choice.key))), setting=runs.apply(setting, axis=1))
-    out = []
-    for (bench, method, reading, _), g in runs.groupby(["benchmark", "method", "reading", "setting"], sort=False):
-        default = choice.default(reading, bench, method)
-        if default is NO_DEFAULT:
-            continue
-        d = show(default)
-        base = g[g["value"] == d]
-        if base.empty:
-            continue
-        for value in sorted(set(g["value"]) - {d}):
-            arm = g[g["value"] == value]
-            diffs = {q: paired(dict(zip(arm["seed"], arm[q])), dict(zip(base["seed"], base[q]))) for q in QUANTITIES}
-            seeds = set(arm["seed"]) & set(base["seed"])
-            out.append(Row(choice, reading, value, d, bench, method,
-                           float(base[base["seed"].isin(seeds)]["acc"].mean()), diffs))  # fmt: skip
+
+    def default(key) -> str | None:  # the base arm: the reading's default value (none: the group is not paired)
+        d = choice.default(key[2], key[0], key[1])
+        return None if d is NO_DEFAULT else show(d)
+
+    frame = contrast(runs, "value", default, QUANTITIES, by=["benchmark", "method", "reading", "setting"])
+    out = [Row(choice, r.reading, r.arm, r.base, r.benchmark, r.method, r.acc_base, {q: getattr(r, q) for q in QUANTITIES})
+           for r in frame.itertuples()]  # fmt: skip
     readings = order_readings({r.reading for r in out})
     benches = pv.order_benchmarks({r.benchmark for r in out})
     methods = pv.order_methods([r.method for r in out])

@@ -14,7 +14,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.stats import paired
+from clsuite.analysis.contrast import contrast, in_method_order
 
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
 
@@ -55,11 +55,7 @@ def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[
         "before: the same reading's runs made before the two keys (the record this section was first made of). The "
         "two keys change together, as the reading sets them.",
     )
-    for method in pv.order_methods(set(new["method"]) & set(old["method"])):
-        a, b = new[new["method"] == method], old[old["method"] == method]
-        cmp = [
-            paired(dict(zip(a["seed"], a[q], strict=True)), dict(zip(b["seed"], b[q], strict=True)))
-            for q, _ in QUANTITIES
-        ]
-        t.add([pv.method_label(method), *(c.interval() for c in cmp), cmp[0].n])
+    both = in_method_order(pd.concat([new.assign(arm="after"), old.assign(arm="before")]))
+    for r in contrast(both, "arm", "before", [q for q, _ in QUANTITIES], by=["method"]).itertuples():
+        t.add([pv.method_label(r.method), *(getattr(r, q).interval() for q, _ in QUANTITIES), r.n])
     return [t.markdown()] if t.rows else []

@@ -164,7 +164,7 @@ class Section:
     layout: Callable[[Experiment, Path, pd.DataFrame], Built] | None = None  # one of its own instead (Table II's)
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
-    claims_on: str | None = None  # a benchmark on other data than the paper's: its claims judged apart
+    extra: Callable[[Experiment | None, Page], list[str]] | None = None  # after its tables (e None: no runs)
     run: tuple[str, ...] = ()  # what fills it: clsuite paper <run> (default: <experiment> --seeds 5 --launcher joblib)
     nice: bool = False  # hours of CPU: at a low priority
 
@@ -173,6 +173,24 @@ class Section:
         """What fills it, in the form that works where this process runs (``clsuite.config.home.hint``)."""
         args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
         return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
+
+    @property
+    def key(self) -> str:
+        return self.experiment
+
+    def body(self, p: Page) -> list[str]:
+        """Its part of the report: its runs, figures and tables, then its :attr:`extra`."""
+        e = p.experiments.get(self.experiment)
+        extra = self.extra or (lambda e, p: [])
+        if e is None or e.empty:
+            return [f"Not run: `{self.command}`" + (f" (needs {self.needs})" if self.needs else "") + ".", "",
+                    *extra(None, p)]  # fmt: skip
+        seeds = sorted(e.runs["seed"].unique().tolist())
+        md = [f"{len(e.runs)} distinct runs, seeds {seeds}, readings {', '.join(order_readings(e.runs['reading']))} "
+              f"(seeds per cell: the tables' n). To extend or rerun them: `{self.command}`. Tables (also LaTeX) and "
+              f"PDFs: `results/{self.experiment}/`.", ""]  # fmt: skip
+        md += _figure_lines(p.built[e.name]["figures"], e.name, p.figdir)
+        return md + [t.markdown() for t in p.built[e.name]["tables"]] + extra(e, p)
 
     def build(self, e: Experiment, out: Path, s: pd.DataFrame) -> Built:
         """Its tables, then its figures: those of the summary for each reading in turn, then those of the runs."""
@@ -216,6 +234,29 @@ def _cifar100(fig: str, stem: str) -> dict:
     }  # fmt: skip
 
 
+def _table2_notes(e: Experiment | None, p: Page) -> list[str]:
+    """Table II's section after its tables: which reading fits, FWT, the paper's notes; the cells checked."""
+    cells = [CELLS_HEAD, "", *cl.markdown(p.experiments)]
+    if e is None:
+        return cells
+    fit = reading_fit(p.built["table2"]["summary"])
+    md = ([fit.markdown()] if fit.rows else []) + [fwt_note(e.runs), "", "Notes on the paper's Table II:", ""]
+    return md + [f"- {n}" for n in pv.TABLE2_NOTES] + [""] + cells
+
+
+def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10_jpeg") -> list[str]:
+    """A benchmark on other data than the paper's, after its tables: its claims judged apart
+    (:func:`other_data`), the BatchNorm variants and MIR's data code against the row before it."""
+    if e is None:
+        return []
+    md = other_data(e, bench, p.built[e.name]["summary"])
+    with_bn = [e, *[p.experiments[n] for n in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) if n in p.experiments]]
+    md += bn.markdown(distinct_runs(with_bn), bench)
+    if e.name != CIFAR10_JPEG_MIR_DATA:  # (the BatchNorm experiment's default arm is the new row's)
+        md += dc.markdown(distinct_runs(with_bn[1:]), e.runs, bench)
+    return md
+
+
 # Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it.
 # The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: conf/reading_family/), and the
 # row made before it (the same reading otherwise, five methods, five seeds), which the section shows until the new
@@ -228,7 +269,8 @@ BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (cls
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
     Section("table2", "Table II", layout=_table2,
-            run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading", "paper_text,mir_code")),
+            run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading", "paper_text,mir_code"),
+            extra=_table2_notes),
     Section("memory", "Memory size M (Figs. 5, 6)", **_memory("Fig. 5", "Fig. 6", "", "fig5_fig6_memory")),
     Section("first_task", "The first task through the stream (Fig. 7)",
             (Pivot("Fig. 7: accuracy on task 1 after the last task (%)", "first_task_final"),
@@ -253,7 +295,7 @@ SECTIONS = (
     Section(CIFAR10_JPEG, "Table II's CIFAR-10 row on CIFAR-10 (JPEG copy), not the official data",
             layout=_table2_other_data,
             optional=True, needs="the CIFAR-10 JPEG copy and about 15-60 CPU-minutes per run",
-            claims_on="split_cifar10_jpeg", run=_JPEG_RUN, nice=True),
+            extra=_other_data_notes, run=_JPEG_RUN, nice=True),
 )  # fmt: skip
 BY_NAME = {s.experiment: s for s in SECTIONS}
 CELLS_HEAD = (
@@ -370,7 +412,7 @@ def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
     ]
     if judged:
         out += [f"The paper's claims on {label} (paired by seed, 95% t intervals; the rules of section "
-                f"{len(SECTIONS) + 1}):", "", tb.claims_markdown(judged)]  # fmt: skip
+                f"{number('claims')}):", "", tb.claims_markdown(judged)]  # fmt: skip
     table2_like = [  # quoted for the official data, from runs of Table II's conditions
         replace(q, benchmark=bench, experiment=e.name) for q in pv.QUOTES
         if q.benchmark == ref and q.experiment in ("table2", "first_task", "ablation") and set(q.at) <= {"memory"}
@@ -454,6 +496,71 @@ def build_report(
             return _build(Path(tmp), Path(results), docs, crossmachine, history, found)
 
 
+@dataclass
+class Page:
+    """What every section of the report reads: each experiment built by :func:`aggregate`, the claims judged
+    once, the other machines' Table II, the parity results and the figures' folder."""
+
+    names: list[str]
+    built: dict
+    experiments: dict[str, Experiment]
+    judged: list
+    machines: list
+    fragile: set
+    parity: dict | None
+    parity_at: str
+    figdir: Path
+
+
+@dataclass(frozen=True)
+class Part:
+    """A section of the report after the experiments': its title and its body from the page."""
+
+    key: str
+    title: str
+    body: Callable[[Page], list[str]]
+
+
+def _quotes_part(p: Page) -> list[str]:
+    quotes = check_quotes(p.experiments)
+    return [tb.quotes(quotes).markdown() if quotes else "No run matches a quoted number yet.", ""]
+
+
+def _numerics_part(p: Page) -> list[str]:
+    numerics = nz.markdown(p.experiments) + mc.markdown(p.machines)
+    return [NUMERICS_INTRO, "", *(numerics or ["Not run: `make noise` (numerical noise) and `make machines` "
+                                               "(this machine's Table II).", ""])]  # fmt: skip
+
+
+def _others_part(p: Page) -> list[str]:
+    """The experiments no other section shows: ad-hoc sweeps."""
+    md = []
+    for n in [n for n in p.names if n not in BY_NAME and n not in (BATCHNORM, CIFAR10_JPEG_MIR_DATA)
+              and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
+              and cl.owner(p.experiments[n]) is None]:  # fmt: skip
+        md += [f"### {n}", "", *_figure_lines(p.built[n]["figures"], n, p.figdir)]
+        md += [t.markdown(4) for t in p.built[n]["tables"]]
+    return md or ["None.", ""]
+
+
+# The report's sections after the experiments' (SECTIONS), in order: every section is numbered by its place.
+PARTS = (
+    Part("claims", "The paper's claims, checked", lambda p: [_rules(), "", tb.claims_markdown(p.judged)]),
+    Part("quotes", "The paper's quoted numbers, beside ours", _quotes_part),
+    Part("choices", "The paper's open choices", lambda p: ch.markdown(p.experiments)),
+    Part("numerics", "Numerics: the CPU's kernels, noise and machines", _numerics_part),
+    Part("parity", par.TITLE, lambda p: par.markdown(p.parity, p.parity_at)),
+    Part("others", "Other experiments (ad-hoc sweeps)", _others_part),
+    Part("runs", "Runs: finished, failed, missing", lambda p: [
+        x for n in p.names for x in (f"### {n}", "", tb.status_markdown(p.experiments[n].status, f"multirun/{n}"))]),
+)  # fmt: skip
+
+
+def number(key: str) -> int:
+    """The number of a section of the report: an experiment's (its folder) or a :data:`PARTS` key's."""
+    return [s.key for s in (*SECTIONS, *PARTS)].index(key) + 1
+
+
 def _build(multirun: Path, results: Path, docs, crossmachine, history, records: rec.Records | None) -> dict:
     names = experiment_names(multirun)
     if not names:
@@ -468,7 +575,7 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
     missing = [s for s in SECTIONS if experiments.get(s.experiment) is None or experiments[s.experiment].empty]
     judged = judge_all(experiments)
     machines = mc.sources(experiments, crossmachine)  # the other machines' Table II, read once
-    fragile = mc.fragile(machines)  # verdicts that move with the machine
+    page = Page(names, built, experiments, judged, machines, mc.fragile(machines), parity, parity_at, figdir)
 
     made, source, rebuild = ORIGIN[records is not None]
     held = [] if records is None else [
@@ -482,55 +589,11 @@ def _build(multirun: Path, results: Path, docs, crossmachine, history, records: 
           "initialisation) with 95% t intervals. Tasks are numbered 1..T everywhere (task 1 is the first). "
           f"{rebuild}. Measured history (earlier reports, kept as they were): {HISTORY}.", "",
           "## Provenance (from the results files)", "", *provenance(experiments), *held, "",
-          "## Summary: the paper's claims", ""]  # fmt: skip
-    md += [tb.verdicts(judged, fragile, f"section {len(SECTIONS) + 4}").markdown(),
-           f"Rules, intervals and every comparison: section {len(SECTIONS) + 1}.", ""]  # fmt: skip
-    for i, sec in enumerate(SECTIONS, 1):
-        md += [f"## {i}. {sec.title}", ""]
-        e = experiments.get(sec.experiment)
-        if e is None or e.empty:
-            md += [f"Not run: `{sec.command}`" + (f" (needs {sec.needs})" if sec.needs else "") + ".", ""]
-            md += [CELLS_HEAD, "", *cl.markdown(experiments)] if sec.experiment == "table2" else []
-            continue
-        seeds = sorted(e.runs["seed"].unique().tolist())
-        md += [f"{len(e.runs)} distinct runs, seeds {seeds}, readings {', '.join(order_readings(e.runs['reading']))} "
-               f"(seeds per cell: the tables' n). To extend or rerun them: `{sec.command}`. Tables (also LaTeX) and "
-               f"PDFs: `results/{sec.experiment}/`.", ""]  # fmt: skip
-        md += _figure_lines(built[sec.experiment]["figures"], sec.experiment, figdir)
-        md += [t.markdown() for t in built[sec.experiment]["tables"]]
-        if sec.claims_on:
-            md += other_data(e, sec.claims_on, built[sec.experiment]["summary"])
-            with_bn = [e, *[experiments[n] for n in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) if n in experiments]]
-            md += bn.markdown(distinct_runs(with_bn), sec.claims_on)
-            if sec.experiment != CIFAR10_JPEG_MIR_DATA:  # (the BatchNorm experiment's default arm is the new row's)
-                md += dc.markdown(distinct_runs(with_bn[1:]), e.runs, sec.claims_on)
-        if sec.experiment == "table2":
-            fit = reading_fit(built["table2"]["summary"])
-            md += ([fit.markdown()] if fit.rows else []) + [fwt_note(e.runs), "", "Notes on the paper's Table II:", ""]
-            md += [f"- {n}" for n in pv.TABLE2_NOTES] + [""]
-            md += [CELLS_HEAD, "", *cl.markdown(experiments)]
-    md += [f"## {len(SECTIONS) + 1}. The paper's claims, checked", "", _rules(), "", tb.claims_markdown(judged)]
-    quotes = check_quotes(experiments)
-    md += [f"## {len(SECTIONS) + 2}. The paper's quoted numbers, beside ours", ""]
-    md += [tb.quotes(quotes).markdown() if quotes else "No run matches a quoted number yet.", ""]
-    md += [f"## {len(SECTIONS) + 3}. The paper's open choices", "", *ch.markdown(experiments)]
-    md += [f"## {len(SECTIONS) + 4}. Numerics: the CPU's kernels, noise and machines", "", NUMERICS_INTRO, ""]
-    numerics = nz.markdown(experiments) + mc.markdown(machines)
-    md += numerics or ["Not run: `make noise` (numerical noise) and `make machines` (this machine's Table II).", ""]
-    md += [f"## {len(SECTIONS) + 5}. {par.TITLE}", "", *par.markdown(parity, parity_at)]
-    others = [n for n in names if n not in BY_NAME and n not in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
-              and cl.owner(experiments[n]) is None]  # fmt: skip
-    md += [f"## {len(SECTIONS) + 6}. Other experiments (ad-hoc sweeps)", ""]
-    for n in others:
-        md += (
-            [f"### {n}", ""]
-            + _figure_lines(built[n]["figures"], n, figdir)
-            + [t.markdown(4) for t in built[n]["tables"]]
-        )
-    md += [] if others else ["None.", ""]
-    md += [f"## {len(SECTIONS) + 7}. Runs: finished, failed, missing", ""]
-    for n in names:
-        md += [f"### {n}", "", tb.status_markdown(experiments[n].status, f"multirun/{n}")]
+          "## Summary: the paper's claims", "",
+          tb.verdicts(judged, page.fragile, f"section {number('numerics')}").markdown(),
+          f"Rules, intervals and every comparison: section {number('claims')}.", ""]  # fmt: skip
+    for i, part in enumerate((*SECTIONS, *PARTS), 1):
+        md += [f"## {i}. {part.title}", "", *part.body(page)]
     text = "\n".join(md).rstrip() + "\n"
     _write(out / "REPRODUCTION.md", text.replace(HISTORY, history_link(history, out), 1))
     write_json_atomic(out / "claims.json", [_claim_json(j) for j in judged])

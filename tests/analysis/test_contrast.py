@@ -1,0 +1,53 @@
+"""clsuite.analysis.contrast: arms against a base arm, paired by seed, one row per contrast."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from clsuite.analysis.contrast import contrast, in_method_order
+
+
+def _runs(rows):
+    return pd.DataFrame(rows, columns=["group", "arm", "seed", "acc", "forget"])
+
+
+RUNS = _runs(
+    [
+        ("g1", "base", 0, 80.0, 10.0),
+        ("g1", "base", 1, 82.0, 12.0),
+        ("g1", "base", 2, 90.0, 0.0),  # seed 2: no other arm has it, never paired
+        ("g1", "b", 0, 81.0, 9.0),
+        ("g1", "b", 1, 85.0, 9.0),
+        ("g1", "a", 0, 70.0, 20.0),
+        ("g1", "a", 1, 70.0, 20.0),
+        ("g2", "a", 0, 50.0, 5.0),  # g2: no base arm, no row
+    ]
+)
+
+
+def test_each_arm_minus_the_base_over_the_seeds_both_ran():
+    f = contrast(RUNS, "arm", "base", ["acc", "forget"], by=["group"])
+    assert list(f["arm"]) == ["a", "b"] and list(f["group"]) == ["g1", "g1"] and list(f["n"]) == [2, 2]
+    b = f.iloc[1]
+    # acc: +1, +3 -> mean 2, sd sqrt(2), half-width 12.706 * 1 = 12.706
+    assert (b["acc"].mean, b["acc"].low, b["acc"].high) == pytest.approx((2.0, 2.0 - 12.7062, 2.0 + 12.7062), abs=1e-4)
+    assert (b["acc_arm"], b["acc_base"]) == (83.0, 81.0)  # seed 2 of the base left out
+    assert (b["forget"].mean, b["forget_base"]) == (-2.0, 11.0)
+    a = f.iloc[0]
+    assert (a["acc"].mean, a["acc"].low, a["acc"].high) == pytest.approx((-11.0, -23.7062, 1.7062), abs=1e-4)
+
+
+def test_the_base_per_group_and_the_arms_order():
+    f = contrast(RUNS, "arm", lambda key: {"g1": "b", "g2": None}[key[0]], ["acc"], by=["group"], order=["base", "a"])
+    assert list(f["arm"]) == ["base", "a"] and list(f["base"]) == ["b", "b"]
+    assert list(f["acc"].map(lambda p: p.mean)) == [-2.0, -13.0]  # base - b: -1, -3; a - b: -11, -15
+    assert contrast(RUNS, "arm", "none", ["acc"], by=["group"]).empty  # no base arm anywhere: no row
+    ungrouped = contrast(RUNS[RUNS["group"] == "g1"], "arm", "base", ["acc"])
+    assert list(ungrouped["arm"]) == ["a", "b"] and list(ungrouped.columns[:3]) == ["arm", "base", "n"]
+
+
+def test_runs_in_the_papers_method_order_then_a_key():
+    runs = pd.DataFrame({"method": ["zeta", "mir", "adaer", "mir"], "data": ["x", "b", "a", "a"]})
+    assert list(zip(*in_method_order(runs, "data").to_dict("list").values(), strict=True)) == [
+        ("mir", "a"), ("mir", "b"), ("adaer", "a"), ("zeta", "x")]  # fmt: skip
