@@ -62,6 +62,18 @@ def in_portable_process(code: str, timeout: int = 300) -> str:
     return p.stdout
 
 
+# The kernel level this process was started under: `make test` reruns the exact tests with one worker per level.
+LEVEL = " ".join(f"{k}={os.environ[k]}" for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR") if k in os.environ)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails under a kernel level set from outside names it in its report."""
+    report = (yield).get_result()
+    if report.failed and LEVEL:
+        report.sections.append(("kernel level", LEVEL))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _without_the_callers_clsuite_variables():
     """Every test and fixture runs, and starts its subprocesses, without the ``CLSUITE_*`` variables

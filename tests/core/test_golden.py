@@ -13,6 +13,7 @@ from tests.golden_runs import GOLDEN
 
 
 @pytest.mark.exact
+@pytest.mark.pinned  # its process pins portable kernels over any level `make test` sets: one run is every run
 def test_portable_runs_match_the_golden_values_bit_for_bit():
     golden = json.loads(GOLDEN.read_text())
     found = json.loads(

@@ -143,6 +143,7 @@ def test_fisher_blocks_sum_like_one_tensor(block_bytes):
 
 
 @pytest.mark.exact
+@pytest.mark.pinned  # its process pins portable kernels over any level `make test` sets: one run is every run
 def test_fisher_blocks_bit_identical_under_portable_numerics():
     """Under pinned kernels (trainer.numerics=portable) the blocks sum exactly like the one tensor."""
     out = in_portable_process(

@@ -191,3 +191,14 @@ def test_bench_args_reach_every_line_of_the_bench_targets():
         ["--numerics", "native", "portable"],
     ]  # fmt: skip
     assert all(line[-5:] == given for line in lines)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_test_reruns_the_exact_tests_once_per_kernel_level_on_a_worker_of_its_own():
+    rerun = [line for line in dry_run("test").splitlines() if "--dist each" in line]
+    assert len(rerun) == 1 and '-m "exact and not pinned and not slow"' in rerun[0]
+    tx = [a for a in shlex.split(rerun[0]) if a.startswith("popen//")]
+    assert tx == [
+        "popen//env:ATEN_CPU_CAPABILITY=default//env:MKL_CBWR=COMPATIBLE",
+        "popen//env:ATEN_CPU_CAPABILITY=avx2//env:MKL_CBWR=AVX2",
+    ]
