@@ -33,17 +33,17 @@ class Killed(BaseException):
 
 
 def killed_after(monkeypatch, n_saves: int):
-    """Patch the store so that the run dies right after its ``n_saves``-th checkpoint."""
-    orig, count = ck.CheckpointStore.save, []
+    """Patch the checkpoint callback so that the run dies right after its ``n_saves``-th checkpoint
+    (before Lightning deletes the one it replaces)."""
+    orig, count = ck.TaskCheckpoint._save_checkpoint, []
 
-    def save(self, trainer, next_task):
-        path = orig(self, trainer, next_task)
-        count.append(path)
+    def save(self, trainer, filepath):
+        orig(self, trainer, filepath)
+        count.append(filepath)
         if len(count) == n_saves:
-            raise Killed(path)
-        return path
+            raise Killed(Path(filepath))
 
-    monkeypatch.setattr(ck.CheckpointStore, "save", save)
+    monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", save)
     return orig
 
 
@@ -54,7 +54,7 @@ def kill_and_resume(monkeypatch, tmp_path, *overrides, n_saves=1, between=None):
     orig = killed_after(monkeypatch, n_saves)
     with pytest.raises(Killed):
         run_experiment(make_cfg(*overrides), tmp_path / "killed", checkpoint_dir=store)
-    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", orig)
     assert not (tmp_path / "killed" / "results.json").exists()
     if between is not None:
         between(store)
@@ -112,7 +112,7 @@ def test_a_plugin_restores_its_state_from_the_restored_network(monkeypatch, tmp_
     with pytest.raises(Killed) as e:
         run_experiment(cfg, tmp_path / "killed", checkpoint_dir=tmp_path / "ck")
     saved = torch.load(e.value.args[0], weights_only=True)["state_dict"]
-    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", orig)
     assert run_experiment(cfg, tmp_path / "resumed", checkpoint_dir=tmp_path / "ck")["resumed_at_task"] == 2
     got = learners[-1].plugin.net_on_load
     assert got.keys() == {k.removeprefix("net.") for k in saved} and all(
@@ -150,7 +150,9 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
     assert set(cont["memory"]["fields"]) == {"score", "logits", "arrival"}  # HAL's ring declares arrival
     assert len(cont["plugin"]["anchors"]) == 2 and cont["plugin"]["phi"].shape[0] == 6  # one anchor per class
     meta = c["clsuite"]
-    assert meta["next_task"] == 1 and set(meta["rng"]) == {"torch", "cuda", "numpy", "python"}
+    assert meta["next_task"] == 1 and set(meta["rng"]) == {"torch", "torch.cuda", "numpy", "python"}
+    (saver,) = (v for k, v in c["callbacks"].items() if k.startswith("TaskCheckpoint"))  # ModelCheckpoint's state
+    assert saver["best_k_models"] == {str(path): 1} and saver["dirpath"] == str(path.parent)
     assert meta["identity"] == identity_of(make_cfg("method=hal"), "cpu")["key"]  # checkpoint keys ignored
 
 
@@ -194,6 +196,20 @@ def test_a_fifo_in_the_store_is_passed_over_without_blocking(tmp_path, capsys):
     )
 
 
+def test_a_checkpoint_of_another_format_is_passed_over(tmp_path, capsys):
+    """Format 1 (before Lightning collected the generators) holds them under other names: never resumed from."""
+    io = ck.AtomicCheckpointIO()
+    for k, fmt in [(1, ck.FORMAT), (2, 1)]:
+        io.save_checkpoint(
+            {"clsuite": {"format": fmt, "identity": "k", "next_task": k}}, tmp_path / f"after-task-000{k}.ckpt"
+        )
+    assert ck.CheckpointStore(tmp_path, "k").latest()[1]["next_task"] == 1
+    assert capsys.readouterr().err.strip() == (
+        f"warning: ignoring checkpoint {tmp_path / 'after-task-0002.ckpt'}: written by other code (checkpoint "
+        f"format 1, this code's is {ck.FORMAT})"
+    )
+
+
 def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path, capsys):
     def swap(store):  # the store now holds a checkpoint of seed 1 only
         for p in store.iterdir():
@@ -203,9 +219,9 @@ def test_a_checkpoint_of_another_identity_is_never_loaded(monkeypatch, tmp_path,
             run_experiment(
                 make_cfg("method=er", "checkpoint=task_end", "seed=1"), tmp_path / "s1", checkpoint_dir=store
             )
-        monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+        monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", orig)
 
-    orig = ck.CheckpointStore.save
+    orig = ck.TaskCheckpoint._save_checkpoint
     full, resumed, _ = kill_and_resume(monkeypatch, tmp_path, "method=er", "checkpoint=task_end", between=swap)
     assert "made by another run identity" in capsys.readouterr().err
     assert resumed["resumed_at_task"] is None and all(resumed[k] == full[k] for k in SAME)
@@ -241,7 +257,7 @@ def test_an_unclearable_store_costs_no_result(monkeypatch, tmp_path, capsys):
     orig = killed_after(monkeypatch, 1)
     with pytest.raises(Killed):
         run_experiment(cfg, tmp_path / "killed", checkpoint_dir=folder)
-    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", orig)
     unlink = Path.unlink
 
     def refuse(self, missing_ok=False):
@@ -284,7 +300,7 @@ def test_a_relabelled_checkpoint_of_another_method_is_never_loaded(monkeypatch, 
     orig = killed_after(monkeypatch, 1)
     with pytest.raises(Killed) as e:
         run_experiment(make_cfg("method=er", "checkpoint=task_end"), tmp_path / "er", checkpoint_dir=store)
-    monkeypatch.setattr(ck.CheckpointStore, "save", orig)
+    monkeypatch.setattr(ck.TaskCheckpoint, "_save_checkpoint", orig)
     adaer = make_cfg("method=adaer", "checkpoint=task_end")
     relabel(e.value.args[0], identity_of(adaer, "cpu")["key"])
     capsys.readouterr()
@@ -333,8 +349,10 @@ def test_cadence_and_the_store(monkeypatch, tmp_path):
     # ... and 50 writes' time or more after the last: a 3 s write waits 150 s (103 -> 250: 147 s, not yet)
     assert due({"checkpoint": "auto"}, t, write_s=3.0) == [2]
     saved = []
-    orig = ck.CheckpointStore.save
-    monkeypatch.setattr(ck.CheckpointStore, "save", lambda self, tr, k: saved.append(k) or orig(self, tr, k))
+    orig = ck.TaskCheckpoint._save_checkpoint
+    monkeypatch.setattr(
+        ck.TaskCheckpoint, "_save_checkpoint", lambda self, tr, f: saved.append(int(f[-9:-5])) or orig(self, tr, f)
+    )
     for mode, expect in [("task_end", [1, 2]), ("every_k", [2]), ("off", []), ("auto", [])]:
         saved.clear()
         run_experiment(
@@ -345,6 +363,27 @@ def test_cadence_and_the_store(monkeypatch, tmp_path):
         assert saved == expect, mode
         assert not (tmp_path / mode / ck.WEIGHTS_FILE).exists()  # keep_weights=false
     assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.parametrize("top_k, dropped", [(2, [1, 2]), (1, [1, 2, 3])])
+def test_the_store_keeps_the_newest_save_top_k(monkeypatch, tmp_path, top_k, dropped):
+    """conf/callbacks' checkpoint.save_top_k: Lightning keeps the newest (the tasks done, monitored, mode
+    max) and deletes an older one, with its digest, once the next is written."""
+    removed, orig = [], ck.TaskCheckpoint._remove_checkpoint
+
+    def remove(self, trainer, filepath):
+        orig(self, trainer, filepath)
+        left = sorted(p.name for p in Path(filepath).parent.iterdir())
+        removed.append((int(Path(filepath).stem[-4:]), left))
+
+    monkeypatch.setattr(ck.TaskCheckpoint, "_remove_checkpoint", remove)
+    five = ["benchmark.n_tasks=5", "benchmark.synthetic.num_classes=10"]  # task ends 1-4 write one
+    cfg = make_cfg("method=er", "checkpoint=task_end", *five, f"callbacks.checkpoint.save_top_k={top_k}")
+    run_experiment(cfg, tmp_path / "run", checkpoint_dir=tmp_path / "ck")
+    assert [k for k, _ in removed] == dropped
+    newest = [f"after-task-{k:04d}.ckpt" for k in range(5 - top_k, 5)]
+    assert removed[-1][1] == sorted([*newest, *(f"{n}.sha256" for n in newest)])
+    assert not (tmp_path / "ck").exists()  # all deleted once the results file is written
 
 
 def test_keep_weights_writes_the_final_model_beside_the_results(tmp_path):
@@ -446,15 +485,14 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT / "src")!r})
 import clsuite.run.checkpoint as ck
-_save = ck.CheckpointStore.save
-def save(self, trainer, next_task):
-    path = _save(self, trainer, next_task)
+_save = ck.TaskCheckpoint._save_checkpoint
+def save(self, trainer, filepath):
+    _save(self, trainer, filepath)
     once = Path(os.environ["ONCE"])
     if not once.exists():
         once.touch()
         os.kill(os.getpid(), getattr(signal, os.environ["SIGNAL"]))
-    return path
-ck.CheckpointStore.save = save
+ck.TaskCheckpoint._save_checkpoint = save
 """
 
 
@@ -473,14 +511,15 @@ def _results(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.rglob("results.json"))]
 
 
-@pytest.mark.slow
-def test_a_single_run_killed_by_sigkill_resumes_from_its_store(tmp_path):
-    args = ["method=adaer", "checkpoint=task_end"]
+@pytest.mark.parametrize("method", ["er", pytest.param("adaer", marks=pytest.mark.slow)])  # (er: the fast suite's)
+def test_a_single_run_killed_by_sigkill_resumes_from_its_store(tmp_path, method):
+    args = [f"method={method}", "checkpoint=task_end"]
     p = _cli(tmp_path, *args, "hydra.run.dir=killed", env=_hooked(tmp_path, "SIGKILL"), timeout=600)
     assert p.returncode == -signal.SIGKILL and not (tmp_path / "killed" / "results.json").exists()
     assert [q.name for q in (tmp_path / "outputs/.checkpoints").glob("*/*.ckpt")] == ["after-task-0001.ckpt"]
     p = _cli(tmp_path, *args, "hydra.run.dir=resumed", timeout=600)
     assert p.returncode == 0 and "resuming at task 2 of 3" in p.stderr, p.stderr[-2000:]
+    assert "Warning" not in p.stderr, p.stderr[-2000:]  # (Lightning's "directory not empty": the store is read)
     p = _cli(tmp_path, *args, "hydra.run.dir=full", timeout=600)  # the store is gone: from task 1
     assert p.returncode == 0 and "resuming" not in p.stderr
     resumed, full = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("resumed", "full"))

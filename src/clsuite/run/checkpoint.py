@@ -1,21 +1,21 @@
-"""Task-end checkpoints: a killed run continues from its last finished task.
-
-When one is written (:class:`Cadence`), how (:class:`AtomicCheckpointIO`), where it lives
-(:class:`CheckpointStore`), when it is trusted (:func:`structure_problem`) and how Lightning restores it
-(``trainer.fit(ckpt_path=)``, :class:`TaskCheckpoint`): docs/GUIDE.md, "Checkpoints".
+"""Task-end checkpoints: a killed run continues from its last finished task. When one is written
+(:class:`Cadence`); Lightning's ``ModelCheckpoint`` at those task ends (:class:`TaskCheckpoint`, conf/callbacks/);
+its atomic save plus a sha256 (:class:`AtomicCheckpointIO`); which one a run may trust (:class:`CheckpointStore`,
+:func:`structure_problem`); Lightning's resume (``trainer.fit(ckpt_path=)``): docs/GUIDE.md, "Checkpoints".
 """
 
 from __future__ import annotations
 
 import io
-import random
+import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
-import lightning as L
-import numpy as np
 import torch
+from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from clsuite.run.io import Unreadable, os_error_line, read_regular, sha256, write_bytes_atomic
@@ -23,10 +23,13 @@ from clsuite.run.io import Unreadable, os_error_line, read_regular, sha256, writ
 # auto: a task end at least AUTO_INTERVAL_S after the run's start or its last checkpoint, and at least
 # AUTO_WRITES times that checkpoint's write time (docs/notes/CHECKPOINTS.md, "Why auto is time-based")
 AUTO_INTERVAL_S, AUTO_WRITES = 60.0, 50
-KEEP = 2  # newest checkpoints kept while a run goes on
-FORMAT = 1
+KEEP = 2  # newest checkpoints kept while a run goes on (conf/callbacks/default.yaml: save_top_k)
+FORMAT = 2  # 2: the generators as Lightning collects them
 WEIGHTS_FILE = "model.ckpt"  # keep_weights=true: the final checkpoint, beside results.json
 PREFIX, SUFFIX = "after-task-", ".ckpt"
+NAME = re.compile(rf"{PREFIX}(\d+){re.escape(SUFFIX)}")  # after-task-<k>.ckpt: written after task k (1..T)
+# a resumed run finds its own checkpoints in the folder (CheckpointStore.latest), as it should
+warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
 
 class Cadence:
@@ -78,19 +81,22 @@ class CorruptCheckpoint(Exception):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's torch checkpoint file, written atomically, with its sha256 in ``<file>.sha256``;
-    loaded only when the digest matches, onto ``map_location`` unless a load names another."""
+    """Lightning's torch checkpoint file, written by its atomic save, with its sha256 in ``<file>.sha256``
+    (written last: a file without its digest, or with another, is never loaded); loaded only when the digest
+    matches, with ``weights_only``, onto ``map_location`` unless a load names another."""
 
     def __init__(self, map_location=None):
         self.map_location = map_location
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
-        buf = io.BytesIO()
-        torch.save(checkpoint, buf)
-        data, path = buf.getvalue(), Path(path)
+        path = Path(path)
         digest_path(path).unlink(missing_ok=True)  # the file is invalid until its digest is written
-        write_bytes_atomic(path, data)
-        write_bytes_atomic(digest_path(path), sha256(data).encode())
+        super().save_checkpoint(checkpoint, path, storage_options)
+        write_bytes_atomic(digest_path(path), sha256(read_regular(path, limit=None)).encode())
+
+    def remove_checkpoint(self, path) -> None:
+        digest_path(Path(path)).unlink(missing_ok=True)
+        super().remove_checkpoint(path)
 
     def load_checkpoint(self, path, map_location=None, weights_only=True) -> dict:
         path = Path(path)
@@ -111,38 +117,29 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def rng_states() -> dict:
-    """Every generator a run draws from (plain types: loadable with ``weights_only``)."""
-    np_state = np.random.get_state(legacy=False)
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {**np_state, "state": {"key": np_state["state"]["key"].tolist(), "pos": np_state["state"]["pos"]}},
-        "python": random.getstate(),
-    }
+    """Every generator a run draws from, as Lightning collects them (torch, its CUDA ones, numpy, python),
+    numpy's key as a list: plain types, loadable with ``weights_only``."""
+    states = _collect_rng_states(include_cuda=True)
+    name, key, *rest = states["numpy"]
+    return {**states, "numpy": (name, key.tolist(), *rest)}
 
 
-def set_rng_states(state: dict) -> None:
-    torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-    np_state = state["numpy"]
-    key = np.asarray(np_state["state"]["key"], dtype=np.uint32)
-    np.random.set_state({**np_state, "state": {"key": key, "pos": np_state["state"]["pos"]}})
-    v, internal, gauss = state["python"]
-    random.setstate((v, tuple(internal), gauss))
+def set_rng_states(states: dict) -> None:
+    """Lightning's restore of :func:`rng_states`, its tensors first back on the CPU (a checkpoint
+    loaded onto a GPU)."""
+    _set_rng_states({**states, "torch": states["torch"].cpu(), "torch.cuda": [s.cpu() for s in states["torch.cuda"]]})
 
 
 # ----------------------------------------------------------------------------- the store
 
 
 class CheckpointStore:
-    """The checkpoints of one run identity in one folder. An OS error on the folder is a warning,
-    once (:meth:`_lost`): from then on the store writes nothing, and the run goes on."""
+    """The checkpoints of one run identity in one folder (:class:`TaskCheckpoint` writes them). An OS
+    error on the folder is a warning, once (:meth:`lost`): from then on nothing is written, and the run goes on."""
 
     def __init__(self, folder, key: str, checkpoint_io: AtomicCheckpointIO | None = None):
         self.folder, self.key = Path(folder), key
         self.io = checkpoint_io or AtomicCheckpointIO()
-        self.written: list[Path] = []
         self.broken: str | None = None  # why the store stopped writing (an OS error), once it did
 
     def path(self, done: int) -> Path:
@@ -153,10 +150,10 @@ class CheckpointStore:
         """Checkpoint files, newest (most tasks done) first."""
         if not self.folder.is_dir():
             return []
-        found = self.folder.glob(f"{PREFIX}[0-9]*{SUFFIX}")
-        return sorted(found, key=lambda p: int(p.stem.rsplit("-", 1)[1]), reverse=True)
+        found = [(int(m[1]), p) for p in self.folder.glob(f"{PREFIX}[0-9]*{SUFFIX}") if (m := NAME.fullmatch(p.name))]
+        return [p for _, p in sorted(found, reverse=True)]
 
-    def _lost(self, what: str, e: OSError) -> None:
+    def lost(self, what: str, e: OSError) -> None:
         if self.broken is None:
             self.broken = os_error_line(e)
             warn(f"{what} ({self.broken}); the run goes on without checkpoints and writes its results")
@@ -167,7 +164,7 @@ class CheckpointStore:
         try:
             found = self.files()
         except OSError as e:  # a name too long, a folder that cannot be listed
-            self._lost("cannot read the checkpoint folder", e)
+            self.lost("cannot read the checkpoint folder", e)
             return None
         for path in found:
             try:
@@ -176,7 +173,11 @@ class CheckpointStore:
                 warn(f"ignoring checkpoint {path}: {e}")
                 continue
             meta = ckpt.get("clsuite") or {}
-            if meta.get("format") != FORMAT or meta.get("identity") != self.key:
+            if meta.get("format") != FORMAT and meta.get("identity") == self.key:
+                warn(f"ignoring checkpoint {path}: written by other code (checkpoint format {meta.get('format')}, "
+                     f"this code's is {FORMAT})")  # fmt: skip
+                continue
+            if meta.get("identity") != self.key:
                 warn(f"ignoring checkpoint {path}: made by another run identity ({str(meta.get('identity'))[:12]})")
                 continue
             if fits is not None and (why := fits(ckpt)):
@@ -184,24 +185,6 @@ class CheckpointStore:
                 continue
             return path, meta
         return None
-
-    def save(self, trainer: L.Trainer, done: int) -> Path | None:
-        """Write the checkpoint after task ``done`` (1..T) finished; keep the :data:`KEEP` newest.
-        None when it could not be written (a warning, once; the store then stays silent)."""
-        if self.broken is not None:
-            return None
-        path = self.path(done)
-        try:
-            trainer.save_checkpoint(path)
-            self.written = [p for p in self.written if p != path] + [path]
-            keep = set(self.written[-KEEP:])
-            for old in self.files():  # older ones, and any left by another identity or a partial write
-                if old not in keep:
-                    _remove(old)
-        except OSError as e:
-            self._lost("cannot write checkpoints", e)
-            return None
-        return path
 
     def clear(self) -> None:
         """Delete every checkpoint of the folder (the run is finished), and the folder when empty.
@@ -221,28 +204,49 @@ class CheckpointStore:
 # ----------------------------------------------------------------------------- save and restore
 
 
-class TaskCheckpoint(L.Callback):
-    """Adds the run's identity, its position in the stream, its wall time and its generators to
-    every checkpoint the trainer writes; with a ``store``, writes one there at the task ends its
-    ``cadence`` picks (``passes``: the fit loop's epochs per task); puts the wall time and the generators
-    back when a fit restores one (``trainer.fit(ckpt_path=)``: after the learner's state, before the first
-    batch)."""
+class TaskCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` at the suite's task ends: at the end of each fit (a task, after its
+    task-end hooks and its row of R; Lightning's own triggers, epoch ends and steps, come before those) that
+    ``cadence`` picks, ``<dirpath>/after-task-<k>.ckpt``, keeping the ``save_top_k`` newest (the monitored
+    ``task``: the tasks done; ``passes``: the fit loop's epochs per task). Adds the run's identity, its place
+    in the stream, its wall time and its generators to every checkpoint the trainer writes; puts the wall
+    time and the generators back when a fit restores one (``trainer.fit(ckpt_path=)``: after the learner's
+    state, before the first batch). An OS error while writing is one warning (``store``), and no more writes.
+    """
 
-    def __init__(self, key: str, t0: float | None = None, store=None, cadence: Cadence | None = None, passes=1):
+    def __init__(self, key: str, store=None, cadence: Cadence | None = None, passes=1, t0=None, save_top_k=KEEP):
+        super().__init__(
+            dirpath=None if store is None else store.folder,
+            filename=PREFIX + "{task:04d}",
+            monitor="task",
+            mode="max",
+            save_top_k=save_top_k,
+            auto_insert_metric_name=False,
+            every_n_epochs=0,  # (Lightning's epoch-end trigger off: a task's end is its fit's, cadence's)
+            enable_version_counter=False,  # a file of the same name is replaced (one left by a killed process)
+        )
         self.key, self.store, self.cadence, self.passes = key, store, cadence, passes
-        self.next_task = 0
         self.wall_before = 0.0  # wall time of the run's earlier (interrupted) processes
         self._t0 = time.perf_counter() if t0 is None else t0  # this process's start of the run
 
     @classmethod
-    def for_run(cls, run) -> TaskCheckpoint:
+    def for_run(cls, run, save_top_k: int = KEEP) -> TaskCheckpoint:
         """conf/callbacks' ``checkpoint``: into the run's store, at the ends ``checkpoint`` picks."""
-        return cls(run.ident["key"], run.t0, run.store, Cadence(run.cfg, len(run.schedule)), run.passes)
+        return cls(run.ident["key"], run.store, Cadence(run.cfg, len(run.schedule)), run.passes, run.t0, save_top_k)
+
+    def _monitor_candidates(self, trainer) -> dict:
+        return {**super()._monitor_candidates(trainer), "task": torch.tensor(trainer.current_epoch // self.passes)}
 
     def on_fit_end(self, trainer, pl_module) -> None:
-        self.next_task = done = trainer.fit_loop.max_epochs // self.passes  # the tasks trained so far
-        if self.cadence is not None and self.cadence.due(done) and self.store.save(trainer, done):
-            self.cadence.saved()  # (a failed write: a warning, once)
+        done = trainer.current_epoch // self.passes  # the tasks trained so far
+        if self.cadence is None or self.store.broken is not None or not self.cadence.due(done):
+            return
+        try:
+            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
+        except OSError as e:
+            self.store.lost("cannot write checkpoints", e)
+        else:
+            self.cadence.saved()
 
     @property
     def wall_time_s(self) -> float:
@@ -253,7 +257,7 @@ class TaskCheckpoint(L.Callback):
         checkpoint["clsuite"] = {
             "format": FORMAT,
             "identity": self.key,
-            "next_task": self.next_task,
+            "next_task": trainer.current_epoch // self.passes,
             "wall_time_s": self.wall_time_s,
             "rng": rng_states(),
             "state_of": state_classes(pl_module),  # whose state the checkpoint holds (structure_problem)

@@ -21,7 +21,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from clsuite.config.check import ConfigError
@@ -63,7 +63,7 @@ def make_trainer(cfg, device, callbacks, logger) -> L.Trainer:
         devices=[device.index or 0] if device.type == "cuda" else 1,
         logger=logger if logger is not None else False,
         callbacks=callbacks,
-        enable_checkpointing=False,  # no ModelCheckpoint: task-end checkpoints are clsuite.run.checkpoint's
+        enable_checkpointing=any(isinstance(cb, ModelCheckpoint) for cb in callbacks),  # (else Lightning adds one)
         plugins=[AtomicCheckpointIO(map_location=device)],
         enable_progress_bar=any(isinstance(cb, ProgressBar) for cb in callbacks),
     )
