@@ -511,7 +511,8 @@ def _results(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.rglob("results.json"))]
 
 
-@pytest.mark.parametrize("method", ["er", pytest.param("adaer", marks=pytest.mark.slow)])  # (er: the fast suite's)
+@pytest.mark.slow  # (the fast suite's: test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result, in process)
+@pytest.mark.parametrize("method", ["er", "adaer"])
 def test_a_single_run_killed_by_sigkill_resumes_from_its_store(tmp_path, method):
     args = [f"method={method}", "checkpoint=task_end"]
     p = _cli(tmp_path, *args, "hydra.run.dir=killed", env=_hooked(tmp_path, "SIGKILL"), timeout=600)
