@@ -185,3 +185,17 @@ def test_the_trainer_is_the_node_of_conf_trainer_less_the_suite_keys(tmp_path):
     node = trainer_node(old)
     assert node._target_ == "lightning.pytorch.Trainer" and node.log_every_n_steps == 5 and node.max_epochs == 0
     assert make_trainer(old, torch.device("cpu"), [], None).log_every_n_steps == 5
+
+
+def test_a_bad_callback_argument_is_one_config_error_before_training(tmp_path):
+    """A callback's own argument that its class refuses (Lightning's ModelCheckpoint: save_top_k >= -1) is a
+    ConfigError naming the node (the command line prints it as one error: line, exit 2), raised while the
+    bookkeeping is built, before any task trains; a good value trains."""
+    from clsuite import api
+    from clsuite.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^callbacks\.checkpoint: .*save_top_k=-2"):
+        api.run(["debug=smoke", "method=er", "callbacks.checkpoint.save_top_k=-2"], tmp_path / "bad")
+    assert not (tmp_path / "bad" / "results.json").exists()
+    res = api.run(["debug=smoke", "method=er", "callbacks.checkpoint.save_top_k=1"], tmp_path / "good")
+    assert np.asarray(res["R"]).shape == (3, 3)

@@ -14,6 +14,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -21,6 +22,7 @@ from clsuite.config.home import CONF_DIR
 from clsuite.config.numerics import apply as apply_numerics
 from clsuite.config.numerics import check as check_numerics
 from clsuite.core.callbacks import AccuracyMatrix
+from clsuite.core.errors import ConfigError
 from clsuite.core.metrics import all_metrics, task_il_metrics
 from clsuite.core.train import pick_device
 from clsuite.run.checkpoint import WEIGHTS_FILE, TaskCheckpoint
@@ -60,9 +62,12 @@ def callbacks_of(run: Run) -> list[L.Callback]:
     a config without the group (a results file's, written before it) gets conf/callbacks/default.yaml."""
     nodes = run.cfg.get("callbacks") or OmegaConf.load(CONF_DIR / "callbacks" / "default.yaml")
     out = []
-    for node in nodes.values():
+    for name, node in nodes.items():
         suites = node is not None and str(node.get("_target_", "")).startswith("clsuite.")
-        made = (instantiate(node, run=run) if suites else instantiate(node)) if node is not None else []
+        try:
+            made = (instantiate(node, run=run) if suites else instantiate(node)) if node is not None else []
+        except InstantiationException as e:  # a bad argument (save_top_k=-2): one error line, before training
+            raise ConfigError(f"callbacks.{name}: {e.__cause__ or e}") from e
         out += made if isinstance(made, list) else [made]
     return out
 
