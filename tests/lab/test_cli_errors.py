@@ -281,6 +281,18 @@ def test_a_stopped_run_says_whether_and_where_a_rerun_resumes(tmp_path):
     assert p.returncode == 130 and f"{line}a rerun resumes at task 2 of 3 from {ckpt}\n" in p.stderr, p.stderr
 
 
+def test_fail_prints_one_error_line_on_stderr_and_returns_the_status(capsys):
+    """Every command's refusal goes through ``clsuite.core.errors.fail``: the line on stderr, the status back."""
+    from clsuite.core.errors import fail
+
+    assert fail("--sample must be a whole number >= 1, got 0") == 2 and fail("disk full; nothing run", 1) == 1
+    out = capsys.readouterr()
+    assert (
+        out.out == ""
+        and out.err == "error: --sample must be a whole number >= 1, got 0\nerror: disk full; nothing run\n"
+    )
+
+
 METHOD_YAML = "defaults:\n  - /replay@replay: random\n  - /update@update: reservoir\n  - _self_\nname: {name}\n"
 
 
