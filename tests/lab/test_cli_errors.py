@@ -293,6 +293,24 @@ def test_fail_prints_one_error_line_on_stderr_and_returns_the_status(capsys):
     )
 
 
+def test_an_invocations_signals_are_its_own_and_a_workers_copy_starts_afresh():
+    """The stop's state is an object :func:`clsuite.cli.main` owns (no module globals): two invocations do
+    not share it, and the copy pickled into a joblib worker with Hydra's task function holds nothing."""
+    import pickle
+    import signal
+
+    from clsuite.cli import Interrupted, Invocation
+
+    a, b = Invocation(), Invocation()
+    with pytest.raises(Interrupted) as e:
+        a(signal.SIGINT, None)
+    a(signal.SIGTERM, None)  # a second signal: noted, not raised
+    a.jobs_started = 2
+    assert e.value.exit_code == 130 and a.received == [signal.SIGINT, signal.SIGTERM] and b.received == []
+    w = pickle.loads(pickle.dumps(a))
+    assert (w.received, w.exit_code, w.jobs_started) == ([], None, 0)
+
+
 METHOD_YAML = "defaults:\n  - /replay@replay: random\n  - /update@update: reservoir\n  - _self_\nname: {name}\n"
 
 
