@@ -23,6 +23,7 @@ import mir_side  # noqa: E402
 import suite_side  # noqa: E402
 
 from clsuite.analysis.parity import MIR_PINNED, PINNED, RESULTS, tables  # noqa: E402
+from clsuite.core.errors import ConfigError, fail  # noqa: E402
 
 METHODS = ("gss", "icarl", "hal")
 BENCHMARKS = ("split_mnist", "split_fmnist")
@@ -109,12 +110,11 @@ def _pinned(flag, name, root, is_checkout, lacks, url, pinned, commit_of) -> str
     """The checkout's commit, or None after its ``error:`` line (not that code's checkout, or not a git one);
     a commit other than the pinned one is a warning."""
     if not is_checkout:
-        print(f"error: {flag} {root} is not a {name} checkout ({lacks}); clone {url} and check out {pinned}",
-              file=sys.stderr)  # fmt: skip
+        fail(f"{flag} {root} is not a {name} checkout ({lacks}); clone {url} and check out {pinned}")
         return None
     commit = commit_of(root)
     if commit is None:
-        print(f"error: {flag} {root}: not a git checkout (its commit names the record)", file=sys.stderr)
+        fail(f"{flag} {root}: not a git checkout (its commit names the record)")
     elif commit != pinned:
         print(f"warning: {name} at {commit}, not the pinned {pinned}", file=sys.stderr)
     return commit
@@ -136,15 +136,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=f"results/{RESULTS}", help="the parity record (default: %(default)s)")
     a = ap.parse_args(argv)
     if not a.mammoth and not a.mir:
-        print("error: name a reference: --mammoth <checkout> and/or --mir <checkout>", file=sys.stderr)
-        return 2
+        return fail("name a reference: --mammoth <checkout> and/or --mir <checkout>")
     if a.methods is None:
         a.methods = [*(METHODS if a.mammoth else ()), *(MIR_METHODS if a.mir else ())]
     lacking = [m for m in a.methods if (m in METHODS and not a.mammoth) or (m in MIR_METHODS and not a.mir)]
     if lacking:
-        print(f"error: --methods {' '.join(lacking)} need{'s' if len(lacking) == 1 else ''} "
-              f"{'--mammoth' if lacking[0] in METHODS else '--mir'}", file=sys.stderr)  # fmt: skip
-        return 2
+        need = f"need{'s' if len(lacking) == 1 else ''} {'--mammoth' if lacking[0] in METHODS else '--mir'}"
+        return fail(f"--methods {' '.join(lacking)} {need}")
     a.methods, a.benchmarks, a.seeds = (list(dict.fromkeys(v)) for v in (a.methods, a.benchmarks, a.seeds))
     a.mir_seeds = list(dict.fromkeys(a.mir_seeds))
     if not any(s.startswith("trainer.numerics=") for s in a.suite):
@@ -170,7 +168,6 @@ def main(argv=None) -> int:
     import torch
 
     from clsuite.config.numerics import apply
-    from clsuite.core.errors import ConfigError
 
     mammoth_methods = [m for m in a.methods if m in METHODS]
     mir_methods = [m for m in a.methods if m in MIR_METHODS]
@@ -179,8 +176,7 @@ def main(argv=None) -> int:
                  if mammoth_methods else suite_side.compose(mir_methods[0], MIR_BENCHMARK, a.mir_seeds[0], a.reading,
                                                             [*MIR_SUITE, *a.suite]))  # fmt: skip
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     apply(first.trainer.numerics)  # before this process's first torch computation, as a run does
     torch.set_num_threads(1)
     classes = mammoth_side.load(root) if mammoth_methods else None

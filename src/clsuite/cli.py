@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -25,6 +26,7 @@ from omegaconf import DictConfig
 
 from clsuite.config.check import CONF_DIR, ConfigError, validate
 from clsuite.core.data.files import DataError
+from clsuite.core.errors import fail
 from clsuite.run.io import RESULTS_FILE, os_error_line
 from clsuite.run.progress import keep_report
 from clsuite.sweep.callback import STARTED, callback_failed, last_summary
@@ -40,67 +42,67 @@ class Interrupted(BaseException):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
-_SIGNALS: list[int] = []  # signals received by this invocation; the first one stops it
+class Invocation:
+    """One ``clsuite`` invocation's state, owned by :func:`main` and passed down: its SIGTERM / SIGINT
+    (this object is their one handler), the stop and the sweep jobs it began. The first signal raises
+    :class:`Interrupted`; a later one must not break the clean-up: it is named in the stop line, or,
+    once that line is written (:meth:`stop`), on a line of its own, and ignored."""
 
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-def _raise_interrupted(signum, frame):
-    _SIGNALS.append(signum)
-    if len(_SIGNALS) == 1:  # a second signal must not break the clean-up: noted, reported, ignored
-        raise Interrupted(signum)
+    def __init__(self) -> None:
+        self.received: list[int] = []  # the signals, in order; the first one stops the invocation
+        self.exit_code: int | None = None  # set by stop(): no handler is restored from then on
+        self.jobs_started = 0  # sweep jobs of this process that began (a signal before any: nothing ran)
 
+    def __reduce__(self):  # (Hydra's task function pickled into a joblib worker: the worker's own signals)
+        return Invocation, ()
 
-_EXITING: list[int] = []  # the exit status, once _stopped has its line: no handler is restored from then on
+    def __call__(self, signum, frame) -> None:
+        self.received.append(signum)
+        if len(self.received) == 1:
+            raise Interrupted(signum)
+        if self.exit_code is not None:  # (the stop line is written or being written)
+            with contextlib.suppress(Exception):  # the stop line first (a flush inside a write refuses)
+                sys.stderr.flush()
+            name = signal.Signals(signum).name
+            os.write(2, f"warning: {name} received while exiting: ignored (exit status {self.exit_code})\n".encode())
 
+    @contextlib.contextmanager
+    def interruptible(self):
+        """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread for the duration.
 
-def _name_while_exiting(signum, frame):
-    """A signal during the stop: named in the stop line, or after it on a line of its own; ignored."""
-    _SIGNALS.append(signum)
-    if _EXITING:  # (the stop line is written or being written)
-        with contextlib.suppress(Exception):  # the stop line first (a flush inside a write refuses)
-            sys.stderr.flush()
-        name = signal.Signals(signum).name
-        os.write(2, f"warning: {name} received while exiting: ignored (exit status {_EXITING[0]})\n".encode())
+        Lightning chains its own SIGTERM notifier in front of this handler during a fit; its
+        ``except BaseException`` tears the fit down and re-raises."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {s: signal.signal(s, self) for s in self.SIGNALS}
+        try:
+            yield
+        finally:
+            if self.exit_code is None:  # (stopping: this handler stays, or a later SIGTERM would end the exit with 143)
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    def stop(self, e: Interrupted, what: str) -> NoReturn:
+        """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
+        self.received = self.received or [e.signum]  # (raised by another invocation's handler: a test's)
+        for s in self.SIGNALS:  # nothing may end the process between this line and exit
+            signal.signal(s, self)
+        later = ", ".join(signal.Signals(n).name for n in self.received[1:])
+        self.exit_code = e.exit_code
+        sys.exit(fail(f"{e}; {what}" + (f" ({later} received while stopping: ignored)" if later else ""), e.exit_code))
 
 
 @atexit.register  # at import: it runs after the exit functions of every module imported later
 def _ignore_at_last() -> None:
     """From here no Python code runs to name a signal, and the interpreter's finalisation restores the
-    default handlers (a SIGTERM would end the exit with 143): the signals are ignored."""
-    if _EXITING:
-        for s in (signal.SIGTERM, signal.SIGINT):
+    default handlers (a SIGTERM would end the exit with 143): a stopped invocation's signals are ignored."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if isinstance(handler, Invocation) and handler.exit_code is not None:
+        for s in Invocation.SIGNALS:
             signal.signal(s, signal.SIG_IGN)
-
-
-def _stopped(e: Interrupted, what: str) -> None:
-    """Exit with the first signal's status and a line saying what it stopped (and any later signal)."""
-    for s in (signal.SIGTERM, signal.SIGINT):  # nothing may end the process between this line and exit
-        signal.signal(s, _name_while_exiting)
-    later = ", ".join(signal.Signals(n).name for n in _SIGNALS[1:])
-    _EXITING.append(e.exit_code)
-    fail(f"{e}; {what}" + (f" ({later} received while stopping: ignored)" if later else ""), e.exit_code)
-
-
-@contextlib.contextmanager
-def interruptible():
-    """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread for the duration.
-
-    Lightning chains its own SIGTERM notifier in front of this handler during a fit; its
-    ``except BaseException`` tears the fit down and re-raises."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        if not _EXITING:  # (stopping: _stopped's handler stays, or a later SIGTERM would kill the exit with 143)
-            for s, h in old.items():
-                signal.signal(s, h)
-
-
-def fail(msg: str, status: int = 2):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(status)
 
 
 # ----------------------------------------------------------------------------- a single run
@@ -128,7 +130,7 @@ def _rerun(e: BaseException) -> str:
     return "; ".join(getattr(e, "__notes__", ())) or "a rerun starts where this one did (stopped before training)"
 
 
-def run_single(cfg: DictConfig, out_dir: str) -> float:
+def run_single(cfg: DictConfig, out_dir: str, inv: Invocation | None = None) -> float:
     """A single run; its config was validated before Hydra made its folder (``SweepCallback.on_run_start``)."""
     from clsuite.core.callbacks import Diverged
     from clsuite.run.identity import CodeChanged
@@ -137,20 +139,20 @@ def run_single(cfg: DictConfig, out_dir: str) -> float:
     try:
         results = _train(cfg, out_dir)
     except (ConfigError, DataError, LoggerUnavailable) as e:
-        fail(str(e))
+        sys.exit(fail(str(e)))
     except OSError as e:  # an output path: read-only, disk full, name too long (no results file written)
-        fail(f"{os_error_line(e)}; no results written", status=1)
+        sys.exit(fail(f"{os_error_line(e)}; no results written", 1))
     except (Diverged, CodeChanged) as e:
-        fail(str(e), status=1)
+        sys.exit(fail(str(e), 1))
     except Interrupted as e:
-        _stopped(e, f"the run stopped before its end, no results written ({out_dir}); {_rerun(e)}")
+        (inv or Invocation()).stop(e, f"the run stopped before its end, no results written ({out_dir}); {_rerun(e)}")
     return _report(results, out_dir)
 
 
 # ----------------------------------------------------------------------------- a sweep job
 
 
-def _watch_sweep(stop: threading.Event) -> None:
+def _watch_sweep(stop: threading.Event, orphaned: threading.Event) -> None:
     """In a joblib worker: stop this job (SIGTERM to itself) once the sweep's process is gone."""
     pid = int(os.environ.get("CLSUITE_SWEEP_PID", "0"))
     parent = os.getppid()
@@ -164,16 +166,12 @@ def _watch_sweep(stop: threading.Event) -> None:
             except OSError:
                 pass
         if gone:
-            _ORPHANED.set()
+            orphaned.set()
             os.kill(os.getpid(), signal.SIGTERM)
             return
 
 
-_ORPHANED = threading.Event()
-_JOBS_STARTED: list[str] = []  # jobs of this sweep process that began (a signal before any: nothing ran)
-
-
-def run_job(cfg: DictConfig, hc) -> float | None:
+def run_job(cfg: DictConfig, hc, inv: Invocation | None = None) -> float | None:
     """One multirun job: lock, resume or train, record the outcome; only a signal stops the sweep."""
     job = Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
     try:
@@ -186,14 +184,14 @@ def run_job(cfg: DictConfig, hc) -> float | None:
         job.log("busy", holder=who)
         print(f"busy {job.name}: being run by {who}; left to it", file=sys.stderr)
         return None
-    stop = threading.Event()
+    inv, stop, orphaned = inv or Invocation(), threading.Event(), threading.Event()
     joblib_launcher = "joblib" in str(hc.launcher.get("_target_", "")).lower()
     if joblib_launcher and os.environ.get("CLSUITE_SWEEP_PID") != str(os.getpid()):  # in a joblib worker
-        threading.Thread(target=_watch_sweep, args=(stop,), daemon=True).start()
+        threading.Thread(target=_watch_sweep, args=(stop, orphaned), daemon=True).start()
     t0 = time.perf_counter()
-    _JOBS_STARTED.append(job.name)
+    inv.jobs_started += 1
     try:
-        with interruptible():
+        with inv.interruptible():
             job.write_overrides()
             if not job.in_grid():  # a job of a grid no one checked (a sweeper other than the basic one)
                 validate(cfg)
@@ -214,16 +212,16 @@ def run_job(cfg: DictConfig, hc) -> float | None:
                 results = _train(cfg, job.out_dir, checkpoint_dir=job.checkpoint_dir, source=job.source)
             job.succeeded(time.perf_counter() - t0)
     except Interrupted as e:
-        why = "its sweep's process is gone" if _ORPHANED.is_set() else str(e)
+        why = "its sweep's process is gone" if orphaned.is_set() else str(e)
         job.failed(e, time.perf_counter() - t0, status="interrupted")
-        print(f"error: {job.name}: {why}; recorded in {job.failed_path}; {_rerun(e)}", file=sys.stderr)
+        fail(f"{job.name}: {why}; recorded in {job.failed_path}; {_rerun(e)}")
         job.lock.release()
-        if _ORPHANED.is_set():
+        if orphaned.is_set():
             os._exit(e.exit_code)  # a joblib worker without its sweep: nothing left to report to
         raise
     except Exception as e:  # every other job failure is recorded and the sweep goes on
         line = job.failed(e, time.perf_counter() - t0)
-        print(f"error: {job.name}: {line} ({job.record})", file=sys.stderr)
+        fail(f"{job.name}: {line} ({job.record})")
         return None
     finally:
         stop.set()
@@ -234,8 +232,8 @@ def run_job(cfg: DictConfig, hc) -> float | None:
 # ----------------------------------------------------------------------------- entry point
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> float | None:
+def _task(cfg: DictConfig, inv: Invocation) -> float | None:
+    """What Hydra runs (:func:`main`'s task function): a single run or one sweep job."""
     hc = HydraConfig.get()
     if hc.job.chdir:  # (a job runs inside its folder) the launch folder's data, as checked
         with contextlib.chdir(
@@ -243,8 +241,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         ):  # (data.root's default looks for ../shared/datasets: clsuite.config.home)
             cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))
     if hc.mode != RunMode.MULTIRUN:
-        return run_single(cfg, hc.runtime.output_dir)
-    return run_job(cfg, hc)
+        return run_single(cfg, hc.runtime.output_dir, inv)
+    return run_job(cfg, hc, inv)
 
 
 def precheck(argv: list[str]) -> argparse.Namespace:
@@ -260,35 +258,38 @@ def precheck(argv: list[str]) -> argparse.Namespace:
     try:
         return check(argv)[0]
     except ConfigError as e:
-        fail(str(e))
+        sys.exit(fail(str(e)))
 
 
 def main(argv: list[str] | None = None) -> None:
     """``clsuite`` / ``python src/run.py``: check and compose, run, set the exit status."""
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    _SIGNALS.clear()
-    _JOBS_STARTED.clear()
-    _EXITING.clear()
     STARTED.clear()
-    args = None
-    with interruptible():  # (the handlers stay ours until _stopped has made the signals ignored)
+    args, inv = None, Invocation()
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+    def task(cfg: DictConfig) -> float | None:  # (a closure: pickled into a joblib worker with a fresh inv)
+        return _task(cfg, inv)
+
+    with inv.interruptible():  # (the handlers stay ours until inv.stop has made the signals ignored)
         try:
             args = precheck(sys.argv[1:])
             os.environ["HYDRA_FULL_ERROR"] = "1"  # hydra.main raises its errors (printed below) instead of exiting 1
-            _hydra_main()
+            task()
         except Interrupted as e:
             mode = STARTED[-1] if STARTED else None
-            if mode == RunMode.MULTIRUN and (_JOBS_STARTED or getattr(e, "jobs_recorded", 0)):  # (joblib: in workers)
-                _stopped(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
+            if mode == RunMode.MULTIRUN and (inv.jobs_started or getattr(e, "jobs_recorded", 0)):  # (joblib: workers)
+                inv.stop(e, "the sweep stopped, interrupted jobs are recorded (failed.json) and a rerun retries them")
             where = {RunMode.RUN: "the run", RunMode.MULTIRUN: "the sweep"}.get(mode, "clsuite")
-            _stopped(e, f"{where} stopped during start-up, before any training; no results written")
+            inv.stop(e, f"{where} stopped during start-up, before any training; no results written")
         except Exception as e:
             if STARTED or args is None:  # (the run's own failure, or a bug before composition: traceback, exit 1)
                 raise
             from clsuite.config.compose import error_line
 
-            fail(error_line(e, args.overrides, args.config_name or "config"))  # (Hydra's composition: nothing started)
+            # (Hydra's composition: nothing started)
+            sys.exit(fail(error_line(e, args.overrides, args.config_name or "config")))
     s = last_summary()
     if callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
         sys.exit(1)

@@ -9,6 +9,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from clsuite.core.errors import fail
+
 
 def _run(argv: list[str]) -> int:
     from clsuite.cli import main
@@ -35,8 +37,7 @@ def _help(argv: list[str]) -> int:
         print(help_text())
         return 0
     if argv[0] not in VERBS:
-        print(f"error: unknown verb {argv[0]!r}; valid choices: {', '.join(VERBS)}", file=sys.stderr)
-        return 2
+        return fail(f"unknown verb {argv[0]!r}; valid choices: {', '.join(VERBS)}")
     try:
         return VERBS[argv[0]](["--help"])
     except SystemExit as e:  # argparse's --help

@@ -14,6 +14,7 @@ from pathlib import Path
 from clsuite.analysis.paper_values import BENCHMARK_LABELS, OFFICIAL_OF, TARGETS
 from clsuite.config.check import SWEEPS_DIR
 from clsuite.config.home import child_env, hint
+from clsuite.core.errors import fail
 
 GROUPS = {
     "all": "every target above, in order (= make paper)",
@@ -230,18 +231,14 @@ def records(argv: list[str]) -> int:
     if a.reading != DEFAULTS["reading"]:
         fixed.append("--reading")
     if fixed:
-        print(
-            f"error: records fixes its seeds, readings, benchmarks and methods: no {', '.join(fixed)}", file=sys.stderr
-        )
-        return 2
+        return fail(f"records fixes its seeds, readings, benchmarks and methods: no {', '.join(fixed)}")
     launcher = "joblib" if a.jobs is not None and a.launcher == DEFAULTS["launcher"] else a.launcher  # --jobs: workers
     extra = ["--launcher", launcher, *(["--jobs", str(a.jobs)] if a.jobs is not None else []), *a.overrides]
     parts = [[*p, *extra] for p in records_plan()]
     names = experiments(parts)
     pack = ["pack", *names, "--multirun-dir", "multirun"]
     if problem := missing_data([s for p in parts for s in plan(p)]):  # before counting or any sweep
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     if a.dry_run:
         for p in parts:
             print(hint("paper", *p))
@@ -257,9 +254,9 @@ def records(argv: list[str]) -> int:
             return status  # bad input or a stop
         failed += [p[0]] if status else []
     if failed:
-        print(f"error: jobs failed in {', '.join(failed)}: not packed; rerun to retry them (finished runs are "
-              "skipped)", file=sys.stderr)  # fmt: skip
-        return 1
+        return fail(
+            f"jobs failed in {', '.join(failed)}: not packed; rerun to retry them (finished runs are skipped)", 1
+        )
     from clsuite.analysis.records import main as records_main
 
     return records_main(pack)
@@ -272,16 +269,14 @@ def main(argv: list[str]) -> int:
     try:
         steps = plan(argv)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     if "--dry-run" in argv:
         ledger = "then the paired ledger: results/choices/choices.md (clsuite.analysis.choices)"
         for kind, args in steps:
             print({"sweep": shlex.join(args), "aggregate": hint("aggregate", *args), "choices": ledger}[kind])
         return 0
     if problem := missing_data(steps):
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     from clsuite.analysis.choices import main as ledger
     from clsuite.analysis.report import main_aggregate
 

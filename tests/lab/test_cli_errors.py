@@ -287,6 +287,36 @@ def test_a_stopped_run_says_whether_and_where_a_rerun_resumes(tmp_path):
     assert p.returncode == 130 and f"{line}a rerun resumes at task 2 of 3 from {ckpt}\n" in p.stderr, p.stderr
 
 
+def test_fail_prints_one_error_line_on_stderr_and_returns_the_status(capsys):
+    """Every command's refusal goes through ``clsuite.core.errors.fail``: the line on stderr, the status back."""
+    from clsuite.core.errors import fail
+
+    assert fail("--sample must be a whole number >= 1, got 0") == 2 and fail("disk full; nothing run", 1) == 1
+    out = capsys.readouterr()
+    assert (
+        out.out == ""
+        and out.err == "error: --sample must be a whole number >= 1, got 0\nerror: disk full; nothing run\n"
+    )
+
+
+def test_an_invocations_signals_are_its_own_and_a_workers_copy_starts_afresh():
+    """The stop's state is an object :func:`clsuite.cli.main` owns (no module globals): two invocations do
+    not share it, and the copy pickled into a joblib worker with Hydra's task function holds nothing."""
+    import pickle
+    import signal
+
+    from clsuite.cli import Interrupted, Invocation
+
+    a, b = Invocation(), Invocation()
+    with pytest.raises(Interrupted) as e:
+        a(signal.SIGINT, None)
+    a(signal.SIGTERM, None)  # a second signal: noted, not raised
+    a.jobs_started = 2
+    assert e.value.exit_code == 130 and a.received == [signal.SIGINT, signal.SIGTERM] and b.received == []
+    w = pickle.loads(pickle.dumps(a))
+    assert (w.received, w.exit_code, w.jobs_started) == ([], None, 0)
+
+
 METHOD_YAML = "defaults:\n  - /replay@replay: random\n  - /update@update: reservoir\n  - _self_\nname: {name}\n"
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from clsuite.cli import Interrupted, interruptible
+from clsuite.cli import Interrupted, Invocation
 from clsuite.config.check import ConfigError
 from clsuite.config.paths import MAX_DIRNAME, job_dirname
 from clsuite.core.callbacks import Diverged, DivergenceGuard
@@ -475,7 +475,7 @@ def test_sigterm_during_training_raises_interrupted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(DivergenceGuard, "on_train_batch_end", term_at_step_3)
     handler = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(Interrupted) as e, interruptible():
+    with pytest.raises(Interrupted) as e, Invocation().interruptible():
         run_experiment(make_cfg("method=er"), tmp_path)
     assert e.value.exit_code == 143 and str(e.value) == "interrupted by SIGTERM"
     assert not (tmp_path / io.RESULTS_FILE).exists()

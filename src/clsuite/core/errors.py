@@ -1,13 +1,21 @@
 """The error of bad input: a ``ConfigError`` is one line naming the bad value and the valid choices;
-the command line prints it as ``error: ...`` and exits with status 2 before any training (a leaf:
-every layer may raise it). :func:`import_outside`: a module a config names, its failure as one."""
+the command line prints it as ``error: ...`` (:func:`fail`) and exits with status 2 before any training
+(a leaf: every layer may raise it). :func:`import_outside`: a module a config names, its failure as one."""
 
 import importlib
+import sys
 import traceback
 
 
 class ConfigError(ValueError):
     pass
+
+
+def fail(message: str, status: int = 2) -> int:
+    """The one way a command says it failed: ``error: <message>`` on stderr; ``status`` (2: bad input),
+    for ``return fail(...)`` from a command's ``main`` or ``sys.exit(fail(...))``."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
 
 
 def import_outside(module: str, what: str):

@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from clsuite.core.data.files import DataError
-from clsuite.core.errors import ConfigError
+from clsuite.core.errors import ConfigError, fail
 
 CKPT_PATH = "ckpt_path="  # lightning-hydra-template's key for the weights to evaluate
 
@@ -192,8 +192,7 @@ def main(argv: list[str]) -> int:
     try:
         ev = evaluate_run(args.run, args.split, args.data_root)
     except (ConfigError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     if ev["code"]:
         print(f"warning: the code at hand is not the run's ({ev['code']}); evaluated anyway", file=sys.stderr)
     print(report(ev))

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from clsuite.config.home import CHECKOUT, data_dir
+from clsuite.core.errors import fail
 from clsuite.run import records as rec
 from clsuite.run.io import RESULTS_FILE
 
@@ -108,27 +108,22 @@ def main(argv: list[str]) -> int:
     )
     a = ap.parse_args(argv)
     if a.sample < 1:
-        print(f"error: --sample must be a whole number >= 1, got {a.sample}", file=sys.stderr)
-        return 2
+        return fail(f"--sample must be a whole number >= 1, got {a.sample}")
     if not Path(a.records).is_dir():
-        print(f"error: --records {a.records}: not a folder (records: clsuite records pack)", file=sys.stderr)
-        return 2
+        return fail(f"--records {a.records}: not a folder (records: clsuite records pack)")
     methods, benchmarks = (set(x.split(",")) if x else None for x in (a.methods, a.benchmarks))
     with tempfile.TemporaryDirectory(prefix="clsuite-replay-") as tmp:
         try:
             rec.extract(Path(a.records), Path(tmp) / "records")
         except rec.RecordsError as e:
-            print(f"error: {e}; nothing replayed", file=sys.stderr)
-            return 1
+            return fail(f"{e}; nothing replayed", 1)
         groups, refused = pool(Path(tmp) / "records", methods, benchmarks)
         for line in refused:
-            print(f"error: {line}; nothing replayed", file=sys.stderr)
+            fail(f"{line}; nothing replayed")
         if refused:
             return 1
         if not groups:
-            print(f"error: no {PORTABLE} run in {a.records} of the methods and benchmarks asked; nothing replayed",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+            return fail(f"no {PORTABLE} run in {a.records} of the methods and benchmarks asked; nothing replayed")
         keys = sorted(random.Random(a.seed).sample(sorted(groups), min(a.sample, len(groups))),
                       key=lambda k: groups[k][0][0])  # fmt: skip
         of = len(groups), sum(map(len, groups.values()))
@@ -144,8 +139,7 @@ def _replay_all(drawn: list[list], of: tuple[int, int], tmp: Path, a: argparse.N
         apply(PORTABLE)  # before this process's first torch computation
         check(PORTABLE)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     from clsuite.run.record import cpu_model
 
     here, records = cpu_model(), sum(map(len, drawn))

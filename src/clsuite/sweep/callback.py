@@ -18,6 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from clsuite.config.check import ConfigError, check_names, validate
+from clsuite.core.errors import fail
 from clsuite.run import identity as ident
 from clsuite.run.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
@@ -33,11 +34,9 @@ def _refuse(check, *args) -> None:
     try:
         check(*args)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(fail(str(e)))
     except OSError as e:
-        print(f"error: {os_error_line(e)}; nothing run", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(fail(f"{os_error_line(e)}; nothing run", 1))
 
 
 def _check_run_dir(run_dir: Path) -> None:
@@ -80,9 +79,8 @@ def _counted(stage: str):
                 _LAST["error"] = error_line(e)
                 if stage == "start":
                     what = "sweep" if config.hydra.mode == RunMode.MULTIRUN else "run"
-                    print(f"error: the {what} could not start ({error_line(e)}); nothing run", file=sys.stderr)
-                    sys.exit(1)
-                print(f"error: the sweep's summary failed ({error_line(e)}); the sweep exits 1", file=sys.stderr)
+                    sys.exit(fail(f"the {what} could not start ({error_line(e)}); nothing run", 1))
+                fail(f"the sweep's summary failed ({error_line(e)}); the sweep exits 1")
 
         return wrapped
 
@@ -116,8 +114,7 @@ class SweepCallback(Callback):
         try:
             grid = expand_grid(config)
         except Exception as e:  # a sweep that is not checked is not run
-            print(f"error: could not expand the sweep grid ({error_line(e)})", file=sys.stderr)
-            sys.exit(2)
+            sys.exit(fail(f"could not expand the sweep grid ({error_line(e)})"))
         _refuse(validate_grid, config, grid)  # a bad value is named first (checkpoint_every=0), then folders
         _refuse(check_folders, config, grid)
         sweep_dir = Path(str(config.hydra.sweep.dir))

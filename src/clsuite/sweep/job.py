@@ -16,6 +16,7 @@ from pathlib import Path
 
 from clsuite.config.check import dotted_get
 from clsuite.core.data import sources
+from clsuite.core.errors import fail
 from clsuite.run import identity as ident
 from clsuite.run.identity import config_diff, config_hash, normalize
 from clsuite.run.io import (
@@ -156,7 +157,7 @@ class Job:
             print(f"skipped {self.name}: results exist (Acc={run.data['metrics']['acc']:.2f}); its folder cannot "
                   f"be written ({os_error_line(exc)})")  # fmt: skip
         else:
-            print(f"error: {self.name}: {self.failed(exc)} ({self.record})", file=sys.stderr)
+            fail(f"{self.name}: {self.failed(exc)} ({self.record})")
 
     def failed(self, exc: BaseException, wall_s: float = 0.0, status: str = "failed") -> str:
         """Record a failure (``failed.json`` + a log line); never raises. Returns the error line; where its

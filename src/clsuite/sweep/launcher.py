@@ -20,6 +20,7 @@ from joblib import Parallel, delayed
 from joblib.externals.loky.process_executor import BrokenProcessPool
 from omegaconf import DictConfig, open_dict, read_write
 
+from clsuite.core.errors import fail
 from clsuite.run.io import LOCK_FILE, read_object
 from clsuite.sweep.job import os_cause
 
@@ -177,7 +178,4 @@ class JoblibLauncher(_Recording, _HydraJoblibLauncher):
                 runs[i] = self._record_death(
                     i, job_overrides[i], "worker process died (killed by a signal or out of memory)"
                 )
-                print(
-                    f"error: job {' '.join(job_overrides[i])}: its worker died twice; recorded as failed",
-                    file=sys.stderr,
-                )
+                fail(f"job {' '.join(job_overrides[i])}: its worker died twice; recorded as failed")
