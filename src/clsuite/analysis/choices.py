@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from clsuite.analysis.contrast import contrast
 from clsuite.analysis.load import Experiment, load_experiment, order_readings
 from clsuite.analysis.open_choices import BY_EXPERIMENT, CHOICES, NO_DEFAULT, PREFIX, Choice, show  # noqa: F401 (read as choices.<name> too)
 from clsuite.config.home import hint
+from clsuite.core.errors import fail
 from clsuite.run.io import Unreadable, os_error_line, write_bytes_atomic
 
 QUANTITIES = ("acc", "forget")
@@ -126,16 +126,13 @@ def main(argv=None) -> int:
             c.experiment: load_experiment(root / c.experiment) for c in CHOICES if (root / c.experiment).is_dir()
         }
     except Unreadable as e:  # a grid.json (clsuite.analysis.load.read_grid)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     if not experiments:
-        print(f"error: no runs under {root}/{PREFIX}*/: run `{command()}` first", file=sys.stderr)
-        return 2
+        return fail(f"no runs under {root}/{PREFIX}*/: run `{command()}` first")
     text = "\n".join(["# The paper's open choices", "", *markdown(experiments)])
     try:
         write_bytes_atomic(Path(a.out) / "choices.md", text.encode())
     except OSError as e:  # its folder cannot be written (read-only, a full disk): docs/INTEGRITY.md, section 7
-        print(f"error: {os_error_line(e)}; nothing written", file=sys.stderr)
-        return 1
+        return fail(f"{os_error_line(e)}; nothing written", status=1)
     print(text)
     return 0

@@ -19,6 +19,7 @@ from clsuite.config.check import ConfigError
 from clsuite.config.home import CHECKOUT
 from clsuite.config.numerics import label as numerics_label
 from clsuite.config.paths import safe_name
+from clsuite.core.errors import fail
 from clsuite.run import records as rec
 from clsuite.run.io import (
     FAILED_FILE,
@@ -240,32 +241,26 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     if a.what == "pack":
         if not a.experiments and not a.parity:
-            print("error: nothing to pack: name experiments (folders of --multirun-dir) or --parity", file=sys.stderr)
-            return 2
+            return fail("nothing to pack: name experiments (folders of --multirun-dir) or --parity")
         try:
             refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out), a.parity and Path(a.parity))
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return fail(str(e))
         except rec.RecordsError as e:
-            print(f"error: {e}; nothing packed", file=sys.stderr)
-            return 1
+            return fail(f"{e}; nothing packed", status=1)
         for line in refused:
             print(f"refused: {line}", file=sys.stderr)
         if refused:
-            print(f"error: {len(refused)} runs or records refused (listed above); nothing packed", file=sys.stderr)
-            return 1
+            return fail(f"{len(refused)} runs or records refused (listed above); nothing packed", status=1)
         print(Path(a.out) / rec.MANIFEST_FILE)
         return 0
     if a.what == "rename":
         try:
             rename(Path(a.records), a.old, a.new)
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return fail(str(e))
         except rec.RecordsError as e:
-            print(f"error: {e}; nothing renamed", file=sys.stderr)
-            return 1
+            return fail(f"{e}; nothing renamed", status=1)
         print(f"{Path(a.records) / a.new}{rec.SUFFIX} (was {a.old}{rec.SUFFIX}; the same bytes)")
         return 0
     docs = Path(a.docs)

@@ -48,6 +48,7 @@ from clsuite.analysis.stats import summarize
 from clsuite.config.check import ConfigError
 from clsuite.config.home import for_readers, hint
 from clsuite.config.paths import safe_name
+from clsuite.core.errors import fail
 from clsuite.core.metrics import FWT_CLASS_IL
 from clsuite.run import records as rec
 from clsuite.run.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
@@ -665,11 +666,9 @@ def main_aggregate(argv=None) -> int:
             safe_name(exp, "experiment")  # a folder of multirun/ and of results/: never a path
             res = aggregate(exp, args.multirun_dir, args.out, args.layout)
         except (FileNotFoundError, ConfigError, Unreadable) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return fail(str(e))
         except OSError as e:  # its output folder cannot be written (read-only, a full disk): exit 1
-            print(f"error: {os_error_line(e)}; the tables of {exp} are not written", file=sys.stderr)
-            return 1
+            return fail(f"{os_error_line(e)}; the tables of {exp} are not written", status=1)
         st = res["experiment"].status
         grid = f" ({st['grid']['finished']}/{st['grid']['expected']} of the grid)" if st["grid"] else ""
         left = f", {len(st['rejected'])} left out" if st["rejected"] else ""
@@ -696,13 +695,11 @@ def main_claims(argv=None) -> int:
     root = Path(a.multirun_dir)
     names = experiment_names(root)
     if not names:
-        print(f"error: --multirun-dir {root}: no experiment folder with runs in it", file=sys.stderr)
-        return 2
+        return fail(f"--multirun-dir {root}: no experiment folder with runs in it")
     try:
         experiments = {n: load_experiment(root / n) for n in names}
     except Unreadable as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     judged = judge_all(experiments)
     print(tb.claims_markdown(judged) if a.details else tb.claims(judged).markdown())
     return 0
@@ -721,28 +718,23 @@ def main_report(argv=None, root: Path | None = None) -> int:
                     help="read the records of this folder (default docs/records) instead of --multirun-dir")  # fmt: skip
     a = ap.parse_args(argv)
     if a.records and not Path(a.records).is_dir():
-        print(f"error: --records {a.records}: not a folder (a records folder holds {rec.MANIFEST_FILE} and "
-              f"<experiment>{rec.SUFFIX} archives: clsuite records pack)", file=sys.stderr)  # fmt: skip
-        return 2
+        return fail(f"--records {a.records}: not a folder (a records folder holds {rec.MANIFEST_FILE} and "
+                    f"<experiment>{rec.SUFFIX} archives: clsuite records pack)")  # fmt: skip
     where = (lambda e: f"{a.records}/{e}{rec.SUFFIX}") if a.records else (lambda e: f"{a.multirun_dir}/{e}/")
     try:
         res = build_report(a.multirun_dir, a.results_dir, Path(a.docs) if a.docs else None, Path(a.crossmachine),
                            root / "docs" / "history", Path(a.records) if a.records else None)  # fmt: skip
     except rec.RecordsError as e:
-        print(f"error: {e}; nothing written, docs/ untouched", file=sys.stderr)
-        return 1
+        return fail(f"{e}; nothing written, docs/ untouched", status=1)
     except Unreadable as e:  # a grid.json (clsuite.analysis.load.read_grid)
-        print(f"error: {e}; the report is not built", file=sys.stderr)
-        return 2
+        return fail(f"{e}; the report is not built")
     except OSError as e:  # an output folder cannot be written (read-only, a full disk)
-        print(f"error: {os_error_line(e)}; the report is not written", file=sys.stderr)
-        return 1
+        return fail(f"{os_error_line(e)}; the report is not written", status=1)
     for s in res["missing"]:
         print(f"{'note' if s.optional else 'missing'}: section '{s.title}' has no runs in "
               f"{where(s.experiment)} (fill it: {s.command})", file=sys.stderr)  # fmt: skip
     if not res["written"]:
-        print(f"error: no runs under {a.records or a.multirun_dir}/: nothing written; docs/ untouched", file=sys.stderr)
-        return 1
+        return fail(f"no runs under {a.records or a.multirun_dir}/: nothing written; docs/ untouched", status=1)
     print(res["written"])
     for line in res["ungated"][:50]:
         print(f"refused: {line}", file=sys.stderr)
@@ -755,8 +747,7 @@ def main_report(argv=None, root: Path | None = None) -> int:
             if res["ungated"]
             else "required sections have no runs (listed above)"
         )
-        print(f"error: {a.docs}/ not updated: {why}", file=sys.stderr)
-        return 1
+        return fail(f"{a.docs}/ not updated: {why}", status=1)
     if res["docs"]:
         print(Path(a.docs) / "REPRODUCTION.md")
         for p in res["unreferenced"]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from clsuite.config.check import ConfigError, wandb_settings
 from clsuite.config.paths import dirname_text, safe_name
+from clsuite.core.errors import fail
 from clsuite.core.metrics import METRICS
 from clsuite.run.io import OVERRIDES_FILE, RESULTS_FILE, Unreadable, os_error_line, read_json, sha256
 from clsuite.run.results import read_run
@@ -119,11 +120,9 @@ def main(argv=None) -> int:
             safe_name(exp, "experiment")
             s = sync_experiment(exp, args.multirun_dir, args.out, logger_cfg=lc)
         except (FileNotFoundError, ConfigError, Unreadable) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return fail(str(e))
         except OSError as e:  # an output folder cannot be written (read-only, a full disk)
-            print(f"error: {os_error_line(e)}; the sync of {exp} stopped", file=sys.stderr)
-            return 1
+            return fail(f"{os_error_line(e)}; the sync of {exp} stopped", status=1)
         for line in s["left_out"]:
             print(f"  left out (never synced): {line}", file=sys.stderr)
         print(
