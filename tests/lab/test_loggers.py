@@ -115,3 +115,16 @@ def test_a_resumed_run_keeps_the_csv_rows_its_killed_process_wrote_before_the_ch
     fresh.log_metrics({"train/loss": 3.0}, 10)
     fresh.save()
     assert [(r["step"], r["train/loss"]) for r in _csv_rows(run / "metrics.csv")] == [("10", "3.0")]
+
+
+def test_the_logger_kind_is_its_target_s_class_and_an_old_results_file_s_name():
+    """The suite reads which logger a run has from the node's ``_target_`` (WandbLogger's ``name`` is the
+    run's name); a results file written when ``name`` was the selector (``{name: csv}``) still reads."""
+    from clsuite.config.schema import LOGGER_KINDS, logger_kind
+
+    assert [logger_kind(api.compose([*FAST, f"logger={k}"]).logger) for k in LOGGER_KINDS] == list(LOGGER_KINDS)
+    assert logger_kind({"_target_": f"{__name__}.Recording", "name": "wandb"}) == "csv"  # a CSVLogger's subclass
+    old = {"_target_": "clsuite.run.loggers.SafeWandbLogger.open", "name": "wandb"}  # no longer importable
+    assert [logger_kind(n) for n in ({"name": "csv"}, {"name": "wandb"}, old, {"name": "mine"}, None)] == [
+        "csv", "wandb", "wandb", "none", "none"
+    ]  # fmt: skip

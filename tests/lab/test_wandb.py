@@ -107,6 +107,37 @@ def test_trained_run_logs_loss_rows_b_metrics_identity(wandb_env, tmp_path, form
     assert "seed=0" in run["name"] and "seed" not in run["group"]
 
 
+def test_the_yaml_s_name_group_and_tags_win_and_w_and_b_leaves_r_as_it_is(wandb_env, tmp_path):
+    """conf/logger/wandb.yaml's null name and group are computed at the run's start (describe); a value
+    given there wins, its tags are added to the automatic ones; the run's R is that of a run without a logger."""
+    res = train_logged(tmp_path / "a", "method=er", "logger.name=mine", "logger.group=g", "logger.tags=[t1]")
+    run = the_run(tmp_path / "a")
+    assert (run["name"], run["group"]) == ("mine", "g") and {"t1", "seed=0", "default"} <= set(run["tags"])
+    assert res["R"] == train_logged(tmp_path / "b", "method=er", logger="none")["R"]
+
+
+def test_a_rerun_continues_its_w_and_b_run_until_its_results_are_sealed(wandb_env, tmp_path):
+    """The run's W&B id (conf/logger/wandb.yaml, ``id: null``) is a hash of its experiment and identity
+    key: a rerun of a stopped run (no mirror record yet) continues the same W&B run (``resume: allow``),
+    its earlier folder kept beside; a rerun after its results were sealed and mirrored gets another id,
+    a hash of the mirror's too, and supersedes the earlier folders; an id given in the yaml wins."""
+    from clsuite.run.wandb_run import run_id
+
+    out = tmp_path / "run"
+    key = train_logged(out, "method=er", "experiment=exp")["identity"]["key"]
+    first = the_run(out)["id"]
+    assert first == run_id(tmp_path / "elsewhere", "exp", key) == sha256(f"exp\n{key}\n")[:16]
+    (out / "wandb" / "mirror.json").unlink()  # as a stopped process leaves it
+    train_logged(out, "method=er", "experiment=exp")
+    assert [read_offline_run(p)["id"] for p in offline_runs(out)] == [first, first]
+    assert not (out / "wandb" / "superseded").exists()
+    train_logged(out, "method=er", "experiment=exp")  # the results were sealed and mirrored
+    assert the_run(out)["id"] == sha256(f"exp\n{key}\n{first}")[:16]
+    assert len(list((out / "wandb" / "superseded").iterdir())) == 2
+    train_logged(tmp_path / "given", "method=er", "logger.id=myid")
+    assert the_run(tmp_path / "given")["id"] == "myid"
+
+
 def test_csv_logger_gets_the_same_rows(tmp_path):
     res = train_logged(tmp_path, "method=er", logger="csv")
     with open(tmp_path / "csv" / "metrics.csv") as f:
@@ -265,7 +296,7 @@ def test_aggregate_tables_have_error_bars(wandb_env, tmp_path):
 def test_logger_config_overrides_group_name_tags(wandb_env, tmp_path):
     job = write_run(tmp_path / "multirun" / "exp", R=fake_R(3, 70.0))
     cfg = json.loads((job / "results.json").read_text())["config"]
-    lc = {"group": "my group", "run_name": "my run", "tags": ["mine"], "project": "p2"}
+    lc = {"group": "my group", "name": "my run", "tags": ["mine"], "project": "p2"}
     assert log_from_results(cfg, job, source="synced", logger_cfg=lc)
     run = the_run(job)
     assert (run["group"], run["name"], run["project"]) == ("my group", "my run", "p2")

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from clsuite.config.home import CONF_DIR, SWEEPS_DIR, data_dir, n_parallel_jobs  # noqa: F401  (re-exported)
 from clsuite.config.numerics import check_environment
 from clsuite.config.paths import NAMED, RUN_ID, job_dirname, safe_name
-from clsuite.config.schema import ConfigError, check, check_rules, dotted_get, value
+from clsuite.config.schema import ConfigError, check, check_rules, dotted_get, logger_kind, value
 from clsuite.core.errors import import_outside
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
@@ -155,7 +155,7 @@ def validate(cfg: DictConfig) -> None:
     source = checked_source(cfg)
     check_environment(str(cfg.trainer.numerics))  # a kernel variable portable cannot pin (clsuite.config.numerics)
     logger = cfg.get("logger") or {}  # logger.required=true: W&B must start (what is known before a run)
-    if logger.get("name") == "wandb" and logger.get("required") and (why := cannot_start(logger)):
+    if logger_kind(logger) == "wandb" and logger.get("required") and (why := cannot_start(logger)):
         raise ConfigError(f"W&B is required (logger.required=true) but cannot start: {why}; nothing trained")
     if source.files is None:  # generated data: no files
         return

@@ -126,16 +126,16 @@ KEYS: dict[str, Spec] = {
     "trainer.num_sanity_val_steps": Whole(0, None, "Lightning's sanity validation batches (the suite has no validation loop)"),
     "trainer.limit_val_batches": Whole(0, None, "Lightning's validation batches (none: R is measured by a callback)"),
     # conf/logger/
-    "logger.name": OneOf("csv", "none", "tensorboard", "wandb", doc="where the run's curves go"),
+    "logger.name": Spec("text", "CSV, TensorBoard: the logger's folder | W&B: the run's name; null: every key of the run", null=True, req=False),
     "logger.mode": OneOf("offline", "online", "disabled", doc="W&B mode ($WANDB_MODE wins)", req=False),
     "logger.project": Spec("name", "W&B project", req=False),
     "logger.entity": Spec("text", "W&B entity (team or user)", null=True, req=False),
     "logger.group": Spec("text", "W&B group; null: the table cell", null=True, req=False),
-    "logger.run_name": Spec("text", "W&B run name; null: every key of the run", null=True, req=False),
     "logger.tags": Spec("names", "W&B tags added to the automatic ones", req=False),
+    "logger.id": Spec("text", "W&B run id; null: a hash of the experiment and the identity key (a rerun of a stopped run continues it)", null=True, req=False),
+    "logger.resume": OneOf("allow", "must", "never", "auto", doc="W&B: whether a run continues the W&B run of its id", req=False),
     "logger.version": Spec("text", "CSV, TensorBoard: a sub-folder of the logger's folder; empty: none", req=False),
     "logger.default_hp_metric": Flag("TensorBoard: log a placeholder hp_metric", req=False),
-    "logger.config": Spec("text", "W&B: the run's resolved config, which the run puts here", null=True, req=False),
     "logger.required": Flag("W&B must start (else: a warning and the CSV logger); true: an error line before training", req=False),
     # conf/method/
     "method.name": Spec("name", "the method's name (results, tables)"),
@@ -363,13 +363,30 @@ def _rule_eval_bn(cfg, sizes) -> str | None:
     return None
 
 
+LOGGER_KINDS = ("wandb", "csv", "tensorboard", "none")
+
+
+def logger_kind(node) -> str:
+    """Which logger conf/logger/'s node builds, one of :data:`LOGGER_KINDS`: ``none`` without a ``_target_``,
+    else from its class (or its path, where it no longer imports): W&B, TensorBoard, or a file logger
+    (``csv``, any other). A node recorded before the selector was ``_target_`` (a results file's ``{name:
+    csv}``) is its ``name``."""
+    node = node if isinstance(node, Mapping) else {}
+    if (target := node.get("_target_")) is None:
+        return str(node.get("name")) if node.get("name") in LOGGER_KINDS else "none"
+    try:
+        found = locate(str(target), "logger._target_")
+    except ConfigError:
+        found = None
+    names = " ".join([str(target), *(f"{c.__module__}.{c.__qualname__}" for c in getattr(found, "__mro__", ()))])
+    return next((k for k in ("wandb", "tensorboard") if k in names.lower()), "csv")
+
+
 def _rule_logger(cfg, sizes) -> str | None:
     """logger.required: only W&B can fail to start (csv and none always do), so only it can be required."""
     logger = cfg.get("logger")
-    if logger is not None and logger.get("required") and logger.get("name") != "wandb":
-        return (
-            f"logger.required=true needs logger=wandb (the one logger that can fail to start), got logger={logger.name}"
-        )
+    if logger is not None and logger.get("required") and (kind := logger_kind(logger)) != "wandb":
+        return f"logger.required=true needs logger=wandb (the one logger that can fail to start), got logger={kind}"
     return None
 
 

@@ -81,15 +81,15 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
     """
     t0 = time.perf_counter()
     prepare(cfg)
-    with make_logger(cfg, out_dir) as logger:
-        dm, learner, device = build(cfg, source)
-        empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
-        if empty:
-            raise ConfigError(
-                f"task {empty[0] + 1} of {dm.n_tasks} has no training samples (data.val_fraction="
-                f"{cfg.data.val_fraction}, benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
-            )
-        ident = identity(cfg, device.type, dm.source)
+    dm, learner, device = build(cfg, source)
+    empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
+    if empty:
+        raise ConfigError(
+            f"task {empty[0] + 1} of {dm.n_tasks} has no training samples (data.val_fraction="
+            f"{cfg.data.val_fraction}, benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
+        )
+    ident = identity(cfg, device.type, dm.source)
+    with make_logger(cfg, out_dir, ident["key"]) as logger:  # (W&B: its run's id is of the identity)
         store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
         schedule, passes = schedule_of(cfg, dm)
         run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger)

@@ -15,8 +15,12 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from omegaconf import OmegaConf
 
-from clsuite.config.check import CONF_DIR, wandb_settings
-from clsuite.run.wandb_run import STEP_AXIS, finishing, init_run, log_results, row_metrics, sealed
+from clsuite.config.check import CONF_DIR
+from clsuite.config.schema import logger_kind
+from clsuite.run.wandb_run import STEP_AXIS, finishing, log_results, open_run, row_metrics, run_args, run_id, sealed
+
+# conf/logger/'s keys that are the suite's, not the logger's: taken out before it is instantiated
+SUITE_KEYS = ("required",)
 
 
 class _ResumedWriter(ExperimentWriter):
@@ -88,25 +92,15 @@ class SafeWandbLogger(WandbLogger):
     def finalize(self, status):
         self._guard("write", super().finalize, status)
 
-    @classmethod
-    def open(cls, save_dir, config: dict, required: bool = False, **lc):
-        """conf/logger/wandb.yaml's logger: the lab opens the run (``clsuite.run.wandb_run.init_run``: earlier
-        runs superseded, the task axes, the name and group of ``describe``) and the logger writes to it,
-        so Lightning adds no ``trainer/global_step`` axis. W&B that cannot start: ``LoggerUnavailable``
-        when ``required``, else a warning and conf/logger/csv.yaml's logger."""
-        lc = {**lc, "tags": list(lc.get("tags") or []), "required": required}
-        try:
-            run = init_run(config, save_dir, source="ran", overrides=_overrides(), lc=lc)
-        except Exception as e:
-            if required:
-                line = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
-                                        f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
-            _warn("start", e)
-            return instantiate(OmegaConf.load(CONF_DIR / "logger" / "csv.yaml"), save_dir=save_dir)
-        logger = cls(experiment=run)
-        logger.out_dir, logger.mode = save_dir, wandb_settings(lc)["mode"]
-        return logger
+    def start(self) -> SafeWandbLogger:
+        """Open the W&B run now, before training (a failure: :func:`make_logger`), with the arguments
+        Lightning keeps for ``wandb.init``, on the suite's axes (``clsuite.run.wandb_run.open_run``),
+        where Lightning's own start would add its ``trainer/global_step`` axis."""
+        init = {k: v for k, v in self._wandb_init.items() if v is not None}  # (anonymous=None: wandb warns)
+        self.out_dir = init.pop("dir")
+        self._experiment = open_run(self.out_dir, init)
+        self.mode = init["mode"]
+        return self
 
     def close(self, failed: bool) -> None:
         """The run's end: the results file's facts (a finished run), finish, and, when every write went
@@ -143,17 +137,40 @@ def _overrides() -> list[str]:
         return []
 
 
+def _start_wandb(logger: SafeWandbLogger, required: bool, save_dir: str):
+    """The W&B run opened before training; one that cannot start: ``LoggerUnavailable`` when ``required``,
+    else a warning and conf/logger/csv.yaml's logger."""
+    try:
+        return logger.start()
+    except Exception as e:
+        if required:
+            line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
+                                    f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
+        _warn("start", e)
+        return instantiate(OmegaConf.load(CONF_DIR / "logger" / "csv.yaml"), save_dir=save_dir)
+
+
 @contextlib.contextmanager
-def make_logger(cfg, out_dir):
-    """conf/logger's node instantiated into ``out_dir`` (None for a node without ``_target_``:
-    ``logger=none``); a node with a ``config`` key gets the run's resolved config there (W&B names and
-    groups its run from it). After the run, the logger's ``close(failed)``, where it has one."""
+def make_logger(cfg, out_dir, key: str):
+    """conf/logger's node less :data:`SUITE_KEYS` instantiated into ``out_dir`` (None for a node without
+    ``_target_``: ``logger=none``). W&B also gets, where its node leaves them null, the name, group and
+    tags of the run's config and overrides, its resolved config and an id of its identity ``key``
+    (``clsuite.run.wandb_run.run_args``, ``run_id``), and opens its run here. After the run, the logger's
+    ``close(failed)``, where it has one."""
     node = cfg.get("logger") or {}
-    if "_target_" not in node:
+    if (kind := logger_kind(node)) == "none":
         yield None
         return
-    extra = {"config": OmegaConf.to_container(cfg, resolve=True)} if "config" in node else {}
-    logger = instantiate(node, _partial_=True)(save_dir=str(out_dir), **extra)  # (the config: not instantiated)
+    args = OmegaConf.masked_copy(node, [k for k in node if k not in SUITE_KEYS])
+    extra = {}
+    if kind == "wandb":
+        config = OmegaConf.to_container(cfg, resolve=True)
+        own = OmegaConf.to_container(node, resolve=True)
+        extra = run_args(config, _overrides(), own) | {"id": node.get("id") or run_id(out_dir, cfg.experiment, key)}
+    logger = instantiate(args, _partial_=True)(save_dir=str(out_dir), **extra)  # (the config: not instantiated)
+    if isinstance(logger, SafeWandbLogger):  # (another WandbLogger starts as Lightning starts it)
+        logger = _start_wandb(logger, bool(node.get("required")), str(out_dir))
     failed = True
     try:
         yield logger
@@ -164,7 +181,9 @@ def make_logger(cfg, out_dir):
 
 
 class RunLogger(L.Callback):
-    """Training loss every ``every`` incoming batches; per-task accuracies after each task."""
+    """Training loss every ``every`` incoming batches; per-task accuracies after each task. To W&B they are
+    written to its run (``logger.experiment``) on the suite's axes (``train/step``, ``task``): Lightning's
+    ``log_metrics`` would add its ``trainer/global_step``, which counts optimiser steps, not incoming batches."""
 
     def __init__(self, logger, every: int = 50):
         self.logger, self.every = logger, max(1, int(every))

@@ -14,6 +14,7 @@ import numpy as np
 
 from clsuite.config.check import dotted_get, wandb_settings
 from clsuite.config.home import child_env
+from clsuite.config.schema import LOGGER_KINDS, logger_kind
 from clsuite.core.metrics import METRICS
 from clsuite.run.io import METRICS_CSV, RESULTS_FILE, Unreadable, read_object, read_regular, sha256, write_json_atomic
 from clsuite.run.results import IGNORED_KEYS, read_run
@@ -76,6 +77,33 @@ def describe(cfg: dict, overrides=()) -> dict:
     }
 
 
+def run_args(cfg: dict, overrides=(), lc=None, *, source: str = "ran") -> dict:
+    """wandb.init's name, group, tags, job_type, config (``cfg`` with ``source``), project, entity and mode
+    for a run of ``cfg``: what the logger node ``lc`` leaves null is :func:`describe`'s, a value it gives
+    wins (its tags are added); a run made from a results file is tagged ``from_results`` and ``source``."""
+    lc, d = lc or {}, describe(cfg, overrides)
+    # a file logger's name is its folder, and an old node's (a results file's) ``name: wandb`` its selector
+    own = lc.get("name") if logger_kind(lc) in ("wandb", "none") and lc.get("name") not in LOGGER_KINDS else None
+    tags = [*d["tags"], *(lc.get("tags") or [])] + ([] if source == "ran" else ["from_results", source])
+    return {
+        **wandb_settings(lc),
+        "name": own or d["name"],
+        "group": lc.get("group") or d["group"],
+        "job_type": d["job_type"],
+        "tags": list(dict.fromkeys(tags)),
+        "config": {**cfg, "source": source},
+    }
+
+
+def run_id(out_dir, experiment, key: str) -> str:
+    """The W&B id of a trained run: a hash of its experiment, its identity key and the W&B run that mirrors
+    the folder's sealed results, if any (``wandb/mirror.json``). A rerun of a stopped run has the same id
+    and continues its W&B run (conf/logger/wandb.yaml: ``resume: allow``); a rerun after the results were
+    sealed and mirrored gets another, and its run supersedes the mirror's."""
+    sealed_run = (read_object(Path(out_dir) / "wandb" / MIRROR_FILE) or {}).get("run_id") or ""
+    return sha256(f"{experiment}\n{key}\n{sealed_run}")[:16]
+
+
 def _reads(node, key: str) -> bool:
     """Whether the method's resolved config (its replay, update and plugin) has ``key`` anywhere."""
     if isinstance(node, dict):
@@ -104,24 +132,38 @@ def sealed(out_dir) -> tuple[dict | None, str | None]:
 
 
 def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
-    """Whether the folder's W&B run (``wandb/mirror.json``) already mirrors this content, in this mode."""
+    """Whether the folder's W&B run (``wandb/mirror.json``, its folder not superseded) already mirrors this
+    content, in this mode."""
     m = read_object(Path(out_dir) / "wandb" / MIRROR_FILE) or {}
-    return content_sha is not None and m.get("sha256") == content_sha and m.get("mode") == mode
+    same = content_sha is not None and m.get("sha256") == content_sha and m.get("mode") == mode
+    return same and any(p.is_dir() for p in (Path(out_dir) / "wandb").glob(f"*run-*-{m.get('run_id')}"))
 
 
 def open_run(out_dir, settings: dict, **init):
-    """A W&B run in ``<out_dir>/wandb/`` (``settings``: project, entity, mode). The folder's earlier
-    runs move to ``wandb/superseded/`` first (kept, but not synced by ``wandb sync
-    <job>/wandb/offline-run-*``): a folder's runs mirror its current results only."""
+    """A W&B run in ``<out_dir>/wandb/`` (``settings``: project, entity, mode, ...) on the suite's axes:
+    per-task keys on ``task``, training keys on ``train/step`` (:func:`axes`). The folder's earlier runs of
+    another id move to ``wandb/superseded/`` first (kept, but not synced by ``wandb sync
+    <job>/wandb/offline-run-*``): a folder's runs mirror its current results only; those of this id (a
+    stopped process of this run) stay, and ``wandb sync`` uploads them in order, as one run."""
     import wandb
 
     os.environ.setdefault("WANDB_SILENT", "true")
-    d = Path(out_dir) / "wandb"
+    d, own = Path(out_dir) / "wandb", {**settings, **init}.get("id")
     for p in [p for p in d.glob("*run-*") if p.is_dir() and not p.is_symlink()]:  # (none without d)
-        (d / "superseded").mkdir(exist_ok=True)
-        os.replace(p, d / "superseded" / p.name)
-    (d / MIRROR_FILE).unlink(missing_ok=True)
-    return wandb.init(**settings, dir=str(out_dir), reinit="create_new", **init)
+        if own is None or p.name.rsplit("-", 1)[-1] != own:
+            (d / "superseded").mkdir(exist_ok=True)
+            os.replace(p, d / "superseded" / p.name)
+    return axes(wandb.init(**{**settings, "dir": str(out_dir), "reinit": "create_new", **init}))
+
+
+def axes(run):
+    """``run`` with per-task keys on the task axis, training keys on ``train/step`` (never Lightning's
+    ``trainer/global_step``: a task's rows and the loss of a resumed run stay where the run put them)."""
+    run.define_metric(TASK_AXIS)
+    run.define_metric("acc/*", step_metric=TASK_AXIS)
+    run.define_metric(STEP_AXIS)
+    run.define_metric("train/*", step_metric=STEP_AXIS)
+    return run
 
 
 @contextlib.contextmanager
@@ -139,26 +181,6 @@ def finishing(run, out_dir, content_sha: str | None, mode: str, exit_code: int |
 
 
 # ----------------------------------------------------------------------------- one run
-
-
-def init_run(cfg: dict, out_dir, *, source: str, overrides, lc: dict):
-    """A W&B run for the job in ``out_dir`` (``lc``: its logger config) with its name, group, tags, axes."""
-    d = describe(cfg, overrides)
-    tags = [*d["tags"], *(lc.get("tags") or [])] + ([] if source == "ran" else ["from_results", source])
-    run = open_run(
-        out_dir,
-        wandb_settings(lc),
-        name=lc.get("run_name") or d["name"],
-        group=lc.get("group") or d["group"],
-        job_type=d["job_type"],
-        tags=list(dict.fromkeys(tags)),
-        config={**cfg, "source": source},
-    )
-    run.define_metric(TASK_AXIS)  # per-task keys on the task axis, training keys on train/step (never global_step)
-    run.define_metric("acc/*", step_metric=TASK_AXIS)
-    run.define_metric(STEP_AXIS)
-    run.define_metric("train/*", step_metric=STEP_AXIS)
-    return run
 
 
 def row_metrics(i: int, accs, seen: int) -> dict:
@@ -227,10 +249,10 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
     mirrored. Returns whether it logged."""
     res, sha = sealed(out_dir)
     lc = dict(logger_cfg if logger_cfg is not None else (cfg.get("logger") or {}))
-    mode = wandb_settings(lc)["mode"]
-    if res is None or mirrored(out_dir, sha, mode):
+    init = run_args(cfg, overrides, lc, source=source)
+    if res is None or mirrored(out_dir, sha, init["mode"]):
         return False  # no sealed results file (clsuite.run.results): nothing to mirror
-    with finishing(init_run(cfg, out_dir, source=source, overrides=overrides, lc=lc), out_dir, sha, mode) as run:
+    with finishing(open_run(out_dir, init), out_dir, sha, init["mode"]) as run:
         for h in [*csv_history(out_dir, res), *task_rows(res.get("R") or [])]:  # train/step rows, then task rows
             run.log(h)
         log_results(run, res)
@@ -240,7 +262,7 @@ def log_from_results(cfg: dict, out_dir, *, source: str, overrides=(), logger_cf
 def mirror_finished(cfg, out_dir, how: str, overrides=()) -> None:
     """A sweep job that did not train (``how``: skipped | reused): its W&B run, under logger=wandb (W&B
     not disabled); a W&B failure (no network in online mode, ...) is a warning: the job's results stand."""
-    if cfg.logger.name != "wandb" or wandb_settings(cfg.logger)["mode"] == "disabled":
+    if logger_kind(cfg.logger) != "wandb" or wandb_settings(cfg.logger)["mode"] == "disabled":
         return
     from omegaconf import OmegaConf
 
@@ -255,7 +277,7 @@ def log_sweep_aggregate(config) -> None:
     child process (the experiment's aggregate run, and a run for any job without one:
     ``clsuite.analysis.wandb_sync``, whose analysis sits above the sweep). A failure is a warning: the sweep's
     results stand."""
-    if config.logger.get("name") != "wandb" or (settings := wandb_settings(config.logger))["mode"] == "disabled":
+    if logger_kind(config.logger) != "wandb" or (settings := wandb_settings(config.logger))["mode"] == "disabled":
         return
     import subprocess
 
