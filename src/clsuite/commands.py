@@ -52,7 +52,7 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "aggregate": _call("clsuite.analysis.report:main_aggregate"),
     "report": _call("clsuite.analysis.report:main_report"),  # from the working directory's multirun/
     "records": _call("clsuite.analysis.records:main"),  # pack runs into docs/records/, check the report against them
-    "replay": _call("clsuite.run.replay_records:main"),  # rerun a sample of the records' portable runs here
+    "replay": _call("clsuite.run.replay:main"),  # rerun a sample of the records' portable runs here
     "claims": _call("clsuite.analysis.report:main_claims"),
     "choices": _call("clsuite.analysis.choices:main"),
     "wandb": _call("clsuite.analysis.wandb_sync:main"),

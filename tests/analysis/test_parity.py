@@ -23,7 +23,7 @@ from clsuite.analysis.report import main_report, number
 from clsuite.core.callbacks import evaluate
 from clsuite.core.learner import ContinualLearner
 from clsuite.core.train import build
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.io import Unreadable
 from tests.results_fixtures import fake_R, parity_record, write_run
 

@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from clsuite.analysis import parity
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from tests.results_fixtures import fake_R, parity_record
 
 PARITY = Path(__file__).resolve().parents[2] / "scripts" / "parity"

@@ -3,7 +3,7 @@
 Packing (``clsuite records pack``): the same runs give the same bytes; a run the report would leave out,
 one off the real data, one whose code is not its commit's, or two runs of one seed are refused and
 nothing is written; the parity record is carried byte for byte, or refused. Reading back
-(``clsuite.run.records.extract``): a missing, extra or changed archive or parity record and a hostile
+(``clsuite.run.archive.extract``): a missing, extra or changed archive or parity record and a hostile
 member are refused. Rebuilding (``clsuite report --records --docs``, ``clsuite records
 check``): the report built from records is the same bytes wherever and in whichever process it is
 built, and a hand edit, a stale report, a missing or forged record or a changed figure fails the check;
@@ -33,11 +33,11 @@ from clsuite.analysis.docs_gate import code_at
 from clsuite.analysis.records import check, compare, main, pack, rebuild
 from clsuite.analysis.report import ORIGIN, SECTIONS, number
 from clsuite.core.metrics import all_metrics
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.identity import normalize
 from clsuite.run.io import sha256
-from clsuite.run.replay_records import cpu_kind, first_difference, machine_line
-from clsuite.run.replay_records import main as replay_main
+from clsuite.run.replay import cpu_kind, first_difference, machine_line
+from clsuite.run.replay import main as replay_main
 from clsuite.run.results import as_today as rec_as_today
 from tests.results_fixtures import _R, edit_run, fake_R, parity_record, write_run
 
@@ -707,7 +707,7 @@ def test_a_config_recorded_before_the_core_layout_names_todays_modules():
 def test_replay_finds_the_data_by_every_commands_rule(monkeypatch):
     """Without --data-dir, replay reads the data sets where every command does (clsuite.config.home.data_dir:
     $DATA_DIR, else ../shared/datasets when it exists, else data/), not data/ alone."""
-    import clsuite.run.replay_records as rr
+    import clsuite.run.replay as rr
 
     seen = []
     monkeypatch.setattr(rr, "data_dir", lambda: "/nonexistent/by-the-rule")

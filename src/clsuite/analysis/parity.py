@@ -1,5 +1,5 @@
 """Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py;
-its form and checks: ``clsuite.run.records.parity_problem``). :func:`table` is what ``make parity`` prints
+its form and checks: ``clsuite.run.archive.parity_problem``). :func:`table` is what ``make parity`` prints
 and the report shows (:func:`markdown`); the setting and the fixes: docs/notes/PARITY.md; how the record
 is carried: docs/INTEGRITY.md, section 8.
 """
@@ -16,7 +16,7 @@ from clsuite.analysis.stats import paired
 from clsuite.analysis.tables import Table, fmt, paper_number
 from clsuite.config.numerics import label
 from clsuite.core.metrics import backward_transfer
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.io import Unreadable, load_json
 
 PINNED = "e75a491"  # github.com/aimagelab/mammoth, the commit the harness is made for

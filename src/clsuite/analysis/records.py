@@ -1,4 +1,4 @@
-"""``clsuite records``: pack experiments into records (``clsuite.run.records``), and check that the
+"""``clsuite records``: pack experiments into records (``clsuite.run.archive``), and check that the
 committed report is the one its records rebuild (docs/INTEGRITY.md, section 8).
 
 What :func:`pack` refuses and what :func:`check` compares, byte for byte: docs/INTEGRITY.md, section 8.
@@ -20,7 +20,7 @@ from clsuite.config.home import CHECKOUT
 from clsuite.config.numerics import label as numerics_label
 from clsuite.config.paths import safe_name
 from clsuite.core.errors import fail
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.io import (
     FAILED_FILE,
     GRID_FILE,

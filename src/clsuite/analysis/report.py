@@ -50,7 +50,7 @@ from clsuite.config.home import for_readers, hint
 from clsuite.config.paths import safe_name
 from clsuite.core.errors import fail
 from clsuite.core.metrics import FWT_CLASS_IL
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
 
 Built = tuple[list[tb.Table], list[Path]]
@@ -485,7 +485,7 @@ def build_report(
     """Write ``results/report/``; with ``docs``, also ``docs/`` when every required section has runs.
     ``crossmachine``: the other machines' Table II (``clsuite.analysis.machines``; default docs/crossmachine);
     ``history``: the measured history folder (``docs/history``) the report links to; ``records``: a
-    records folder (``clsuite.run.records``) read instead of ``multirun``, whose manifest's codes the docs
+    records folder (``clsuite.run.archive``) read instead of ``multirun``, whose manifest's codes the docs
     gate takes (``RecordsError`` when a record fails its checks). With ``docs``, every command the
     page names is in the installed form (``clsuite.config.home.for_readers``): the page is the same wherever
     it is built."""

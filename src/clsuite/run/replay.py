@@ -15,7 +15,7 @@ from pathlib import Path
 
 from clsuite.config.home import CHECKOUT, data_dir
 from clsuite.core.errors import fail
-from clsuite.run import records as rec
+from clsuite.run import archive as rec
 from clsuite.run.io import RESULTS_FILE
 
 PORTABLE = "portable"
