@@ -51,3 +51,13 @@ def test_runs_in_the_papers_method_order_then_a_key():
     runs = pd.DataFrame({"method": ["zeta", "mir", "adaer", "mir"], "data": ["x", "b", "a", "a"]})
     assert list(zip(*in_method_order(runs, "data").to_dict("list").values(), strict=True)) == [
         ("mir", "a"), ("mir", "b"), ("adaer", "a"), ("zeta", "x")]  # fmt: skip
+
+
+def test_pairs_of_arms_in_every_group_and_a_seeds_runs_averaged():
+    runs = pd.concat([RUNS, _runs([("g1", "b", 0, 91.0, 9.0)])])  # a second run of seed 0 in arm b: 81 and 91
+    f = contrast(runs, "arm", [("b", "a"), ("a", "base")], ["acc"], by=["group"], per_seed="mean")
+    assert list(zip(f["group"], f["arm"], f["base"], f["n"], strict=True)) == [
+        ("g1", "b", "a", 2), ("g1", "a", "base", 2), ("g2", "b", "a", 0), ("g2", "a", "base", 0)]  # fmt: skip
+    assert (f["acc"][0].mean, f["acc_arm"][0]) == (15.5, 85.5)  # b: 86 (mean of 81, 91), 85; a: 70, 70
+    last = contrast(runs, "arm", [("b", "a")], ["acc"], by=["group"])  # default: a seed's last run (91)
+    assert (last["acc"][0].mean, last["acc_arm"][0]) == (18.0, 88.0)

@@ -12,6 +12,7 @@ import math
 import types
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -81,15 +82,18 @@ def test_equivalent_inside_the_margin_and_not_when_the_interval_crosses_it():
 def test_each_quantity_gets_its_own_margin():
     """The builders carry the quantity's margin: a tie within +-1.25 but not +-1.0 is equivalent in BWT, not in Acc."""
     d = [x * 1.5 for x in TIE]  # 90% interval +-1.13
-    x, y = {s: 50.0 + v for s, v in enumerate(d)}, dict.fromkeys(range(5), 50.0)
-    acc, bwt = cl._better("split_mnist", "A vs B", "acc", x, y), cl._better("split_mnist", "A vs B", "bwt", x, y)
+    q = {"acc": 0.0, "bwt": 0.0, "forget": 0.3}  # AdaER forgets 0.3 more in every seed
+    runs = pd.DataFrame([{"method": "adaer", "seed": s, **{k: 50.0 + v + o for k, o in q.items()}} for s, v in enumerate(d)]
+                        + [{"method": "mir", "seed": s, **dict.fromkeys(q, 50.0)} for s in range(5)])  # fmt: skip
+    acc, bwt, forget = (next(cl.beats(k, ["adaer"], ["mir"])("split_mnist", runs, ["adaer", "mir"])) for k in q)
     assert (acc.margin, bwt.margin) == (cl.MARGINS["acc"], cl.MARGINS["bwt"]) == (1.0, 1.25)
     assert 1.0 < acc.result.bounds(0.9)[1] < 1.25
     assert _judged([d], [acc.margin]).outcomes == [cl.UNRESOLVED] and _judged([d], [bwt.margin]).outcomes == [
         cl.EQUIVALENT
     ]
-    # lower is better (Forget): the orientation flips, the margin is Forget's
-    assert cl._better("split_mnist", "A vs B", "forget", x, y).margin == 1.25
+    # lower is better (Forget): the orientation flips (mir - adaer), the margin is Forget's
+    assert (forget.margin, forget.label, forget.result.mean) == (1.25, "AdaER vs MIR, Forget", pytest.approx(-0.3))
+    assert (acc.label, acc.result.mean) == ("AdaER vs MIR, Acc", pytest.approx(0.0, abs=1e-12))
     assert set(cl.MARGINS) >= {"acc", "forget", "bwt", "fwt", "first_task_drop", "first_task_final", "acc_decline"}
 
 

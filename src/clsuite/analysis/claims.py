@@ -82,13 +82,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 import pandas as pd
 
 from clsuite.analysis import paper_values as pv
+from clsuite.analysis.contrast import by_seed, contrast, in_method_order
 from clsuite.analysis.load import CONDITIONS, order_readings, select
-from clsuite.analysis.stats import LEVEL, Paired, one_sample, paired, smallest_signflip_p
+from clsuite.analysis.stats import LEVEL, Paired, one_sample, smallest_signflip_p
 from clsuite.core.metrics import QUANTITIES
 
 SUPPORTED, CONTRADICTED, RAW_ONLY, EQUIVALENT, EQ_RAW_ONLY, UNRESOLVED, IDENTICAL, MISSING = (
@@ -305,24 +306,21 @@ class Judged:
 # ----------------------------------------------------------------------------- arms and comparisons
 
 
-def arm(runs: pd.DataFrame, quantity: str, **where) -> dict:
-    """{seed: value} of ``quantity`` over the runs matching ``where`` (one run per seed after dedupe)."""
-    return select(runs, **where).groupby("seed")[quantity].mean().dropna().to_dict()
-
-
-def _better(benchmark: str, label: str, quantity: str, x: dict, y: dict) -> Comparison:
-    """Arm x better than arm y: d = x - y, or y - x where lower is better (Forget, the first-task drop)."""
-    if not QUANTITIES[quantity].higher_is_better:
-        x, y = y, x
-    return Comparison(benchmark, f"{label}, {QUANTITIES[quantity].label}", paired(x, y), MARGINS[quantity])
+def _better(b: str, runs: pd.DataFrame, quantity: str, col: str, pairs: list, by=()) -> Iterator[Comparison]:
+    """Each (x, y) of ``pairs`` (methods or values of a condition ``col``) in each group of ``by``: x better than y,
+    d = x - y, or y - x where lower is better (Forget, the first-task drop); named by the method and condition."""
+    flip, name = not QUANTITIES[quantity].higher_is_better, pv.method_label if col == "method" else partial(_cond, col)
+    frame = contrast(runs, col, [p[::-1] if flip else p for p in pairs], [quantity], by, per_seed="mean")
+    for r in frame.to_dict("records"):
+        x, y = (r["base"], r["arm"]) if flip else (r["arm"], r["base"])
+        who = f"{pv.method_label(r['method'])} " if "method" in by else ""
+        at = "".join(f" ({_cond(k, r[k])})" for k in by if k != "method")
+        label = f"{who}{name(x)} vs {name(y)}{at}, {QUANTITIES[quantity].label}"
+        yield Comparison(b, label, r[quantity], MARGINS[quantity])
 
 
 def _cond(key: str, v) -> str:
     return {"memory": f"M={v:g}", "tau": f"τ={v:g}", "lambda": f"λ={v:g}"}[key]
-
-
-def _values(runs, key):
-    return sorted(runs[key].dropna().unique().tolist())
 
 
 # A claim's comparisons on one benchmark: build(benchmark, its runs, the methods present in the paper's order);
@@ -334,13 +332,10 @@ def beats(quantity: str, winners, losers=None, over: str | None = None, exclude=
     """Each winner beats each loser (default: every other method present) on every benchmark (and value of ``over``)."""
 
     def build(b, rb, present):
-        for v in _values(rb, over) if over else [None]:
-            at = {over: v} if over else {}
-            for w in [m for m in winners if m in present]:
-                for lo in [m for m in (losers or present) if m in present and m != w and m not in exclude]:
-                    label = f"{pv.method_label(w)} vs {pv.method_label(lo)}" + (f" ({_cond(over, v)})" if over else "")
-                    x, y = (arm(rb, quantity, method=m, **at) for m in (w, lo))
-                    yield _better(b, label, quantity, x, y)
+        ws = [m for m in winners if m in present]
+        pairs = [(w, lo) for w in ws for lo in (losers or present) if lo in present and lo != w and lo not in exclude]
+        rb = rb.sort_values(over, kind="stable") if over else rb
+        return _better(b, rb, quantity, "method", pairs, [over] if over else [])
 
     return build
 
@@ -350,10 +345,8 @@ def best_at(quantity: str, key: str, best: float, method: str) -> Builder:
 
     def build(b, rb, _present):
         rb = select(rb, method=method)
-        top = arm(rb, quantity, **{key: best})
-        for v in [v for v in _values(rb, key) if not math.isclose(v, best)]:
-            label = f"{pv.method_label(method)} {_cond(key, best)} vs {_cond(key, v)}"
-            yield _better(b, label, quantity, top, arm(rb, quantity, **{key: v}))
+        pairs = [(best, v) for v in sorted(rb[key].dropna().unique()) if not math.isclose(v, best)]
+        return _better(b, rb, quantity, key, pairs, ["method"])
 
     return build
 
@@ -362,9 +355,8 @@ def grows(quantity: str, key: str, lo: float, hi: float, exclude=("joint", "onli
     """Every method improves from ``key = lo`` to ``key = hi``."""
 
     def build(b, rb, present):
-        for m in [m for m in present if m not in exclude]:
-            x, y = arm(rb, quantity, method=m, **{key: hi}), arm(rb, quantity, method=m, **{key: lo})
-            yield _better(b, f"{pv.method_label(m)} {_cond(key, hi)} vs {_cond(key, lo)}", quantity, x, y)
+        rb = in_method_order(rb[rb["method"].isin([m for m in present if m not in exclude])])
+        return _better(b, rb, quantity, key, [(hi, lo)], ["method"])
 
     return build
 
@@ -375,22 +367,17 @@ def changes_less(quantity: str, key: str, lo: float, hi: float, method: str, oth
     Change per seed: abs(q(hi) - q(lo)) (points), or with ``relative`` the decline 100 (1 - q(hi) / q(lo)).
     """
 
-    def change(rb, m) -> dict:
-        a, z = arm(rb, quantity, method=m, **{key: lo}), arm(rb, quantity, method=m, **{key: hi})
-        if relative:
-            return {s: 100 * (1 - z[s] / a[s]) for s in set(a) & set(z) if a[s]}
-        return {s: abs(z[s] - a[s]) for s in set(a) & set(z)}
-
     def build(b, rb, present):
         if method not in present:
             return
-        mine = change(rb, method)
-        for o in [m for m in (others or present) if m in present and m not in (method, "joint", "online")]:
-            what = "decline (%)" if relative else "abs. change"
-            label = f"{pv.method_label(o)} vs {pv.method_label(method)}: {what} of {QUANTITIES[quantity].label}, {_cond(key, lo)} → {_cond(key, hi)}"
-            yield Comparison(
-                b, label, paired(change(rb, o), mine), MARGINS[f"{quantity}_decline" if relative else quantity]
-            )
+        w = rb.pivot_table(index=["method", "seed"], columns=key, values=quantity, aggfunc="mean")
+        a, z = (w.reindex(columns=[lo, hi])[v] for v in (lo, hi))  # q(lo), q(hi) per (method, seed)
+        change = (100 * (1 - z / a.where(a != 0)) if relative else (z - a).abs()).rename("change").reset_index()
+        pairs = [(o, method) for o in (others or present) if o in present and o not in (method, "joint", "online")]
+        what = "decline (%)" if relative else "abs. change"
+        for r in contrast(change, "method", pairs, ["change"], per_seed="mean").to_dict("records"):
+            label = f"{pv.method_label(r['arm'])} vs {pv.method_label(method)}: {what} of {QUANTITIES[quantity].label}, {_cond(key, lo)} → {_cond(key, hi)}"
+            yield Comparison(b, label, r["change"], MARGINS[f"{quantity}_decline" if relative else quantity])
 
     return build
 
@@ -506,7 +493,7 @@ def check_quote(q: pv.Quote, runs: pd.DataFrame, reading: str) -> QuoteCheck:
     def at(over: dict) -> dict:
         cond = {**_T2, **q.at, **over}
         where = {k: cond[k] for k in CONDITIONS}
-        return arm(base, q.quantity, method=cond.get("method", q.method), **where)
+        return by_seed(select(base, method=cond.get("method", q.method), **where), q.quantity, "mean")
 
     x = at({})
     desc = f"{q.quantity} of {pv.method_label(q.method)}" + "".join(f", {k}={v}" for k, v in q.at.items())

@@ -1,4 +1,4 @@
-"""The contrast engine: arms of runs against a base arm, paired by seed, one row per contrast in a DataFrame.
+"""The contrast engine: arms of runs against a base arm or in given pairs, paired by seed, one row per contrast.
 A section declares its arms (a column of the runs), its base arm and its quantities, then renders the frame;
 the statistics are ``clsuite.analysis.stats``'s (docs/GUIDE.md, "Statistics over seeds").
 """
@@ -13,8 +13,11 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis.stats import paired
 
 
-def by_seed(arm: pd.DataFrame, quantity: str) -> dict:
-    """``{seed: value}`` of ``quantity`` over the runs of one arm (one run per seed)."""
+def by_seed(arm: pd.DataFrame, quantity: str, per_seed: str = "last") -> dict:
+    """``{seed: value}`` of ``quantity`` over the runs of one arm: each seed's last run, or with ``per_seed="mean"``
+    the mean of its runs (seeds without a value left out)."""
+    if per_seed == "mean":
+        return arm.groupby("seed")[quantity].mean().dropna().to_dict()
     return dict(zip(arm["seed"], arm[quantity], strict=True))
 
 
@@ -27,31 +30,37 @@ def in_method_order(runs: pd.DataFrame, *then: str) -> pd.DataFrame:
 def contrast(
     runs: pd.DataFrame,
     arm: str,
-    base: str | Callable[[tuple], str | None],
+    base: str | Callable[[tuple], str | None] | list[tuple],
     quantities: Sequence[str],
     by: Sequence[str] = (),
     order: Sequence[str] | None = None,
+    per_seed: str = "last",
 ) -> pd.DataFrame:
     """Each arm (a value of the column ``arm``) against the base arm, within each group of ``by`` (groups in
     the order of their first row): arm − base per seed over the seeds both ran (``stats.paired``).
 
     ``base``: the base arm, or a function of the group's key (a tuple) giving it (None: the group is skipped,
-    as is one without runs of its base); ``order``: the arms in the order of the rows (default: sorted).
+    as is one without runs of its base), or a list of (arm, base) pairs: each one in every group, in that order,
+    also without runs (n = 0); ``order``: the arms in the order of the rows (default: sorted); ``per_seed``: a
+    seed's value in an arm (:func:`by_seed`).
     One row per (group, arm): the ``by`` columns, ``arm``, ``base``, ``n`` (the paired seeds of the first
     quantity), and per quantity ``q`` its ``stats.Paired``, ``q_arm`` and ``q_base``: each arm's mean over those seeds.
     """
     rows = []
     for key, g in runs.groupby(list(by), sort=False) if by else [((), runs)]:
         key = key if isinstance(key, tuple) else (key,)
-        b = base(key) if callable(base) else base
-        ref = g[g[arm] == b]
-        if b is None or ref.empty:
-            continue
+        b = None if isinstance(base, list) else base(key) if callable(base) else base
         arms = set(g[arm]) - {b}
-        for a in [x for x in order if x in arms] if order is not None else sorted(arms):
+        if isinstance(base, list):
+            pairs = base
+        elif b is None or b not in set(g[arm]):
+            continue
+        else:
+            pairs = [(a, b) for a in ([x for x in order if x in arms] if order is not None else sorted(arms))]
+        for a, b in pairs:
             row = {**dict(zip(by, key, strict=True)), "arm": a, "base": b}
             for q in quantities:
-                x, y = by_seed(g[g[arm] == a], q), by_seed(ref, q)
+                x, y = (by_seed(g[g[arm] == v], q, per_seed) for v in (a, b))
                 row[q] = paired(x, y)
                 seeds = sorted(set(x) & set(y))
                 row[f"{q}_arm"], row[f"{q}_base"] = (

@@ -29,9 +29,9 @@ from clsuite.analysis.claims import (
     Comparison,
     Judged,
     QuoteCheck,
-    arm,
     sign_flip_floor_note,
 )
+from clsuite.analysis.contrast import by_seed, contrast
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
 from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, paired, seeds_for_equivalence, seeds_needed
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
@@ -201,12 +201,11 @@ def differences(runs: pd.DataFrame, benchmark: str, title: str) -> Table:
     qs = ("acc", "forget", "bwt")
     t = Table(title, ["comparison", "reading", *(METRICS[q].label for q in qs), "n"], note=DIFFERENCES_NOTE)
     r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
-    for reading in order_readings(r["reading"]):
-        for x, y in DIFFERENCES:
-            d = [paired(arm(r, q, method=x, reading=reading), arm(r, q, method=y, reading=reading)) for q in qs]
-            if d[0].n:
-                name = f"{pv.method_label(x)} − {pv.method_label(y)}"
-                t.add([name, reading, *(p.interval() for p in d), str(d[0].n)], group=reading)
+    r = r.sort_values("reading", key=lambda s: s.map(order_readings(s).index), kind="stable")
+    for d in contrast(r, "method", list(DIFFERENCES), qs, by=["reading"], per_seed="mean").to_dict("records"):
+        if d["n"]:
+            name = f"{pv.method_label(d['arm'])} − {pv.method_label(d['base'])}"
+            t.add([name, d["reading"], *(d[q].interval() for q in qs), str(d["n"])], group=d["reading"])
     return t
 
 
@@ -221,7 +220,7 @@ def peers(runs: pd.DataFrame, benchmark: str, title: str) -> Table | None:
     )
     r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
     for reading in order_readings(r["reading"]):
-        er, mir = arm(r, "acc", method="er", reading=reading), arm(r, "acc", method="mir", reading=reading)
+        er, mir = (by_seed(select(r, method=m, reading=reading), "acc", "mean") for m in ("er", "mir"))
         d = paired(mir, er)
         level = [fmt(pd.Series(a).mean(), pd.Series(a).std()) if a else "–" for a in (er, mir)]
         t.add([f"this suite ({reading})", pv.bench_label(benchmark), *level, f"{d.interval()}, n={d.n}"], group=0)
