@@ -189,14 +189,18 @@ def test_the_trainer_is_the_node_of_conf_trainer_less_the_suite_keys(tmp_path):
 
 
 def test_a_bad_callback_argument_is_one_config_error_before_training(tmp_path):
-    """A callback's own argument that its class refuses (Lightning's ModelCheckpoint: save_top_k >= -1) is a
+    """A stock callback's argument that its class refuses (Lightning's Timer: interval 'step' or 'epoch') is a
     ConfigError naming the node (the command line prints it as one error: line, exit 2), raised while the
-    bookkeeping is built, before any task trains; a good value trains."""
+    bookkeeping is built, before any task trains; the suite's own declared argument (save_top_k >= -1) is
+    refused by the schema; good values train."""
     from clsuite import api
     from clsuite.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^callbacks\.checkpoint: .*save_top_k=-2"):
-        api.run(["debug=smoke", "method=er", "callbacks.checkpoint.save_top_k=-2"], tmp_path / "bad")
+    timer = ["+callbacks.timer._target_=lightning.pytorch.callbacks.Timer"]
+    with pytest.raises(ConfigError, match=r"^callbacks\.timer: .*interval=weekly"):
+        api.run(["debug=smoke", "method=er", *timer, "+callbacks.timer.interval=weekly"], tmp_path / "bad")
     assert not (tmp_path / "bad" / "results.json").exists()
-    res = api.run(["debug=smoke", "method=er", "callbacks.checkpoint.save_top_k=1"], tmp_path / "good")
+    with pytest.raises(ConfigError, match=r"^callbacks\.checkpoint\.save_top_k must be a whole number >= -1, got -2"):
+        api.run(["debug=smoke", "method=er", "callbacks.checkpoint.save_top_k=-2"], tmp_path / "bad2")
+    res = api.run(["debug=smoke", "method=er", *timer, "+callbacks.timer.interval=epoch"], tmp_path / "good")
     assert np.asarray(res["R"]).shape == (3, 3)

@@ -54,6 +54,9 @@ KEYS: dict[str, Spec] = {
     "checkpoint": OneOf(*CHECKPOINT_MODES, doc="task-end checkpoints for resuming (auto: a task end >= 1 min, and >= 50 writes' time, after the start or the previous one)"),
     "checkpoint_every": Whole(1, None, "every_k: a checkpoint after every k-th task"),
     "checkpoint_dir": Spec("path", "a single run's checkpoints, under <checkpoint_dir>/<identity key> (a sweep job's: its folder)"),
+    "callbacks.checkpoint.save_top_k": Whole(
+        -1, None, "the newest task-end checkpoints kept while a run goes on (Lightning's ModelCheckpoint; -1: all)"
+    ),
     "keep_weights": Flag("keep the final model (model.ckpt) beside results.json"),
     "seed": Whole(0, SEED_MAX, "seed of the class order, the stream, the init and every random draw"),
     "reading": Spec("name", "the reading's name (PROTOCOL 8), set by reading=paper_text|mir_code"),
