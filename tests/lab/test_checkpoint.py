@@ -77,6 +77,14 @@ def test_a_run_killed_after_task_1_of_3_resumes_to_the_same_result(monkeypatch, 
     assert not store.exists()  # deleted once the results file is written
 
 
+def test_a_resumed_run_counts_the_times_of_its_earlier_processes():
+    """wall_time_s and cpu_time_s are over all of a run's processes: loading a checkpoint takes its times as
+    the part before this process (a resumed run that counted only its own would report less)."""
+    saver = ck.TaskCheckpoint("k", t0=ck.time.perf_counter(), cpu0=ck.time.process_time())
+    saver.on_load_checkpoint(None, None, {"clsuite": {"wall_time_s": 5.0, "cpu_time_s": 700.0, "rng": ck.rng_states()}})
+    assert 700.0 <= saver.cpu_time_s < 710.0 and 5.0 <= saver.wall_time_s < 15.0
+
+
 def test_resume_without_the_random_generators_differs(monkeypatch, tmp_path):
     """The comparison above can fail: leaving the generators unrestored changes R (replay draws)."""
     monkeypatch.setattr(ck, "set_rng_states", lambda state: None)
@@ -151,6 +159,7 @@ def test_the_checkpoint_holds_every_piece_of_the_run(monkeypatch, tmp_path):
     assert len(cont["plugin"]["anchors"]) == 2 and cont["plugin"]["phi"].shape[0] == 6  # one anchor per class
     meta = c["clsuite"]
     assert meta["next_task"] == 1 and set(meta["rng"]) == {"torch", "torch.cuda", "numpy", "python"}
+    assert meta["cpu_time_s"] > 0 and meta["wall_time_s"] > 0  # the run's times so far, carried to its resumption
     (saver,) = (v for k, v in c["callbacks"].items() if k.startswith("TaskCheckpoint"))  # ModelCheckpoint's state
     assert saver["best_k_models"] == {str(path): 1} and saver["dirpath"] == str(path.parent)
     assert meta["identity"] == identity_of(make_cfg("method=hal"), "cpu")["key"]  # checkpoint keys ignored

@@ -35,6 +35,7 @@ def test_results_file_complete(tmp_path):
         "seed",
         "versions",
         "wall_time_s",
+        "cpu_time_s",
         "train_time_s",
         "R_task_il",
         "peak_ram_mb",
@@ -46,6 +47,7 @@ def test_results_file_complete(tmp_path):
         assert key in on_disk
     assert set(on_disk["metrics"]) == {"acc", "forget", "bwt", "fwt", "acc_task_il", "forget_task_il", "bwt_task_il"}
     assert on_disk["config"]["method"]["name"] == "adaer"  # the default method
+    assert on_disk["cpu_time_s"] > 0 and 0 < on_disk["train_time_s"] < on_disk["wall_time_s"]
     assert not list(tmp_path.glob(".*.tmp"))  # no stray temporary file
 
 

@@ -214,7 +214,9 @@ class TaskCheckpoint(ModelCheckpoint):
     state, before the first batch). An OS error while writing is one warning (``store``), and no more writes.
     """
 
-    def __init__(self, key: str, store=None, cadence: Cadence | None = None, passes=1, t0=None, save_top_k=KEEP):
+    def __init__(
+        self, key: str, store=None, cadence: Cadence | None = None, passes=1, t0=None, save_top_k=KEEP, cpu0=None
+    ):
         super().__init__(
             dirpath=None if store is None else store.folder,
             filename=PREFIX + "{task:04d}",
@@ -228,11 +230,14 @@ class TaskCheckpoint(ModelCheckpoint):
         self.key, self.store, self.cadence, self.passes = key, store, cadence, passes
         self.wall_before = 0.0  # wall time of the run's earlier (interrupted) processes
         self._t0 = time.perf_counter() if t0 is None else t0  # this process's start of the run
+        self.cpu_before = 0.0  # CPU time of the run's earlier processes
+        self._cpu0 = time.process_time() if cpu0 is None else cpu0
 
     @classmethod
     def for_run(cls, run, save_top_k: int = KEEP) -> TaskCheckpoint:
         """conf/callbacks' ``checkpoint``: into the run's store, at the ends ``checkpoint`` picks."""
-        return cls(run.ident["key"], run.store, Cadence(run.cfg, len(run.schedule)), run.passes, run.t0, save_top_k)
+        cadence = Cadence(run.cfg, len(run.schedule))
+        return cls(run.ident["key"], run.store, cadence, run.passes, run.t0, save_top_k, run.cpu0)
 
     def _monitor_candidates(self, trainer) -> dict:
         return {**super()._monitor_candidates(trainer), "task": torch.tensor(trainer.current_epoch // self.passes)}
@@ -253,18 +258,25 @@ class TaskCheckpoint(ModelCheckpoint):
         """The run's wall time so far, over all its processes."""
         return self.wall_before + time.perf_counter() - self._t0
 
+    @property
+    def cpu_time_s(self) -> float:
+        """The run's CPU time so far (this process's, all its threads: ``time.process_time``), over all its processes."""
+        return self.cpu_before + time.process_time() - self._cpu0
+
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint["clsuite"] = {
             "format": FORMAT,
             "identity": self.key,
             "next_task": trainer.current_epoch // self.passes,
             "wall_time_s": self.wall_time_s,
+            "cpu_time_s": self.cpu_time_s,
             "rng": rng_states(),
             "state_of": state_classes(pl_module),  # whose state the checkpoint holds (structure_problem)
         }
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         self.wall_before = float(checkpoint["clsuite"]["wall_time_s"])
+        self.cpu_before = float(checkpoint["clsuite"].get("cpu_time_s", 0.0))  # (written since cpu_time_s)
         set_rng_states(checkpoint["clsuite"]["rng"])  # (a fit's setup, before this hook, draws nothing)
 
 

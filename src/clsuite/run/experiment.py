@@ -79,7 +79,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
     ``clsuite.run.checkpoint.run_store_dir``) is resumed from. ``source``: the benchmark's bound source
     where the caller looked it up already (:func:`build`).
     """
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     prepare(cfg)
     dm, learner, device = build(cfg, source)
     empty = [k for k, task in enumerate(dm.tasks) if len(task.train[1]) == 0]
@@ -92,7 +92,7 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
     with make_logger(cfg, out_dir, ident["key"]) as logger:  # (W&B: its run's id is of the identity)
         store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
         schedule, passes = schedule_of(cfg, dm)
-        run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger)
+        run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0)
         book = callbacks_of(run)
         rows = [cb.log_row for cb in book if isinstance(cb, RunLogger)]
         acc_cb = AccuracyMatrix(

@@ -45,8 +45,8 @@ def prepare(cfg) -> None:
 class Run:
     """What the bookkeeping callbacks share (not a dataclass: ``instantiate`` would read one as config)."""
 
-    def __init__(self, cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger):
-        self.cfg, self.out_dir, self.t0 = cfg, Path(out_dir), t0
+    def __init__(self, cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0=None):
+        self.cfg, self.out_dir, self.t0, self.cpu0 = cfg, Path(out_dir), t0, cpu0
         self.dm, self.learner, self.device, self.ident = dm, learner, device, ident
         self.store, self.schedule, self.passes, self.logger = store, schedule, passes, logger
         self.start = 0  # the first task this process trains (a resumed run: the one after its checkpoint)
@@ -116,6 +116,7 @@ class RunRecord(L.Callback):
             "per_class": acc.per_class,
             "steps_per_task": acc.steps_per_task,
             "wall_time_s": saver.wall_time_s,  # over every process of the run (resumed ones too)
+            "cpu_time_s": saver.cpu_time_s,  # the same, CPU seconds of the run's process (all its threads)
             "resumed_at_task": run.start + 1 if run.start else None,  # the first task of 1..T this process trained
             "train_time_s": acc.train_time_s,
             **peak_memory_mb(run.device),  # of this process (a resumed run: the last one's)
