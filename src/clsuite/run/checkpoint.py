@@ -1,6 +1,6 @@
 """Task-end checkpoints: a killed run continues from its last finished task. When one is written
 (:class:`Cadence`); Lightning's ``ModelCheckpoint`` at those task ends (:class:`TaskCheckpoint`, conf/callbacks/);
-its atomic save plus a sha256 (:class:`AtomicCheckpointIO`); which one a run may trust (:class:`CheckpointStore`,
+an atomic write plus a sha256 (:class:`AtomicCheckpointIO`); which one a run may trust (:class:`CheckpointStore`,
 :func:`structure_problem`); Lightning's resume (``trainer.fit(ckpt_path=)``): docs/GUIDE.md, "Checkpoints".
 """
 
@@ -81,18 +81,22 @@ class CorruptCheckpoint(Exception):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's torch checkpoint file, written by its atomic save, with its sha256 in ``<file>.sha256``
-    (written last: a file without its digest, or with another, is never loaded); loaded only when the digest
-    matches, with ``weights_only``, onto ``map_location`` unless a load names another."""
+    """Lightning's torch checkpoint file with its sha256 in ``<file>.sha256`` (written last: a file without
+    its digest, or with another, is never loaded); loaded only when the digest matches, with ``weights_only``,
+    onto ``map_location`` unless a load names another. Written by ``clsuite.run.io.write_bytes_atomic``, not
+    Lightning's ``_atomic_save``: that one stages the file in the system's temporary folder without fsync (a
+    copy where it is another filesystem), and its digest would need the file read back."""
 
     def __init__(self, map_location=None):
         self.map_location = map_location
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
-        path = Path(path)
+        buf = io.BytesIO()
+        torch.save(checkpoint, buf)
+        data, path = buf.getvalue(), Path(path)
         digest_path(path).unlink(missing_ok=True)  # the file is invalid until its digest is written
-        super().save_checkpoint(checkpoint, path, storage_options)
-        write_bytes_atomic(digest_path(path), sha256(read_regular(path, limit=None)).encode())
+        write_bytes_atomic(path, data)
+        write_bytes_atomic(digest_path(path), sha256(data).encode())
 
     def remove_checkpoint(self, path) -> None:
         digest_path(Path(path)).unlink(missing_ok=True)
