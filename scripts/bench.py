@@ -7,6 +7,8 @@ The measures, the variants' processes and rounds, ``--out``: docs/notes/PERFORMA
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import itertools
 import json
 import math
@@ -59,6 +61,10 @@ def main() -> int:
     args = parse()
     if args.child:
         return child(argparse.Namespace(**json.loads(args.child)))
+    sys.path.insert(0, str(ROOT / "src"))  # the driver's helpers: this checkout's (a child imports its variant's)
+    from clsuite.core.errors import fail
+    from clsuite.run.io import write_json_atomic
+
     if args.device == "cuda" and args.measure != "stream":
         return fail(f"--device cuda measures the stream only (--measure stream), not --measure {args.measure}")
     if args.device == "cuda":
@@ -84,24 +90,29 @@ def main() -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
+
+    def save(data: dict) -> None:  # bench.json: each row as it comes, then the summary
+        if out:
+            write_json_atomic(out / f"{args.stem}.json", data)
+
     rows, failed = [], False
     rounds = range(args.repeats) if args.measure in ("jobs", "stream") else [0]
     together = len(variants) == 1 and args.measure == "jobs"  # one process: round 0 pays its one-time costs
     with open(out / f"{args.stem}.log" if out else os.devnull, "a") as log:
         for group in [list(rounds)] if together else [[r] for r in rounds]:
             for v in variants if group[0] % 2 == 0 else variants[::-1]:  # alternate which variant goes first
-                failed |= run_child(args, v, group, rows, out, log) != 0
+                failed |= run_child(args, v, group, rows, save, log) != 0
     ok = [r for r in rows if "error" not in r]
     load = os.getloadavg()
     text, summary = REPORTS[args.measure](args, ok, rows, [v["label"] for v in variants], load)
     print(text)
     if out:
         (out / f"{args.stem}.md").write_text(text + "\n")
-    write(out, args.stem, {"complete": True, "rows": rows, "summary": summary, "load": load})
+    save({"complete": True, "rows": rows, "summary": summary, "load": load})
     return 1 if failed or len(ok) < len(rows) else 0
 
 
-def run_child(args, v: dict, rounds: list[int], rows: list[dict], out: Path | None, log) -> int:
+def run_child(args, v: dict, rounds: list[int], rows: list[dict], save, log) -> int:
     """One variant's process for these rounds: its rows into ``rows`` (and bench.json), its output into the log."""
     print(f"== {v['label']} ({v['src']}), round {rounds[0] if len(rounds) == 1 else 'all'}", file=sys.stderr)
     spec = json.dumps({**vars(args), "variant": v, "rounds": rounds, "child": None}, default=str)
@@ -114,9 +125,9 @@ def run_child(args, v: dict, rounds: list[int], rows: list[dict], out: Path | No
             log.flush()
             if line.startswith("ROW "):
                 rows.append(json.loads(line[4:]))
-                write(out, args.stem, {"complete": False, "rows": rows})
+                save({"complete": False, "rows": rows})
                 print(f"  {progress(rows[-1])}", file=sys.stderr, flush=True)
-            elif not out or "Error" in line or "error:" in line or "Traceback" in line:
+            elif not args.out or "Error" in line or "error:" in line or "Traceback" in line:
                 print(line.rstrip(), file=sys.stderr, flush=True)
         proc.wait()
     print(f"   ({v['label']}: {t.wall:.0f} s, exit {proc.returncode})", file=sys.stderr)
@@ -158,16 +169,6 @@ def parse() -> argparse.Namespace:
 def src_dir(path: Path) -> Path:
     """A code tree's ``src/`` (its ``conf/`` beside it), given the checkout or the folder itself."""
     return path.resolve() / "src" if (path / "src" / "clsuite").is_dir() else path.resolve()
-
-
-def fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
-def write(out: Path | None, stem: str, data: dict) -> None:
-    if out:
-        (out / f"{stem}.json").write_text(json.dumps(data, indent=1))
 
 
 def progress(r: dict) -> str:
@@ -359,7 +360,16 @@ def child(args) -> int:
         from clsuite.config.numerics import apply
 
         apply(v["numerics"])
-    cells, one = SETUPS[args.measure](args)
+    with contextlib.suppress(ImportError):  # (an older code tree (--src) has none)
+        from clsuite.run.runtime import keep_freed_memory
+
+        keep_freed_memory()  # as a run does (clsuite.run.record): large CPU tensors reuse freed memory
+    if args.measure == "checkpoint":
+        cells = itertools.product(CHECKPOINT_CASES, args.methods, ("mir_code", "paper_text"))
+        cells = [{"benchmark": b, "method": m, "reading": rd} for b, m, rd in cells]
+    else:
+        cells = [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods]
+    one = SETUPS[args.measure](args)
     with hydra.initialize_config_dir(config_dir=str(src.parent / "conf"), version_base="1.3"):
         for r, cell in itertools.product(args.rounds, cells):
             row = {"version": v["version"], "numerics": v["numerics"], "label": v["label"], "round": r, **cell}
@@ -487,22 +497,10 @@ def setup_jobs(args):
             "work_per_batch": count["work"] / steps,
         }
 
-    return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], one
+    return one
 
 
 # ----------------------------------------------------------------------------- stream (CPU or GPU)
-def setup_stream(args):
-    os.environ.setdefault("DATA_DIR", str(ROOT / ".data"))
-    try:  # as a run does (clsuite.run.record): large per-step CPU tensors reuse freed memory, no fresh page faults
-        from clsuite.run.runtime import keep_freed_memory
-
-        keep_freed_memory()
-    except ImportError:  # an older code tree (--src)
-        pass
-    cuda = args.device == "cuda"
-    return [{"benchmark": b, "method": m} for b in args.benchmark for m in args.methods], (
-        lambda r, benchmark, method: time_one(args, benchmark, method, cuda)
-    )
 
 
 def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], reading: str = "paper_text") -> list[str]:
@@ -516,20 +514,17 @@ def stream_overrides(bname: str, method: str, cuda: bool, extra: list[str], read
     return [*overrides, "trainer=" + ("gpu" if cuda else "cpu"), *extra]
 
 
-class SkipEval(Exception):
-    """--no-eval: the evaluation is left out."""
-
-
-def time_one(args, bname, method, cuda) -> dict:
+def time_one(args, r, benchmark, method) -> dict:
     import torch
 
     from clsuite.core.callbacks import MemoryUpdate, evaluate
 
+    cuda = args.device == "cuda"
     sync = torch.cuda.synchronize if cuda else None  # (Clock: None syncs nothing)
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    c = compose(stream_overrides(bname, method, cuda, args.set, args.reading))
+    c = compose(stream_overrides(benchmark, method, cuda, args.set, args.reading))
     run = Run(c, lambda dm: [MemoryUpdate()])
     dm, learner = run.dm, run.learner
     static = torch.cuda.memory_allocated() if cuda else 0
@@ -556,41 +551,35 @@ def time_one(args, bname, method, cuda) -> dict:
                       "end_cpu_s": end_cpu})  # fmt: skip
         return t
 
-    left = args.batches or STREAM_BATCHES.get(bname, 150)
+    left = args.batches or STREAM_BATCHES.get(benchmark, 150)
     if joint:  # no warm-up fit: the union's stream is timed from its first batch
         per_task = math.ceil(sum(len(dm.split(k, "train")[1]) for k in range(dm.n_tasks)) / dm.batch_size)
-        train, task = fit("joint", min(per_task, args.warmup + left)), dm.n_tasks
+        clocks = [fit("joint", min(per_task, args.warmup + left))]
     else:
         fit(0, min(args.warmup, per_task))  # warm-up: CUDA start, cuDNN choice, the memory fills
-        task, train = 1, Clock()
-        train.wall = train.cpu = 0.0
-        while left > 0 and task < dm.n_tasks:
-            n = min(per_task, left)
-            t = fit(task, n)
-            train.wall, train.cpu = train.wall + t.wall, train.cpu + t.cpu
-            left -= n
-            task += 1
+        fits = min(dm.n_tasks - 1, math.ceil(left / per_task))  # the timed ones, tasks 1.., the last one cut short
+        clocks = [fit(task, min(per_task, left - (task - 1) * per_task)) for task in range(1, fits + 1)]
+    task = dm.n_tasks if joint else len(tasks)  # the tasks trained
+    wall, cpu = sum(t.wall for t in clocks), sum(t.cpu for t in clocks)  # the timed fits, with their task ends
     timed = sum(x["batches"] for x in (tasks if joint else tasks[1:]))
     peak_train = torch.cuda.max_memory_allocated() if cuda else 0
-    try:  # every task's test split, as one row of R
-        if args.no_eval:
-            raise SkipEval
-        with Clock(sync) as t:
-            accs = evaluate(learner, dm, "test")[0]
-        eval_s, eval_cpu_s, eval_error = t.wall, t.cpu, None
-    except SkipEval:
-        accs, eval_s, eval_cpu_s, eval_error = [float("nan")] * dm.n_tasks, float("nan"), float("nan"), None
-    except Exception as e:  # keep the training timings
-        accs, eval_s, eval_cpu_s = [float("nan")] * dm.n_tasks, float("nan"), float("nan")
-        eval_error = f"{type(e).__name__}: {e}"
-        traceback.print_exc()
+    nan = float("nan")
+    accs, eval_s, eval_cpu_s, eval_error = [nan] * dm.n_tasks, nan, nan, None
+    if not args.no_eval:
+        try:  # every task's test split, as one row of R
+            with Clock(sync) as t:
+                accs = evaluate(learner, dm, "test")[0]
+            eval_s, eval_cpu_s = t.wall, t.cpu
+        except Exception as e:  # keep the training timings
+            eval_error = f"{type(e).__name__}: {e}"
+            traceback.print_exc()
     out = {
         "iters_per_batch": learner.iters_per_batch,
         "memory_capacity": learner.memory.capacity,
         "memory_size": len(learner.memory),
         "batches_timed": timed,
-        "ms_per_batch": 1e3 * train.wall / max(timed, 1),
-        "cpu_ms_per_batch": 1e3 * train.cpu / max(timed, 1),  # this process's: robust to other load on the machine
+        "ms_per_batch": 1e3 * wall / max(timed, 1),
+        "cpu_ms_per_batch": 1e3 * cpu / max(timed, 1),  # this process's: robust to other load on the machine
         "eval_s": eval_s,
         "eval_cpu_s": eval_cpu_s,  # this process's CPU time in the evaluation
         "build_s": run.build_s,
@@ -658,11 +647,10 @@ def setup_checkpoint(args):
             "params": sum(p.numel() for p in run.learner.net.parameters()),
         }
 
-    cells = itertools.product(CHECKPOINT_CASES, args.methods, ("mir_code", "paper_text"))
-    return [{"benchmark": b, "method": m, "reading": rd} for b, m, rd in cells], one
+    return one
 
 
-SETUPS = {"jobs": setup_jobs, "stream": setup_stream, "checkpoint": setup_checkpoint}
+SETUPS = {"jobs": setup_jobs, "stream": lambda args: functools.partial(time_one, args), "checkpoint": setup_checkpoint}
 
 if __name__ == "__main__":
     sys.exit(main())

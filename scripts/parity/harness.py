@@ -60,11 +60,6 @@ def provenance(mammoth_commit: str | None) -> dict:
     }
 
 
-def mir_provenance(mir_commit: str) -> dict:
-    """MIR's side: its commit and every change its code needed here (scripts/parity/mir_side.py)."""
-    return {"mir_commit": mir_commit, "mir_patches": mir_side.patches()}
-
-
 def write(out: Path, prov: dict, rows: list[dict], complete: bool) -> dict:
     """The record so far, written atomically (``complete``: false until the last pair is done)."""
     from clsuite.run.io import write_bytes_atomic
@@ -181,30 +176,27 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     classes = mammoth_side.load(root) if mammoth_methods else None
     rows, out, prov = [], Path(a.out), provenance(commit)
-    if mir_commit:
-        prov.update(mir_provenance(mir_commit))
-    for method in mammoth_methods:
-        for bench in a.benchmarks:
-            row = {"method": method, "benchmark": bench, "reading": a.reading, "suite_overrides": a.suite, "seeds": []}
-            for seed in a.seeds:
-                pair, row["settings"] = measure(method, bench, seed, a.reading, a.suite, classes)
-                row["seeds"].append(pair)
-                print(f"{method} {bench} seed {seed}: suite {pair['suite']['acc']:.2f}, Mammoth "
-                      f"{pair['mammoth']['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
-                write(out, prov, [*rows, row], complete=False)  # a stopped harness keeps every finished pair
-            rows.append(row)
-    for method in mir_methods:
-        row = {"method": method, "benchmark": MIR_BENCHMARK, "reading": a.reading, "reference": "mir",
-               "suite_overrides": [*MIR_SUITE, *a.suite], "seeds": []}  # fmt: skip
-        if a.mir_train_per_class:
-            row["suite_overrides"].append(f"benchmark.train_per_class={a.mir_train_per_class}")
-        for seed in a.mir_seeds:
-            pair, row["settings"] = measure_mir(mir_root, method, seed, a.reading, a.suite, a.mir_train_per_class,
-                                                out.parent / "mir_logs")  # fmt: skip
+    if mir_commit:  # MIR's side: its commit and every change its code needed here (scripts/parity/mir_side.py)
+        prov.update(mir_commit=mir_commit, mir_patches=mir_side.patches())
+    small = [f"benchmark.train_per_class={a.mir_train_per_class}"] if a.mir_train_per_class else []
+    plan = [  # per row: its head, seeds, reference (key, name), one seed's (pair, settings)
+        ({"method": m, "benchmark": b, "reading": a.reading, "suite_overrides": a.suite}, a.seeds, "mammoth",
+         "Mammoth", lambda m, b, s: measure(m, b, s, a.reading, a.suite, classes))
+        for m in mammoth_methods for b in a.benchmarks
+    ] + [
+        ({"method": m, "benchmark": MIR_BENCHMARK, "reading": a.reading, "reference": "mir",
+          "suite_overrides": [*MIR_SUITE, *a.suite, *small]}, a.mir_seeds, "mir", "MIR's code",
+         lambda m, b, s: measure_mir(mir_root, m, s, a.reading, a.suite, a.mir_train_per_class, out.parent / "mir_logs"))
+        for m in mir_methods
+    ]  # fmt: skip
+    for row, seeds, ref, name, one in plan:
+        row["seeds"] = []
+        for seed in seeds:
+            pair, row["settings"] = one(row["method"], row["benchmark"], seed)
             row["seeds"].append(pair)
-            print(f"{method} {MIR_BENCHMARK} seed {seed}: suite {pair['suite']['acc']:.2f}, MIR's code "
-                  f"{pair['mir']['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
-            write(out, prov, [*rows, row], complete=False)
+            print(f"{row['method']} {row['benchmark']} seed {seed}: suite {pair['suite']['acc']:.2f}, {name} "
+                  f"{pair[ref]['acc']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+            write(out, prov, [*rows, row], complete=False)  # a stopped harness keeps every finished pair
         rows.append(row)
     record = write(out, prov, rows, complete=True)
     print("\n\n".join(t.markdown() for t in tables(record)))

@@ -34,7 +34,8 @@ def checkout_commit(path: Path) -> str | None:
 # ----------------------------------------------------------------------------- stand-ins
 
 
-def _module(name: str, path: Path | None = None, **attrs) -> types.ModuleType:
+def stub_module(name: str, path: Path | None = None, **attrs) -> types.ModuleType:
+    """A module ``name`` holding ``attrs``, put in ``sys.modules`` (the MIR side's stand-ins too)."""
     m = types.ModuleType(name)
     if path is not None:
         m.__path__ = [str(path)]  # a package whose real submodules load from the checkout
@@ -91,24 +92,24 @@ def _install_stubs(root: Path) -> None:
     (the identity here), ``utils.conf`` / ``args`` / ``batch_norm``, every ``backbone`` module but MNISTMLP
     (empty), ``datasets.get_dataset`` (:class:`Stream`) and ``ContinualModel`` (:class:`ContinualModel`)."""
     hflip = (lambda x: x.flip(-1)) if flipped_means() else (lambda x: x)
-    functional = _module("torchvision.transforms.functional", hflip=hflip)
-    transforms = _module("torchvision.transforms", functional=functional, Compose=object)
-    _module("torchvision", transforms=transforms)
+    functional = stub_module("torchvision.transforms.functional", hflip=hflip)
+    transforms = stub_module("torchvision.transforms", functional=functional, Compose=object)
+    stub_module("torchvision", transforms=transforms)
     import utils  # noqa: F401  (Mammoth's own utils/__init__.py: torch and numpy only; its submodules below)
 
-    _module("utils.augmentations", apply_transform=lambda x, transform=None, autosqueeze=False: (
+    stub_module("utils.augmentations", apply_transform=lambda x, transform=None, autosqueeze=False: (
         x if transform is None else transform(x)))  # fmt: skip
-    _module("utils.conf", get_device=lambda: torch.device("cpu"), warn_once=lambda *a, **k: None,
+    stub_module("utils.conf", get_device=lambda: torch.device("cpu"), warn_once=lambda *a, **k: None,
             create_seeded_dataloader=None)  # fmt: skip
-    _module("utils.args", ArgumentParser=ArgumentParser, add_rehearsal_args=lambda parser: None)
-    _module("utils.batch_norm", bn_track_stats=lambda model, condition: contextlib.nullcontext())
-    _module("datasets", get_dataset=lambda args=None: _CURRENT["stream"])
+    stub_module("utils.args", ArgumentParser=ArgumentParser, add_rehearsal_args=lambda parser: None)
+    stub_module("utils.batch_norm", bn_track_stats=lambda model, condition: contextlib.nullcontext())
+    stub_module("datasets", get_dataset=lambda args=None: _CURRENT["stream"])
     for f in (root / "backbone").glob("*.py"):  # backbone/__init__.py imports every backbone (timm, ...): all
         if f.stem not in ("__init__", "MNISTMLP"):  # but the MLP stand empty, so that it registers only the MLP
-            _module(f"backbone.{f.stem}")
-    _module("models", root / "models")
-    _module("models.utils", root / "models" / "utils")
-    _module("models.utils.continual_model", ContinualModel=ContinualModel)
+            stub_module(f"backbone.{f.stem}")
+    stub_module("models", root / "models")
+    stub_module("models.utils", root / "models" / "utils")
+    stub_module("models.utils.continual_model", ContinualModel=ContinualModel)
 
 
 def load(root: str | Path) -> dict:

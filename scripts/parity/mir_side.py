@@ -53,7 +53,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -176,12 +175,9 @@ class JPEGCifar10:
 
 
 def install_torchvision_stub() -> None:
-    datasets = types.ModuleType("torchvision.datasets")
-    datasets.CIFAR10 = JPEGCifar10
-    transforms = types.ModuleType("torchvision.transforms")
-    tv = types.ModuleType("torchvision")
-    tv.datasets, tv.transforms = datasets, transforms
-    sys.modules.update({"torchvision": tv, "torchvision.datasets": datasets, "torchvision.transforms": transforms})
+    datasets = mammoth_side.stub_module("torchvision.datasets", CIFAR10=JPEGCifar10)
+    transforms = mammoth_side.stub_module("torchvision.transforms")
+    mammoth_side.stub_module("torchvision", datasets=datasets, transforms=transforms)
 
 
 # ----------------------------------------------------------------------------- MIR's output
@@ -241,10 +237,7 @@ def child(spec: dict) -> None:
     install_torchvision_stub()
     JPEGCifar10.feed = spec["feed"]
     sys.path.insert(0, str(root))
-    data = types.ModuleType("data")
-    data.__file__ = str(root / "data.py")
-    data._last_argmax = _last_argmax
-    sys.modules["data"] = data
+    data = mammoth_side.stub_module("data", __file__=str(root / "data.py"), _last_argmax=_last_argmax)
     exec(compile(patched_source((root / "data.py").read_text(), "data.py"), data.__file__, "exec"), vars(data))
     split = data.get_split_cifar10
 
