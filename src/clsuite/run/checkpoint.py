@@ -141,9 +141,9 @@ class CheckpointStore:
     """The checkpoints of one run identity in one folder (:class:`TaskCheckpoint` writes them). An OS
     error on the folder is a warning, once (:meth:`lost`): from then on nothing is written, and the run goes on."""
 
-    def __init__(self, folder, key: str, checkpoint_io: AtomicCheckpointIO | None = None):
+    def __init__(self, folder, key: str):
         self.folder, self.key = Path(folder), key
-        self.io = checkpoint_io or AtomicCheckpointIO()
+        self.io = AtomicCheckpointIO()
         self.broken: str | None = None  # why the store stopped writing (an OS error), once it did
 
     def path(self, done: int) -> Path:

@@ -119,11 +119,10 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
     (``columns``), with the run's last rows of R and R_task_il where ``split`` is the one R was
     measured on; ``code``: :func:`other_code` (None: the run's code)."""
     from clsuite.config.check import checked_source
-    from clsuite.config.numerics import apply, check
     from clsuite.core.callbacks import evaluate
     from clsuite.core.train import build
     from clsuite.run.checkpoint import AtomicCheckpointIO, CorruptCheckpoint, structure_problem
-    from clsuite.run.identity import pin_threads, threads_of
+    from clsuite.run.record import prepare
 
     res, cfg, weights = load(path, split, data_root)
     code = other_code(res, cfg)
@@ -134,9 +133,7 @@ def evaluate_run(path: Path, split: str = "test", data_root: str | None = None) 
         raise ConfigError(f"{why} ({code})" if code else why) from None
     if why := not_the_runs(res, cfg, source):
         raise ConfigError(why)
-    apply(cfg.trainer.numerics)  # the run's kernels and threads: its numbers again on its machine
-    check(cfg.trainer.numerics)
-    pin_threads(threads_of(cfg))
+    prepare(cfg)  # the run's kernels and threads: its numbers again on its machine
     dm, learner, device = build(cfg, source)
     key = res["identity"]["key"]
     try:

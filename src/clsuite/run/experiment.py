@@ -1,12 +1,7 @@
 """One run around the core's training (``clsuite.core.train``): the process prepared (numerics, threads:
 a call, not a callback, ``clsuite.run.record``), the Trainer, the logger and the bookkeeping callbacks from
 conf/, resume from a checkpoint of the run's identity (docs/GUIDE.md, "Checkpoints"), and the run's printed
-summary.
-
-conf/trainer/ is Lightning's Trainer node (``_target_`` and the Trainer's own arguments) that also holds
-the suite's own trainer keys, :data:`SUITE_KEYS`, taken out before it is instantiated: they stay under
-``trainer.`` rather than in a node of their own because the records' configs, their identities and
-every documented command (``trainer.numerics=portable``) name them there (docs/GUIDE.md, "Trainer").
+summary. conf/trainer/ also holds the suite's own trainer keys (:data:`SUITE_KEYS`): docs/GUIDE.md, "Trainer".
 """
 
 from __future__ import annotations

@@ -49,16 +49,14 @@ NOT_RUN = ("analysis",)  # sub-packages a training run never imports (tests/lab/
 PACKAGED_SWEEPS = "sweeps"  # clsuite/sweeps/ of a wheel (pyproject force-include): configs, not code
 
 
-def _counted(rel: Path) -> bool:
-    return rel.suffix in CODE_SUFFIXES and not any(p == "__pycache__" or p.startswith(".") for p in rel.parts)
-
-
 def _tree(top: Path, prefix: str) -> dict[str, Path]:
     """``{prefix/relative name: path}`` of every ``.py`` / ``.yaml`` file under ``top`` (no caches)."""
     return {
         f"{prefix}/{p.relative_to(top).as_posix()}": p
         for p in top.rglob("*")
-        if _counted(p.relative_to(top)) and p.is_file()
+        if p.suffix in CODE_SUFFIXES
+        and not any(q == "__pycache__" or q.startswith(".") for q in p.relative_to(top).parts)
+        and p.is_file()
     }
 
 

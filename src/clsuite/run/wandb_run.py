@@ -121,14 +121,9 @@ def _short(text: str, limit: int = 128) -> str:
 
 def sealed(out_dir) -> tuple[dict | None, str | None]:
     """The folder's sealed results (``clsuite.run.results.read_run``; None when missing or rejected) and
-    the SHA-256 of its file (what ``wandb/mirror.json`` records)."""
-    path = Path(out_dir) / RESULTS_FILE
-    if not (run := read_run(path)).ok:
-        return None, None
-    try:
-        return run.data, sha256(read_regular(path))
-    except (OSError, Unreadable):
-        return run.data, None
+    their seal, the sha256 of their content (what ``wandb/mirror.json`` records)."""
+    run = read_run(Path(out_dir) / RESULTS_FILE)
+    return (run.data, run.data["digest"]) if run.ok else (None, None)
 
 
 def mirrored(out_dir, content_sha: str | None, mode: str) -> bool:
