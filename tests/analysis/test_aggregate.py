@@ -35,12 +35,12 @@ def test_dedupe_by_identity_key(tmp_path):
     write_run(root, seed=0, R=fake_R(5, 80.0), job="a")
     write_run(root, seed=0, R=fake_R(5, 80.0), job="b")  # the same identity reached twice
     write_run(root, seed=1, R=fake_R(5, 70.0), job="c")
-    runs, dropped = load_runs(root)
+    runs, dropped, _left = load_runs(root)
     assert sorted(runs["job"]) == ["a", "c"] and dropped == [("b", "a")]
     # a run copied from another experiment gives way to the one trained here
     edit_run(write_run(root, seed=2, R=fake_R(5, 60.0), job="a0"), lambda res: res.update(reused_from="elsewhere"))
     write_run(root, seed=2, R=fake_R(5, 60.0), job="z")
-    runs, dropped = load_runs(root)
+    runs, dropped, _left = load_runs(root)
     assert "z" in set(runs["job"]) and ("a0", "z") in dropped
 
 
@@ -81,7 +81,7 @@ def test_a_run_without_identity_is_rejected(tmp_path):
     root = tmp_path / "table2"
     write_run(root, seed=0, identity=False, job="a")
     write_run(root, seed=1, job="b")
-    runs, _dropped, left = load_runs(root, with_left_out=True)
+    runs, _dropped, left = load_runs(root)
     assert list(runs["job"]) == ["b"] and left["rejected"][0]["reason"].startswith("no 'identity' object")
 
 
@@ -96,12 +96,12 @@ def test_one_run_per_seed_the_current_codes_else_the_newest(tmp_path, monkeypatc
     old = write_run(root, seed=1, R=fake_R(5, 70.0), job="s1_old", code_hash="aaaa000000000000")
     new = write_run(root, seed=1, R=fake_R(5, 60.0), job="s1_new", code_hash="bbbb000000000000")
     os.utime(old / "results.json", (1e9, 1e9))  # older
-    runs, _d, left = load_runs(root, with_left_out=True)
+    runs, _d, left = load_runs(root)
     assert sorted(runs["job"]) == ["s0", "s1_new"]
     assert left["seed_duplicates"] == [{"job": "s1_old", "kept": "s1_new", "why": "the newest results file"}]
     assert summarize(runs)["n"].tolist() == [2]
     monkeypatch.setattr(load, "current_code", lambda: "aaaa000000000000")
-    runs, _d, left = load_runs(root, with_left_out=True)
+    runs, _d, left = load_runs(root)
     assert sorted(runs["job"]) == ["s0", "s1_old"] and left["seed_duplicates"][0]["why"] == "the current code's run"
     md = tb.status_markdown(load_experiment(root).status, "x")
     assert "`s1_new`: left out, kept `s1_old` (the current code's run)" in md

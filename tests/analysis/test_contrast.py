@@ -51,6 +51,8 @@ def test_runs_in_the_papers_method_order_then_a_key():
     runs = pd.DataFrame({"method": ["zeta", "mir", "adaer", "mir"], "data": ["x", "b", "a", "a"]})
     assert list(zip(*in_method_order(runs, "data").to_dict("list").values(), strict=True)) == [
         ("mir", "a"), ("mir", "b"), ("adaer", "a"), ("zeta", "x")]  # fmt: skip
+    runs = runs.assign(benchmark=["split_mnist", "split_fmnist", "split_fmnist", "split_mnist"])  # Table II's order
+    assert list(in_method_order(runs, "benchmark")["data"]) == ["a", "b", "a", "x"]
 
 
 def test_pairs_of_arms_in_every_group_and_a_seeds_runs_averaged():

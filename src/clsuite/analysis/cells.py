@@ -14,7 +14,7 @@ import pandas as pd
 from clsuite.analysis import open_choices as ch
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast
+from clsuite.analysis.contrast import contrast, in_method_order
 from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
 from clsuite.analysis.stats import Paired
 
@@ -167,11 +167,9 @@ def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
     if not arms:
         return []
     frame = contrast(pd.concat(arms), "arm", DEFAULT, ["acc"], by=["benchmark", "method", "reading"])
-    out = [Row(cell, r.benchmark, r.method, r.reading, r.arm, r.acc_base, r.acc_arm, r.acc,
-               pv.table2_value(r.benchmark, r.method, "acc")) for r in frame.itertuples()]  # fmt: skip
-    benches = pv.order_benchmarks({r.benchmark for r in out})
-    methods = pv.order_methods([r.method for r in out])
-    return sorted(out, key=lambda r: (methods.index(r.method), r.variant, benches.index(r.benchmark)))
+    return [Row(cell, r.benchmark, r.method, r.reading, r.arm, r.acc_base, r.acc_arm, r.acc,
+                pv.table2_value(r.benchmark, r.method, "acc"))
+            for r in in_method_order(frame, "arm", "benchmark").itertuples()]  # fmt: skip
 
 
 def table(all_rows: list[Row]) -> tb.Table:

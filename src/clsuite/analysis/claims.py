@@ -82,7 +82,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 
 import pandas as pd
 
@@ -141,16 +141,18 @@ def outcome(p: Paired) -> str:
 
 
 def holm(p: list[float]) -> list[float]:
-    """Holm's (1979) step-down adjusted p-values: the k-th smallest of m times (m - k + 1), kept
-    non-decreasing in that order, capped at 1; reject where the adjusted p is below the level.
+    """Holm's (1979) step-down adjusted p-values over the entries that are not NaN (NaN stays NaN): the k-th
+    smallest of m times (m - k + 1), kept non-decreasing in that order, capped at 1; reject where the adjusted
+    p is below the level.
 
     Written here: statsmodels (``multipletests``) is not a dependency, and scipy.stats (1.17) has
     only ``false_discovery_control`` (Benjamini-Hochberg/-Yekutieli, false discovery rate, not
     the family-wise error).
     """
-    m, adjusted, running = len(p), [1.0] * len(p), 0.0
-    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
-        running = max(running, min(1.0, (m - k) * p[i]))
+    tested = sorted((i for i, v in enumerate(p) if not math.isnan(v)), key=lambda i: p[i])
+    adjusted, running = [float("nan")] * len(p), 0.0
+    for k, i in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - k) * p[i]))
         adjusted[i] = running
     return adjusted
 
@@ -166,24 +168,16 @@ class Family:
     p_eq_adj: list[float]
 
 
-def _holm_over(p: list[float]) -> list[float]:
-    """Holm over the entries that are not NaN; NaN stays NaN."""
-    out, tested = [float("nan")] * len(p), [i for i, v in enumerate(p) if not math.isnan(v)]
-    for i, a in zip(tested, holm([p[i] for i in tested]), strict=True):
-        out[i] = a
-    return out
-
-
 def family(results: list[Paired], margins: list[float] | None = None) -> Family:
     """Rules 4 and 5: each comparison's outcome within its claim's family (``margins``: each one's
     equivalence margin, NaN or none: never equivalent). The family is the comparisons with an interval;
     one without a margin enters the equivalence family with TOST p = 1 (it cannot be shown equivalent)."""
     margins = [float("nan")] * len(results) if margins is None else list(margins)
     raw = [outcome(r) for r in results]
-    p_adj = _holm_over([r.p_below if r.defined else float("nan") for r in results])
+    p_adj = holm([r.p_below if r.defined else float("nan") for r in results])
     p_eq = [r.p_equivalent(m) if r.defined and m > 0 else (1.0 if r.defined else float("nan"))
             for r, m in zip(results, margins, strict=True)]  # fmt: skip
-    p_eq_adj = _holm_over(p_eq)
+    p_eq_adj = holm(p_eq)
     out = [_after(*x) for x in zip(raw, p_adj, p_eq, p_eq_adj, strict=True)]
     return Family(out, p_adj, [p if m > 0 else float("nan") for p, m in zip(p_eq, margins, strict=True)], p_eq_adj)
 
@@ -227,52 +221,28 @@ class Comparison:
 
 @dataclass
 class Judged:
-    """One claim judged on one reading's runs."""
+    """One claim judged on one reading's runs, with each comparison's outcome, Holm-adjusted one-sided p for
+    d < 0, TOST p against its margin and that p Holm-adjusted over this claim's comparisons (:func:`family`)."""
 
     claim: Claim
     reading: str
     comparisons: list[Comparison] = field(default_factory=list)
+    outcomes: list[str] = field(init=False)
+    p_adj: list[float] = field(init=False)
+    p_eq: list[float] = field(init=False)
+    p_eq_adj: list[float] = field(init=False)
 
-    @cached_property
-    def _family(self) -> Family:
-        return family([c.result for c in self.comparisons], [c.margin for c in self.comparisons])
-
-    @property
-    def outcomes(self) -> list[str]:
-        """Each comparison's outcome after rules 4 and 5."""
-        return self._family.outcomes
-
-    @property
-    def p_adj(self) -> list[float]:
-        """Each comparison's Holm-adjusted one-sided p for d < 0 over this claim's comparisons."""
-        return self._family.p_adj
-
-    @property
-    def p_eq(self) -> list[float]:
-        """Each comparison's TOST p against its margin (NaN without a margin)."""
-        return self._family.p_eq
-
-    @property
-    def p_eq_adj(self) -> list[float]:
-        """Each comparison's TOST p Holm-adjusted over this claim's comparisons."""
-        return self._family.p_eq_adj
+    def __post_init__(self) -> None:
+        f = family([c.result for c in self.comparisons], [c.margin for c in self.comparisons])
+        self.outcomes, self.p_adj, self.p_eq, self.p_eq_adj = f.outcomes, f.p_adj, f.p_eq, f.p_eq_adj
 
     @property
     def m(self) -> int:
         """The size of the family: the comparisons with an interval."""
         return sum(c.result.defined for c in self.comparisons)
 
-    def decision(self, c: Comparison) -> tuple[str, float]:
-        """(outcome after rule 4, Holm-adjusted p) of one of this claim's comparisons."""
-        i = self._index(c)
-        return self.outcomes[i], self.p_adj[i]
-
-    def equivalence(self, c: Comparison) -> tuple[float, float]:
-        """(TOST p, its Holm-adjusted value) of one of this claim's comparisons (rule 5)."""
-        i = self._index(c)
-        return self.p_eq[i], self.p_eq_adj[i]
-
-    def _index(self, c: Comparison) -> int:
+    def index(self, c: Comparison) -> int:
+        """The place of one of this claim's comparisons in its lists."""
         return next(i for i, x in enumerate(self.comparisons) if x is c)
 
     @property

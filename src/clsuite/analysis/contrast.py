@@ -21,10 +21,15 @@ def by_seed(arm: pd.DataFrame, quantity: str, per_seed: str = "last") -> dict:
     return dict(zip(arm["seed"], arm[quantity], strict=True))
 
 
+ORDERS = {"method": pv.order_methods, "benchmark": pv.order_benchmarks}  # columns sorted in the paper's order
+
+
 def in_method_order(runs: pd.DataFrame, *then: str) -> pd.DataFrame:
-    """The runs sorted by method in the paper's order, then by ``then`` (stable: runs keep their order within)."""
-    rank = runs["method"].map(pv.order_methods(runs["method"]).index)
-    return runs.assign(_rank=rank).sort_values(["_rank", *then], kind="stable").drop(columns="_rank")
+    """The runs sorted by method in the paper's order, then by ``then`` (a benchmark in the paper's order too;
+    stable: runs keep their order within)."""
+    return runs.sort_values(
+        ["method", *then], key=lambda c: c.map(ORDERS[c.name](c).index) if c.name in ORDERS else c, kind="stable"
+    )
 
 
 def contrast(

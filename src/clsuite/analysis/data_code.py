@@ -17,34 +17,27 @@ from clsuite.analysis import tables as tb
 from clsuite.analysis.contrast import contrast, in_method_order
 
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
+ARMS = {"after": ("symmetric", 0.05), "before": ("unit", 0.0)}  # (data.input_range, data.val_fraction); null: unit, 0
 
 
-def _readings_loss(flat: dict) -> bool:
-    """mir_code's own loss and evaluation (the split loss, the running statistics): no BatchNorm variant."""
-    return flat.get("replay_loss") == "split" and (flat.get("eval_bn") or "running") == "running"
-
-
-def follows_mirs_data_code(flat: dict) -> bool:
-    """A run with MIR's CIFAR-10 inputs and split (``data.input_range=symmetric``, ``data.val_fraction=0.05``)."""
-    return (
-        flat.get("data.input_range") == "symmetric" and flat.get("data.val_fraction") == 0.05 and _readings_loss(flat)
-    )
-
-
-def _plain(flat: dict) -> bool:
-    return flat.get("data.input_range") in (None, "unit") and not flat.get("data.val_fraction") and _readings_loss(flat)
+def arm(flat: dict) -> str | None:
+    """The arm of a run under mir_code's own loss and evaluation (the split loss, the running statistics: no
+    BatchNorm variant), from its data keys; None for another setting."""
+    if flat.get("replay_loss") != "split" or (flat.get("eval_bn") or "running") != "running":
+        return None
+    data = (flat.get("data.input_range") or "unit", flat.get("data.val_fraction") or 0.0)
+    return next((a for a, keys in ARMS.items() if keys == data), None)
 
 
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:
     """The table for ``benchmark``'s runs of the reading ``mir_code``; empty when an arm has no runs."""
     arms = []
-    for runs, keep in ((after, follows_mirs_data_code), (before, _plain)):
+    for runs, which in ((after, "after"), (before, "before")):
         if runs.empty:
             return []
         runs = runs[(runs["benchmark"] == benchmark) & (runs["reading"] == "mir_code")]
-        arms.append(runs[[keep(f) for f in runs["flat"]]])
-    new, old = arms
-    if new.empty or old.empty:
+        arms.append(runs[[arm(f) == which for f in runs["flat"]]].assign(arm=which))
+    if any(a.empty for a in arms):
         return []
     name = pv.bench_label(benchmark)
     t = tb.Table(
@@ -55,7 +48,7 @@ def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[
         "before: the same reading's runs made before the two keys (the record this section was first made of). The "
         "two keys change together, as the reading sets them.",
     )
-    both = in_method_order(pd.concat([new.assign(arm="after"), old.assign(arm="before")]))
+    both = in_method_order(pd.concat(arms))
     for r in contrast(both, "arm", "before", [q for q, _ in QUANTITIES], by=["method"]).itertuples():
         t.add([pv.method_label(r.method), *(getattr(r, q).interval() for q, _ in QUANTITIES), r.n])
     return [t.markdown()] if t.rows else []

@@ -45,14 +45,8 @@ def _same(v) -> str:
 
 def fixed_settings(runs: pd.DataFrame) -> list[str]:
     """``["M=50 per class", "batch_size=20", ...]``: the settings every run changed, to the same value."""
-    if runs.empty:
-        return []
-    common: dict[str, object] | None = None
-    for _, run in runs.iterrows():
-        c = {k: _same(v) for k, v in changed(run).items()}
-        common = c if common is None else {k: v for k, v in common.items() if c.get(k) == v}
-        if not common:
-            return []
+    changes = pd.DataFrame([{k: _same(v) for k, v in changed(run).items()} for _, run in runs.iterrows()])
+    common = {k: col.iloc[0] for k, col in changes.items() if col.notna().all() and col.nunique() == 1}
     out = []
     for k, v in sorted(common.items(), key=lambda kv: (kv[0] not in CONDITIONS, kv[0])):  # M, τ, λ first
         value = json.loads(v)

@@ -286,10 +286,10 @@ def current_code() -> str | None:
         return None
 
 
-def load_runs(exp_dir, with_left_out: bool = False, grid: dict | None = None):
-    """Steps 1-5: the distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS`) and the copies of
-    an identity, ``[(job, kept job)]``; with ``with_left_out`` also ``{"rejected": [...],
-    "seed_duplicates": [...]}``. ``grid``: its ``grid.json``, already read (``{}``: none; None: read it now)."""
+def load_runs(exp_dir, grid: dict | None = None):
+    """Steps 1-5: the distinct runs of ``exp_dir`` (a DataFrame of :data:`COLUMNS`), the copies of an identity,
+    ``[(job, kept job)]``, and the files left out, ``{"rejected": [...], "seed_duplicates": [...]}``.
+    ``grid``: its ``grid.json``, already read (``{}``: none; None: read it now)."""
     rows, rejected = read_runs(exp_dir, grid_jobs(read_grid(exp_dir) if grid is None else grid))
     df = pd.DataFrame(rows, columns=[*COLUMNS, "mtime", "in_grid"])
     df, copies = _keep_first(df, ["key"], grid_last=~df["in_grid"].astype(bool), copy=df["reused_from"].notna())
@@ -305,10 +305,7 @@ def load_runs(exp_dir, with_left_out: bool = False, grid: dict | None = None):
         {"job": j, "kept": k, "why": why[kept_code[k] == code]} for j, k in sorted(zip(others["job"], others["kept"]))
     ]
     df = df.sort_values("job")[COLUMNS].reset_index(drop=True)
-    dropped = list(zip(copies["job"], copies["kept"]))
-    if with_left_out:
-        return df, dropped, {"rejected": rejected, "seed_duplicates": seed_dups}
-    return df, dropped
+    return df, list(zip(copies["job"], copies["kept"])), {"rejected": rejected, "seed_duplicates": seed_dups}
 
 
 COPY = "the same run as one counted (a copy, or a link to its results file)"  # why a results file is skipped
@@ -363,7 +360,7 @@ def status(exp_dir, grid: dict, runs: pd.DataFrame, dropped: list, left_out: dic
 def load_experiment(exp_dir) -> Experiment:
     exp_dir = Path(exp_dir)
     grid = read_grid(exp_dir) or {}  # read once: the runs' check against it, and the status
-    runs, dropped, left_out = load_runs(exp_dir, with_left_out=True, grid=grid)
+    runs, dropped, left_out = load_runs(exp_dir, grid)
     return Experiment(exp_dir.name, exp_dir, runs, status(exp_dir, grid, runs, dropped, left_out))
 
 

@@ -62,12 +62,11 @@ def _differences(runs: pd.DataFrame, pairs):
     for bench in wide.index.get_level_values("benchmark").unique():
         for a, b in pairs:
             try:
-                x, y = wide.loc[(bench, a)], wide.loc[(bench, b)]
+                d = (wide.loc[(bench, a)] - wide.loc[(bench, b)]).dropna()  # the seeds both ran
             except KeyError:
                 continue
-            seeds = x.index.intersection(y.index)
-            if len(seeds) >= 2:
-                yield bench, f"{pv.method_label(a)} vs {pv.method_label(b)}", x.loc[seeds] - y.loc[seeds]
+            if len(d) >= 2:
+                yield bench, f"{pv.method_label(a)} vs {pv.method_label(b)}", d
 
 
 def comparisons_table(runs: pd.DataFrame, pairs=PAIRS) -> pd.DataFrame:

@@ -87,17 +87,6 @@ def _heatmaps(e: Experiment, out: Path, what: str) -> list[Path]:
     return figs
 
 
-def _readings(e: Experiment, df: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame, str, str]]:
-    """``[(df's rows of a reading, its runs, title suffix, file-name suffix)]``: a figure per reading,
-    since a figure draws one line per method (the tables put the readings side by side instead). The
-    title names the reading and M's unit; the file name names the reading only when there are several."""
-    rs = order_readings(e.runs["reading"].unique())
-    if len(rs) <= 1:
-        return [(df, e.runs, f" ({reading_label(e.runs)})", "")]
-    of = [(df[df["reading"] == r], e.runs[e.runs["reading"] == r], f"_{r}") for r in rs]
-    return [(d, runs, f" ({reading_label(runs)})", x) for d, runs, x in of]
-
-
 def memory_unit(runs: pd.DataFrame) -> str:
     """The unit of M in these runs: ``per class`` (``memory_per_class``, as mir_code) or ``in total``."""
     units = set(runs["memory_per_class"]) if "memory_per_class" in runs else {False}
@@ -146,7 +135,7 @@ class Pivot:
 
 @dataclass(frozen=True)
 class Plot:
-    """A figure per reading (:func:`_readings`): ``draw(that reading's summary, *args, title, stem, **kw)``;
+    """A figure per reading (:func:`_draw`): ``draw(that reading's summary, *args, title, stem, **kw)``;
     ``figures.first_task`` draws from the runs. An M axis says the unit of M in the reading's runs."""
 
     draw: Callable[..., list[Path]]
@@ -205,14 +194,19 @@ class Section:
 
 
 def _draw(e: Experiment, out: Path, s: pd.DataFrame, plots) -> list[Path]:
-    """The figures of ``plots`` for each reading in turn (:func:`_readings`): those of the summary ``s``,
-    then those of the runs."""
+    """The figures of ``plots`` for each reading in turn, since a figure draws one line per method (the tables put
+    the readings side by side instead): those of the summary ``s``, then those of the runs. The title names the
+    reading and M's unit; the file name names the reading only when there are several."""
+    rs = order_readings(e.runs["reading"].unique())
     figs = []
     for of_runs in (False, True):
-        for data, runs, t, x in _readings(e, e.runs if of_runs else s):
+        df = e.runs if of_runs else s
+        for r in rs if len(rs) > 1 else [None]:
+            data, runs = (df, e.runs) if r is None else (df[df["reading"] == r], e.runs[e.runs["reading"] == r])
+            x = "" if r is None else f"_{r}"
             for p in [p for p in plots if (p.draw is fg.first_task) == of_runs]:
                 m = {"xlabel": memory_axis(runs)} if "memory" in p.args else {}
-                figs += p.draw(data, *p.args, f"{p.title}{t}", out / f"{p.stem}{x}", **p.kw, **m)
+                figs += p.draw(data, *p.args, f"{p.title} ({reading_label(runs)})", out / f"{p.stem}{x}", **p.kw, **m)
     return figs
 
 
@@ -305,12 +299,18 @@ CELLS_HEAD = (
 )
 
 
-def aggregate(experiment: str, multirun="multirun", out_root="results", layout: str | None = None) -> dict:
-    """Tables, figures, CSVs and status of one experiment -> ``out_root/experiment/``."""
+def experiment_dir(multirun, experiment: str) -> Path:
+    """``multirun/experiment``; ``FileNotFoundError`` saying what fills it when it is not there."""
     exp_dir = Path(multirun) / experiment
     if not exp_dir.is_dir():
         first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
         raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
+    return exp_dir
+
+
+def aggregate(experiment: str, multirun="multirun", out_root="results", layout: str | None = None) -> dict:
+    """Tables, figures, CSVs and status of one experiment -> ``out_root/experiment/``."""
+    exp_dir = experiment_dir(multirun, experiment)
     out = Path(out_root) / experiment
     probe_folder(out)  # (a folder that cannot be written: one line, before anything is built)
     e = load_experiment(exp_dir)

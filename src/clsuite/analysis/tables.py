@@ -31,7 +31,7 @@ from clsuite.analysis.claims import (
     QuoteCheck,
     sign_flip_floor_note,
 )
-from clsuite.analysis.contrast import by_seed, contrast
+from clsuite.analysis.contrast import by_seed, contrast, in_method_order
 from clsuite.analysis.load import CONDITIONS, KEYS, order_readings, select, short, split_items
 from clsuite.analysis.stats import COSTS, LEVEL, POWER, n_range, paired, seeds_for_equivalence, seeds_needed
 from clsuite.core.metrics import FWT_CLASS_IL, METRICS, QUANTITIES
@@ -251,11 +251,7 @@ def pivot(summary: pd.DataFrame, title: str, quantity: str, col_key: str | None,
     t = Table(title, header, groups, NOTE)
     rk = ["method", "reading"] if row_key == "method" else [row_key, "method", "reading"]
     rows = s[rk].drop_duplicates()
-    if row_key == "method":
-        order = pv.order_methods(rows["method"])
-        rows = rows.assign(_o=rows["method"].map(order.index)).sort_values(["_o", "reading"])
-    else:
-        rows = rows.sort_values(rk)
+    rows = in_method_order(rows, "reading") if row_key == "method" else rows.sort_values(rk)
     for _, r in rows.iterrows():
         label = pv.method_label(r["method"]) if row_key == "method" else f"{r[row_key]:g}"
         if row_key != "method" and s["method"].nunique() > 1:
@@ -352,16 +348,16 @@ def within(c: Comparison, digits: int = 1) -> str:
 
 def decision(j: Judged, c: Comparison) -> str:
     """What rule 4 made of comparison ``c`` of claim ``j``, with its Holm-adjusted p."""
-    o, p_adj = j.decision(c)
+    i = j.index(c)
+    o, p_adj = j.outcomes[i], j.p_adj[i]
     if o == CONTRADICTED:
         return f"contradicted after Holm (p_adj = {_p(p_adj)} < {ALPHA:g}, m = {j.m})"
     if o == RAW_ONLY:
         return f"contradicted raw, not after Holm (p_adj = {_p(p_adj)} ≥ {ALPHA:g}, m = {j.m})"
     if o in (EQUIVALENT, EQ_RAW_ONLY):
-        p_eq_adj = j.equivalence(c)[1]
         after = "after Holm" if o == EQUIVALENT else "raw, not after Holm"
         sign = "<" if o == EQUIVALENT else "≥"
-        return f"equivalent {after}: {within(c)} (TOST p_adj = {_p(p_eq_adj)} {sign} {EQ_ALPHA:g}, m = {j.m})"
+        return f"equivalent {after}: {within(c)} (TOST p_adj = {_p(j.p_eq_adj[i])} {sign} {EQ_ALPHA:g}, m = {j.m})"
     return f"{o} (its interval)" if o == SUPPORTED else o
 
 
@@ -444,7 +440,7 @@ def seeds_to_decide(j: Judged, w: Comparison) -> str:
     do it, to show it equivalent within its margin after Holm (rule 5: TOST at EQ_ALPHA / m each side,
     reachable only while |mean| < margin). Beyond CAP seeds both ways: said so."""
     r = w.result
-    if j.decision(w)[0] == IDENTICAL:
+    if j.outcomes[j.index(w)] == IDENTICAL:
         return "none: the two arms agree in every seed"
     m = max(j.m, 1)
     level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / m
@@ -493,25 +489,21 @@ def claims_markdown(judged: list[Judged]) -> str:
     note = sign_flip_floor_note(judged)
     if note:
         out += [note, ""]
+
+    def listed(j: Judged, what: str, cs: list[Comparison], show) -> str:  # the first 8 comparisons, with show(c)
+        more = f"; and {len(cs) - 8} more" if len(cs) > 8 else ""
+        shown = "; ".join(f"{c.label} on {pv.bench_label(c.benchmark)} ({show(c)})" for c in cs[:8])
+        return f"- *{j.claim.text}* ({j.reading}): {what}{shown}{more}."
+
     for j in judged:
         if j.tied:
-            out.append(
-                f"- *{j.claim.text}* ({j.reading}): tied (equivalent after Holm, rule 5): "
-                + "; ".join(f"{c.label} on {pv.bench_label(c.benchmark)} ({within(c)})" for c in j.tied[:8])
-                + (f"; and {len(j.tied) - 8} more" if len(j.tied) > 8 else "")
-                + "."
-            )
+            out.append(listed(j, "tied (equivalent after Holm, rule 5): ", j.tied, within))
         unsep = [
             c for c, o in zip(j.comparisons, j.outcomes, strict=True) if c.outcome == UNRESOLVED and o != EQUIVALENT
         ]
         if unsep:
             n = max(c.result.n for c in unsep)
-            out.append(
-                f"- *{j.claim.text}* ({j.reading}): {n} seeds cannot separate "
-                + "; ".join(f"{c.label} on {pv.bench_label(c.benchmark)} ({c.result.interval()})" for c in unsep[:8])
-                + (f"; and {len(unsep) - 8} more" if len(unsep) > 8 else "")
-                + "."
-            )
+            out.append(listed(j, f"{n} seeds cannot separate ", unsep, lambda c: c.result.interval()))
     out.append("")
     if (t := open_claims(judged)) is not None:
         out.append(t.markdown())

@@ -10,6 +10,9 @@ import re
 import sys
 from pathlib import Path
 
+from clsuite.analysis.defaults import caption, fixed_settings
+from clsuite.analysis.load import grid_jobs, load_runs, read_grid, read_runs, split_items
+from clsuite.analysis.report import aggregate, experiment_dir
 from clsuite.config.check import ConfigError, wandb_settings
 from clsuite.config.paths import dirname_text, safe_name
 from clsuite.core.errors import fail
@@ -27,8 +30,6 @@ def _overrides_of(job: Path, grid: dict | None) -> list[str]:
     own = read_json(job / OVERRIDES_FILE)
     if isinstance(own, list):
         return own
-    from clsuite.analysis.load import split_items
-
     return list(grid[job.name]["overrides"]) if job.name in (grid or {}) else split_items(dirname_text(job.name))
 
 
@@ -50,12 +51,8 @@ def aggregate_outputs(built: dict) -> dict:
 def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Path | None:
     """The aggregate W&B run of an experiment (``aggregate`` of ``exp_dir`` into ``out_root/<its name>/``),
     logged once while its runs' identities and metrics stay the same."""
-    from clsuite.analysis.defaults import caption, fixed_settings
-    from clsuite.analysis.load import load_runs
-    from clsuite.analysis.report import aggregate
-
     exp_dir = Path(exp_dir)
-    runs, _dropped = load_runs(exp_dir)
+    runs = load_runs(exp_dir)[0]
     if runs.empty:
         return None
     sha = sha256(runs[["job", "key", *METRICS]].to_csv(index=False))
@@ -80,15 +77,7 @@ def log_experiment(experiment: str, exp_dir, out_root, *, logger_cfg=None) -> Pa
 
 def sync_experiment(experiment: str, multirun_dir="multirun", out_root="results", logger_cfg=None) -> dict:
     """Every results file of ``multirun/<experiment>/`` without a W&B run gets one; then the aggregate run."""
-    exp_dir = Path(multirun_dir) / experiment
-    if not exp_dir.is_dir():
-        from clsuite.analysis.paper_values import TARGETS
-        from clsuite.config.home import hint
-
-        first = hint("paper", experiment) if experiment in TARGETS else "its sweep"
-        raise FileNotFoundError(f"no runs: {exp_dir} does not exist (run {first} first)")
-    from clsuite.analysis.load import grid_jobs, read_grid, read_runs
-
+    exp_dir = experiment_dir(multirun_dir, experiment)
     grid = grid_jobs(read_grid(exp_dir))
     rows, rejected = read_runs(exp_dir, grid)
     logged = 0
