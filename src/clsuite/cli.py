@@ -236,9 +236,8 @@ def _task(cfg: DictConfig, inv: Invocation) -> float | None:
     """What Hydra runs (:func:`main`'s task function): a single run or one sweep job."""
     hc = HydraConfig.get()
     if hc.job.chdir:  # (a job runs inside its folder) the launch folder's data, as checked
-        with contextlib.chdir(
-            hc.runtime.cwd
-        ):  # (data.root's default looks for ../shared/datasets: clsuite.config.home)
+        # (data.root's default looks for ../shared/datasets: clsuite.config.home)
+        with contextlib.chdir(hc.runtime.cwd):
             cfg.data.root = str(Path(hc.runtime.cwd) / str(cfg.data.root))
     if hc.mode != RunMode.MULTIRUN:
         return run_single(cfg, hc.runtime.output_dir, inv)

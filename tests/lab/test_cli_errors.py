@@ -132,17 +132,32 @@ def test_unknown_keys(arg, needle):
 
 
 @pytest.mark.parametrize(
-    "arg,needle",
+    "args,line",
     [
-        ("method=foo", "unknown method 'foo'; valid choices: "),
-        ("benchmark=split_mnist,mnist2", "unknown benchmark 'mnist2'"),
+        (["method=foo"], "unknown method 'foo'; valid choices: adaer, agem, ccmr, ebrs, er, gem, gss, hal, icarl, "
+         "joint, mir, oewc, online, si"),
+        (["benchmark=mnist2"], "unknown benchmark 'mnist2'; valid choices: split_cifar10, split_cifar100, "),
+        (["method=er", "update@method.update=nope"], "unknown update 'nope'; valid choices: class_ring, ebrs, "
+         "gss_greedy, herding, reservoir, task_reservoir, task_ring"),
     ],
-)
-def test_unknown_group_option_lists_choices(arg, needle):
+)  # fmt: skip
+def test_unknown_group_option_lists_choices(args, line):
+    """Hydra refuses an unknown option; its list of the group's options becomes the line's valid choices."""
+    from clsuite.config.compose import compose
+
     with pytest.raises(ConfigError) as e:
-        check_overrides([arg])
-    assert needle in str(e.value)
-    assert "adaer" in str(e.value) or "split_mnist" in str(e.value)
+        compose(args)
+    assert str(e.value).startswith(line) and "\n" not in str(e.value), str(e.value)
+
+
+def test_an_unknown_option_lists_the_options_of_an_outside_config_folder(tmp_path):
+    from clsuite.config.compose import compose
+
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "mym.yaml").write_text(METHOD_YAML.format(name="mym") + "lr: null\nplugin: null\n")
+    for how in (["--config-dir", str(tmp_path)], [f"hydra.searchpath=[file://{tmp_path}]"]):
+        with pytest.raises(ConfigError, match=r"^unknown method 'nope'; valid choices: adaer, .*, mir, mym, oewc, "):
+            compose([*how, "method=nope"])
 
 
 def _run(*args, cwd):

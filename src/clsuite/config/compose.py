@@ -16,7 +16,7 @@ import yaml
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clsuite.config.check import CONF_DIR, ConfigError, check_overrides, group_options, unknown_option
+from clsuite.config.check import CONF_DIR, ConfigError, check_overrides, group_options
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -85,11 +85,11 @@ def error_line(e: BaseException, overrides: list[str] = (), config_name: str = "
         )
     if m := re.match(r"Could not override '([^']+)'", text):
         return _cannot_override(m.group(1), text, overrides, config_name)
-    if m := re.search(r"Could not find '([^'/]+)/([^']*)'", text):  # (an option named by a yaml's defaults)
-        return unknown_option(*m.groups()) or first
-    if type(e).__name__ == "OverrideParseException":  # the first override that does not parse
-        bad = next((o for o in overrides if _unparsable(o)), " ".join(overrides))
-        return f"could not parse {bad!r}: {first} (Hydra's override syntax: key=value, key=a,b with -m)"
+    if m := re.search(r"Could not find '([^'/]+)/([^']*)'\n\nAvailable options in '[^']*':\n((?:\t.*\n)*)", text):
+        group, option, options = m.groups()  # (on the command line or in a yaml's defaults; every search path's)
+        return f"unknown {group} {option!r}; valid choices: {', '.join(options.split())}"
+    if type(e).__name__ == "OverrideParseException":  # (the override Hydra could not parse)
+        return f"could not parse {e.override!r}: {first} (Hydra's override syntax: key=value, key=a,b with -m)"
     if type(e).__name__ == "InstantiationException":
         return f"could not build {first}"
     return first
@@ -127,16 +127,6 @@ def _compose_without(key: str, overrides: list[str], config_name: str) -> DictCo
             return compose(config_name=config_name, overrides=rest)
     except Exception:
         return None
-
-
-def _unparsable(override: str) -> bool:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        OverridesParser.create().parse_overrides([override])
-    except Exception:
-        return True
-    return False
 
 
 @functools.cache

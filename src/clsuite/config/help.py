@@ -43,16 +43,21 @@ AUTOMATIC = ("tuned", "reading_family")  # groups composed from the other choice
 
 
 @functools.cache
-def selected_by() -> dict[str, list[str]]:
-    """Each class of a slot (``schema.targets``) -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
-    out: dict[str, list[str]] = {}
+def _options() -> dict[str, list[tuple[str, dict]]]:
+    """Each class of a slot (``schema.targets``) -> (an option that selects it, that option's node), ..."""
+    out: dict[str, list] = {}
     for group in ("method", "replay", "update"):
         for option in group_options(group):
             doc = yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text()) or {}
-            target = (doc.get("plugin") or {}).get("_target_") if group == "method" else doc.get("_target_")
-            if target:
-                out.setdefault(target, []).append(f"{group_key(group)}={option}")
+            node = (doc.get("plugin") or {}) if group == "method" else doc
+            if target := node.get("_target_"):
+                out.setdefault(target, []).append((f"{group_key(group)}={option}", node))
     return out
+
+
+def selected_by() -> dict[str, list[str]]:
+    """Each class of a slot -> the options that select it (``method=hal``, ``replay@method.replay=mir``)."""
+    return {target: [option for option, _ in found] for target, found in _options().items()}
 
 
 @functools.cache
@@ -63,14 +68,6 @@ def defaults() -> dict:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = OmegaConf.to_container(compose(config_name="config"), resolve=False)
     return {k: v for k in KEYS if (v := dotted_get(cfg, k, MISSING)) is not MISSING}
-
-
-def _node_yaml(target: str) -> dict:
-    """The keys of the yaml file of the first option that selects ``target`` (its defaults)."""
-    group, _, option = selected_by().get(target, ["=?"])[0].partition("=")
-    path = CONF_DIR / group.split("@")[0] / f"{option}.yaml"
-    doc = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
-    return (doc.get("plugin") or {}) if group == "method" else doc
 
 
 def _show(v) -> str:
@@ -98,7 +95,7 @@ def rows() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
             if scenarios := getattr(cls, "scenarios", None):
                 extra.append(f"scenario: {', '.join(scenarios)}")
             title = f"method.{slot} = {target.rsplit('.', 1)[-1]} ({by})" + (f"; {'; '.join(extra)}" if extra else "")
-            node = _node_yaml(target)
+            node = _options().get(target, [("", {})])[0][1]  # (the first option's yaml: the defaults shown)
             body = [(f"method.{slot}.{k}", _show(node.get(k, MISSING)), s.range(), s.doc) for k, s in keys.items()]
             out.append((title, body))
     return out

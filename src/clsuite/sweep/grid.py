@@ -99,9 +99,8 @@ def validate_grid(config: DictConfig, jobs: list[dict]) -> None:
             raise ConfigError(f"{e} ({where})") from None
         numerics.setdefault(str(cfg.trainer.numerics), where)
         job["config_hash"] = config_hash(cfg)  # the run this folder stands for (grid.json; clsuite.analysis)
-    if (
-        len(numerics) > 1
-    ):  # clsuite.config.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
+    # clsuite.config.numerics: a process (a basic-launcher sweep, a joblib worker) pins its kernels once
+    if len(numerics) > 1:
         (a, wa), (b, wb) = list(numerics.items())[:2]
         raise ConfigError(
             f"trainer.numerics takes one value per sweep (each process pins its CPU kernels once), got {a} ({wa}) "
