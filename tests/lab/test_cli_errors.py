@@ -160,6 +160,17 @@ def test_an_unknown_option_lists_the_options_of_an_outside_config_folder(tmp_pat
             compose([*how, "method=nope"])
 
 
+def test_a_group_option_that_is_a_path_is_refused_before_hydra_reads_it():
+    """``method=../benchmark/synthetic`` names another group's yaml: Hydra would read that file as the
+    method; the option is refused with the group's choices instead (a name never becomes a path unchecked)."""
+    from clsuite.config.compose import compose
+
+    for bad in ("method=../benchmark/synthetic", "benchmark=sub/split_mnist", "model=a\\b"):
+        group = bad.split("=")[0]
+        with pytest.raises(ConfigError, match=rf"^unknown {group} '.+'; valid choices: "):
+            compose([bad])
+
+
 def _run(*args, cwd):
     return subprocess.run(
         [sys.executable, str(ROOT / "src" / "run.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=120
