@@ -77,8 +77,8 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(autouse=True, scope="session")
 def _without_the_callers_clsuite_variables():
     """Every test and fixture runs, and starts its subprocesses, without the ``CLSUITE_*`` variables
-    of the shell that started pytest (``CLSUITE_SWEEP_ID`` left by a sweep); a test
-    that needs one sets it itself (``monkeypatch.setenv``)."""
+    of the shell that started pytest (a retired ``CLSUITE_REUSE``: a ``note:`` line in each command's
+    output); a test that needs one sets it itself (``monkeypatch.setenv``)."""
     with pytest.MonkeyPatch.context() as mp:
         for name in [k for k in os.environ if k.startswith("CLSUITE_")]:
             mp.delenv(name)

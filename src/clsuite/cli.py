@@ -29,9 +29,9 @@ from clsuite.core.data.files import DataError
 from clsuite.core.errors import fail
 from clsuite.run.io import RESULTS_FILE, os_error_line
 from clsuite.run.progress import keep_report
-from clsuite.sweep.callback import STARTED, callback_failed, last_summary
+from clsuite.sweep.callback import STARTED
 from clsuite.sweep.gpus import gpu_slot
-from clsuite.sweep.job import Job
+from clsuite.sweep.job import Job, Sweep, sweep_pid
 
 
 class Interrupted(BaseException):
@@ -44,7 +44,8 @@ class Interrupted(BaseException):
 
 class Invocation:
     """One ``clsuite`` invocation's state, owned by :func:`main` and passed down: its SIGTERM / SIGINT
-    (this object is their one handler), the stop and the sweep jobs it began. The first signal raises
+    (this object is their one handler), the stop, the sweep jobs it began and their sweep
+    (:meth:`sweep`; in a joblib worker, a job's own invocation). The first signal raises
     :class:`Interrupted`; a later one must not break the clean-up: it is named in the stop line, or,
     once that line is written (:meth:`stop`), on a line of its own, and ignored."""
 
@@ -54,9 +55,16 @@ class Invocation:
         self.received: list[int] = []  # the signals, in order; the first one stops the invocation
         self.exit_code: int | None = None  # set by stop(): no handler is restored from then on
         self.jobs_started = 0  # sweep jobs of this process that began (a signal before any: nothing ran)
+        self.sweeps: dict[tuple[str, str | None], Sweep] = {}  # (folder, sweep id) -> its jobs' Sweep here
 
     def __reduce__(self):  # (Hydra's task function pickled into a joblib worker: the worker's own signals)
         return Invocation, ()
+
+    def sweep(self, hc) -> Sweep:
+        """The sweep of the job whose Hydra config is ``hc``, one object per sweep in this invocation (its
+        jobs in this process warn once about a log they cannot write)."""
+        new = Sweep.of(hc)
+        return self.sweeps.setdefault((str(new.folder), new.sweep_id), new)
 
     def __call__(self, signum, frame) -> None:
         self.received.append(signum)
@@ -152,9 +160,8 @@ def run_single(cfg: DictConfig, out_dir: str, inv: Invocation | None = None) -> 
 # ----------------------------------------------------------------------------- a sweep job
 
 
-def _watch_sweep(stop: threading.Event, orphaned: threading.Event) -> None:
-    """In a joblib worker: stop this job (SIGTERM to itself) once the sweep's process is gone."""
-    pid = int(os.environ.get("CLSUITE_SWEEP_PID", "0"))
+def _watch_sweep(stop: threading.Event, orphaned: threading.Event, pid: int) -> None:
+    """In a joblib worker: stop this job (SIGTERM to itself) once the sweep's process (``pid``) is gone."""
     parent = os.getppid()
     while not stop.wait(1.0):
         gone = os.getppid() != parent
@@ -173,7 +180,8 @@ def _watch_sweep(stop: threading.Event, orphaned: threading.Event) -> None:
 
 def run_job(cfg: DictConfig, hc, inv: Invocation | None = None) -> float | None:
     """One multirun job: lock, resume or train, record the outcome; only a signal stops the sweep."""
-    job = Job(cfg, hc.runtime.output_dir, sweep_dir=hc.sweep.dir, overrides=hc.overrides.task, job_num=hc.job.num)
+    inv = inv or Invocation()
+    job = Job(cfg, hc.runtime.output_dir, overrides=hc.overrides.task, job_num=hc.job.num, sweep=inv.sweep(hc))
     try:
         holder = job.lock.acquire()
     except OSError as e:  # its folder cannot be written, or has no locks: its finished run stands, else it failed
@@ -184,10 +192,10 @@ def run_job(cfg: DictConfig, hc, inv: Invocation | None = None) -> float | None:
         job.log("busy", holder=who)
         print(f"busy {job.name}: being run by {who}; left to it", file=sys.stderr)
         return None
-    inv, stop, orphaned = inv or Invocation(), threading.Event(), threading.Event()
+    stop, orphaned, pid = threading.Event(), threading.Event(), sweep_pid(hc)
     joblib_launcher = "joblib" in str(hc.launcher.get("_target_", "")).lower()
-    if joblib_launcher and os.environ.get("CLSUITE_SWEEP_PID") != str(os.getpid()):  # in a joblib worker
-        threading.Thread(target=_watch_sweep, args=(stop, orphaned), daemon=True).start()
+    if joblib_launcher and pid != os.getpid():  # in a joblib worker
+        threading.Thread(target=_watch_sweep, args=(stop, orphaned, pid), daemon=True).start()
     t0 = time.perf_counter()
     inv.jobs_started += 1
     try:
@@ -289,9 +297,7 @@ def main(argv: list[str] | None = None) -> None:
 
             # (Hydra's composition: nothing started)
             sys.exit(fail(error_line(e, args.overrides, args.config_name or "config")))
-    s = last_summary()
-    if callback_failed() or (s and (s.get("failed") or s.get("interrupted"))):
-        sys.exit(1)
+    # (a sweep's exit status 1, for a failed or interrupted job: SweepCallback.on_multirun_end exits)
 
 
 if __name__ == "__main__":

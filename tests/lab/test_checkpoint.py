@@ -571,7 +571,8 @@ def step(self, trainer, learner, outputs, batch, batch_idx):
     once = Path(os.environ["ONCE"])
     if learner.current_task == 1 and batch_idx == 5 and os.environ["SEED_NOW"] == "1" and not once.exists():
         once.touch()
-        os.kill(int(os.environ["CLSUITE_SWEEP_PID"]), signal.SIGKILL)
+        from hydra.core.hydra_config import HydraConfig  # (the sweep's pid: in the job's Hydra config)
+        os.kill(HydraConfig.get().job.sweep_pid, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 ex.run_experiment, DivergenceGuard.on_train_batch_end = run, step
 """

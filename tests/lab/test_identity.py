@@ -366,7 +366,7 @@ def test_a_test_and_its_subprocesses_see_no_clsuite_variable():
 def test_the_tests_pass_under_the_callers_clsuite_variables(tmp_path):
     """A shell holding the suite's variables: the reuse test passes, and no test or subprocess of it
     sees them (tests/conftest.py)."""
-    caller = {"CLSUITE_SWEEP_ID": "other", "CLSUITE_SWEEP_PID": "1"}
+    caller = {"CLSUITE_REUSE": "0", "CLSUITE_SWEEP_ID": "other"}  # retired, and an older version's
     tests = [test_reuse_needs_the_whole_identity, test_a_test_and_its_subprocesses_see_no_clsuite_variable]
     p = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-rA", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 't'}",
@@ -557,7 +557,8 @@ def test_sigterm_of_a_joblib_sweep_says_its_training_jobs_are_recorded(tmp_path)
     # "the sweep stopped during start-up, before any training; no results written" while a job had trained.
     hook = tmp_path / "hook"
     hook.mkdir()  # every process of the sweep imports it; the worker training seed 0 signals the sweep at step 2
-    kill = "        os.kill(int(os.environ['CLSUITE_SWEEP_PID']), signal.SIGTERM)"
+    kill = "        from hydra.core.hydra_config import HydraConfig\n"  # (the sweep's pid: its job config)
+    kill += "        os.kill(HydraConfig.get().job.sweep_pid, signal.SIGTERM)"
     (hook / "sitecustomize.py").write_text(_at_step_2("TERM_SEED", kill))
     env = {**os.environ, "PYTHONPATH": str(hook), "TERM_SEED": "0"}
     base = ["benchmark=synthetic", "logger=none", "trainer=cpu", "trainer.progress_bar=false", "method=online"]

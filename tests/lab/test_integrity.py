@@ -432,24 +432,27 @@ def test_the_summary_counts_jobs_from_their_files(tmp_path, one_run):
     assert any(f.startswith("lost: left no results and no failure record") for f in s["failed_jobs"])
 
 
-def test_an_unwritable_sweep_log_is_one_warning_and_no_false_progress(tmp_path, monkeypatch, capsys):
-    """Issue 30: an unwritable sweep_log.jsonl made the progress line say "0/3 done" with no warning."""
-    from clsuite.sweep import job as job_mod
+def test_an_unwritable_sweep_log_is_one_warning_and_no_false_progress(tmp_path, capsys):
+    """Issue 30: an unwritable sweep_log.jsonl made the progress line say "0/3 done" with no warning. One
+    warning per Sweep object (one per sweep in a process); a Sweep of its own warns again."""
+    from clsuite.sweep.job import Sweep
 
-    monkeypatch.setattr(job_mod, "_LOG_LOST", set())
-    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s1")
     sdir = tmp_path / "multirun" / "e"
+    sweep = Sweep(sdir, "s1")
     (sdir / io.LOG_FILE).mkdir(parents=True)  # a folder where the log should be: every append fails
     grid = [{"overrides": [], "dir": d} for d in ("a", "b", "c")]
     grid_file = {"sweep_id": "s1", "created": "2026-01-01T00:00:00", "n_jobs": 3, "jobs": grid}
     (sdir / io.GRID_FILE).write_text(json.dumps(grid_file))  # (a progress line would say "0/3 done")
     for d in ("a", "b"):
-        Job(make_cfg("method=er", *TINY), sdir / d, sweep_dir=sdir).log("ran")
+        Job(make_cfg("method=er", *TINY), sdir / d, sweep=sweep).log("ran")
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    warning = (
         f"warning: cannot write {sdir / io.LOG_FILE} (Is a directory: {sdir / io.LOG_FILE}): no progress lines "
         "and no rerun reasons; the summary counts the jobs from their own files"
-    ]
+    )
+    assert err == [warning] and sweep.log_lost
+    Job(make_cfg("method=er", *TINY), sdir / "c", sweep=Sweep(sdir, "s1")).log("ran")
+    assert capsys.readouterr().err.strip().splitlines() == [warning]
     assert summarize(sdir, "s1", grid)["log_lost"]
 
 

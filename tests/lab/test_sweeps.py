@@ -22,7 +22,7 @@ from clsuite.sweep import gpus
 from clsuite.sweep.gpus import gpu_slot
 from clsuite.sweep.grid import expand_grid, validate_grid
 from clsuite.sweep.index import reindex
-from clsuite.sweep.job import Job
+from clsuite.sweep.job import Job, Sweep
 from tests.conftest import CONF_DIR, FAST, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,22 +215,21 @@ def test_normalize_ignores_what_does_not_change_the_result():
     assert identity.config_diff(identity.normalize(a), identity.normalize(make_cfg("lr=0.05"))) == ["lr: 0.1 -> 0.05"]
 
 
-def _job(cfg, sweep_dir: Path, name="job") -> Job:
-    return Job(cfg, sweep_dir / name, sweep_dir=sweep_dir)
+def _job(cfg, sweep_dir: Path, name="job", sweep_id: str | None = None) -> Job:
+    return Job(cfg, sweep_dir / name, sweep=Sweep(sweep_dir, sweep_id))
 
 
-def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp_path, monkeypatch):
+def test_a_job_is_validated_again_only_when_its_sweeps_grid_lacks_its_config(tmp_path):
     """``cli.run_job`` validates a job only when ``Job.in_grid`` is False: the grid's check is the job's."""
-    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s1")
     cfg = make_cfg("method=online", "seed=1")
-    job = _job(cfg, tmp_path)
+    job = _job(cfg, tmp_path, sweep_id="s1")
     assert not job.in_grid()  # no grid.json (a sweeper other than the basic one)
     grid = {"sweep_id": "s1", "jobs": [{"dir": "job", "config_hash": identity.config_hash(cfg)}]}
     io.write_json_atomic(tmp_path / io.GRID_FILE, grid)
     assert job.in_grid()
-    assert not _job(make_cfg("method=online", "seed=2"), tmp_path, "other").in_grid()  # a config the grid lacks
-    monkeypatch.setenv("CLSUITE_SWEEP_ID", "s2")
-    assert not job.in_grid()  # the grid of an earlier sweep
+    assert not _job(make_cfg("method=online", "seed=2"), tmp_path, "other", "s1").in_grid()  # a config it lacks
+    assert not _job(cfg, tmp_path, sweep_id="s2").in_grid()  # the grid of an earlier sweep
+    assert not _job(cfg, tmp_path).in_grid()  # a job outside a sweep
 
 
 def test_resume_skip_rerun_on_change_retry_after_failure(tmp_path):
@@ -416,6 +415,9 @@ def test_parallel_launchers_run_two_jobs(tmp_path, launcher):
     for m in ("er", "online"):
         assert (sdir / f"benchmark=synthetic,method={m},seed=0" / "results.json").is_file()
     assert "2 ran" in p.stderr
+    # the sweep's id reached each job through its Hydra config (hydra.job.sweep_id), whatever the launcher
+    sweep_id = json.loads((sdir / io.GRID_FILE).read_text())["sweep_id"]
+    assert [json.loads(line)["sweep_id"] for line in (sdir / io.LOG_FILE).read_text().splitlines()] == [sweep_id] * 2
     if launcher == "submitit_local":
         assert (sdir / ".submitit").is_dir()
     # and a rerun skips both

@@ -216,7 +216,11 @@ def _library(name: str) -> str:
     return f"{dist} {version(dist)}" if dist else "installed"
 
 
-_HELD: dict[str, str] = {}  # outside module -> its hash as this process read it, before importing it
+# Outside module -> its hash as this process read it, before importing it. Process state on purpose, as
+# sys.modules is: the hash is read before the module object exists and must last as long as the import,
+# beyond every object the suite owns in a process (a joblib worker runs job after job, each with its own
+# clsuite.cli.Invocation, in one interpreter whose imports they share).
+_HELD: dict[str, str] = {}
 
 
 def outside_code(config: dict) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
@@ -189,13 +188,12 @@ def _duration(s: float) -> str:
     return f"{s // 3600}h{round(s % 3600 / 60):02d}m"
 
 
-def sweep_progress(sweep_dir, sweep_id: str | None = None, now: float | None = None) -> str | None:
-    """The line "k/N done, F failed, about T left" of this sweep invocation, or None outside a sweep: N
+def sweep_progress(sweep_dir, sweep_id: str | None, now: float | None = None) -> str | None:
+    """The line "k/N done, F failed, about T left" of sweep invocation ``sweep_id``, or None outside one: N
     from ``grid.json``, k and F from ``sweep_log.jsonl`` (so parallel workers count right), T = the
     jobs left x the wall time so far per job that trained or failed (a skipped or reused job takes none:
     counted, a restarted sweep's skips made the time left look a fraction of what it is)."""
     sweep_dir = Path(sweep_dir)
-    sweep_id = sweep_id if sweep_id is not None else os.environ.get("CLSUITE_SWEEP_ID")
     grid = read_object(sweep_dir / GRID_FILE)
     if not sweep_id or grid is None or grid.get("sweep_id") != sweep_id:
         return None

@@ -1,6 +1,7 @@
 """The Hydra callback of every run and multirun (conf/config.yaml ``hydra.callbacks.sweep``): a single
-run's folder; a sweep's grid checked before any job, ``grid.json``, the reuse index and, at the end, the
-summary (docs/DEVELOPING.md, "The path of one run"; docs/INTEGRITY.md, sections 4 and 5).
+run's folder; a sweep's id for its jobs, its grid checked before any job, ``grid.json``, the reuse index
+and, at the end, the summary and the exit status (docs/DEVELOPING.md, "The path of one run";
+docs/INTEGRITY.md, sections 4 and 5).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 
 from clsuite.config.check import ConfigError, check_names, validate
 from clsuite.core.errors import fail
@@ -23,7 +24,7 @@ from clsuite.run import identity as ident
 from clsuite.run.io import GRID_FILE, RESULTS_FILE, os_error_line, probe_folder, write_json_atomic
 from clsuite.sweep.grid import check_folders, expand_grid, validate_grid
 from clsuite.sweep.index import reindex
-from clsuite.sweep.job import error_line
+from clsuite.sweep.job import SWEEP_ID, SWEEP_PID, error_line
 from clsuite.sweep.locks import HOST
 from clsuite.sweep.summary import summarize
 
@@ -50,18 +51,7 @@ def _check_run_dir(run_dir: Path) -> None:
     probe_folder(run_dir)
 
 
-_LAST: dict = {}  # set by SweepCallback.on_multirun_end in the process that launched the sweep
 STARTED: list[RunMode] = []  # the run mode once this process's run or sweep has begun (clsuite.cli clears it)
-
-
-def last_summary() -> dict | None:
-    """The summary of the last sweep this process launched (None before one ended)."""
-    return _LAST.get("summary")
-
-
-def callback_failed() -> str | None:
-    """The error of the last sweep's callback, when one raised (``clsuite.cli.main``: exit 1)."""
-    return _LAST.get("error")
 
 
 def _counted(stage: str):
@@ -71,27 +61,36 @@ def _counted(stage: str):
     def deco(fn):
         @functools.wraps(fn)
         def wrapped(self, config: DictConfig, **kwargs: Any) -> None:
-            if stage == "start":
-                _LAST.clear()
             try:
                 fn(self, config, **kwargs)
             except Exception as e:
-                _LAST["error"] = error_line(e)
                 if stage == "start":
                     what = "sweep" if config.hydra.mode == RunMode.MULTIRUN else "run"
                     sys.exit(fail(f"the {what} could not start ({error_line(e)}); nothing run", 1))
-                fail(f"the sweep's summary failed ({error_line(e)}); the sweep exits 1")
+                sys.exit(fail(f"the sweep's summary failed ({error_line(e)}); the sweep exits 1", 1))
 
         return wrapped
 
     return deco
 
 
+def _tell_jobs(config: DictConfig, sweep_id: str, pid: int) -> None:
+    """The sweep's id and the launching pid under ``hydra.job`` (``clsuite.sweep.job.SWEEP_ID``): set in this
+    process's config (its launcher reads them) and added to its hydra overrides, from which Hydra composes
+    every job's config, in this process, a joblib worker or a submitit job alike (hydra overrides name no
+    folder: ``hydra.job.override_dirname`` is made of the task's)."""
+    with read_write(config), open_dict(config.hydra.job):
+        config.hydra.job[SWEEP_ID], config.hydra.job[SWEEP_PID] = sweep_id, pid
+        config.hydra.overrides.hydra.extend([f"+hydra.job.{SWEEP_ID}='{sweep_id}'", f"+hydra.job.{SWEEP_PID}={pid}"])
+
+
 class SweepCallback(Callback):
-    """Hydra callback (conf/config.yaml ``hydra.callbacks.sweep``): grid check + grid.json + summary."""
+    """Hydra callback (conf/config.yaml ``hydra.callbacks.sweep``): sweep id + grid check + grid.json +
+    summary and exit status."""
 
     def __init__(self) -> None:
         self.grid: list[dict] | None = None
+        self.sweep_id: str | None = None
 
     @_counted("start")
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -105,9 +104,8 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         STARTED.append(RunMode.MULTIRUN)
         _refuse(check_names, config)  # the sweep's folder (its jobs' names: validate_grid)
-        sweep_id = uuid.uuid4().hex[:12]
-        os.environ["CLSUITE_SWEEP_ID"] = sweep_id  # inherited by joblib workers and submitit jobs
-        os.environ["CLSUITE_SWEEP_PID"] = str(os.getpid())  # joblib workers stop when this process is gone
+        self.sweep_id = sweep_id = uuid.uuid4().hex[:12]
+        _tell_jobs(config, sweep_id, os.getpid())  # joblib workers stop when this process is gone
         sweeper = str(config.hydra.sweeper.get("_target_", ""))
         if not sweeper.endswith("BasicSweeper"):
             return
@@ -150,8 +148,9 @@ class SweepCallback(Callback):
 
     @_counted("end")
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        s = summarize(str(config.hydra.sweep.dir), os.environ.get("CLSUITE_SWEEP_ID"), self.grid)
-        _LAST["summary"] = s
+        """The summary; exit status 1 when a job failed or was interrupted (a ``SystemExit`` passes Hydra's
+        callback runner, which turns an ``Exception`` into a warning, and ends ``clsuite.cli.main``)."""
+        s = summarize(str(config.hydra.sweep.dir), self.sweep_id, self.grid)
         exp = config.get("experiment")
         msg = (
             f"sweep {exp}: {s['ran']} ran, {s['skipped']} skipped (results match), {s['reused']} reused "
@@ -178,3 +177,5 @@ class SweepCallback(Callback):
         from clsuite.run.wandb_run import log_sweep_aggregate  # logger=wandb: the experiment's aggregate W&B run
 
         log_sweep_aggregate(config)
+        if s["failed"] or s["interrupted"]:
+            sys.exit(1)

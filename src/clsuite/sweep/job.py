@@ -1,6 +1,6 @@
 """One sweep job's bookkeeping (:class:`Job`, driven by ``clsuite.cli.run_job``): resume or reuse by
-identity, failure records, the sweep log, its checkpoints (docs/GUIDE.md, "Runs and sweeps";
-docs/GUIDE.md, "Sweeps, SLURM and submitit").
+identity, failure records, the sweep log (:class:`Sweep`), its checkpoints (docs/GUIDE.md, "Runs and
+sweeps"; docs/GUIDE.md, "Sweeps, SLURM and submitit").
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from clsuite.config.check import dotted_get
@@ -39,16 +40,57 @@ from clsuite.run.results import read_run
 from clsuite.sweep.index import INDEX_DIR, index_result
 from clsuite.sweep.locks import HOST, JobLock
 
-_LOG_LOST: set[str] = set()  # sweep folders whose log this process could not write (warned once)
+# The keys under ``hydra.job`` by which every job of a sweep knows the sweep: set by the sweep's callback as
+# hydra overrides (``clsuite.sweep.callback.SweepCallback.on_multirun_start``), so that Hydra composes them
+# into each job's config whatever the launcher (in-process, joblib worker, submitit job); out of folder names.
+SWEEP_ID, SWEEP_PID = "sweep_id", "sweep_pid"
+
+
+def sweep_pid(hydra_cfg) -> int:
+    """The pid of the process that launched the sweep of a job (``hydra_cfg``: its ``hydra`` node), else 0."""
+    return int(hydra_cfg.job.get(SWEEP_PID) or 0)
+
+
+@dataclass
+class Sweep:
+    """One sweep invocation as one process taking part in it sees it: its folder, its id (``grid.json``,
+    ``sweep_log.jsonl``, ``running.lock``: None outside a sweep), and whether this process could not
+    append to its log (warned once). Held for the sweep by its owner in that process: the ``clsuite``
+    invocation (``clsuite.cli.Invocation.sweep``) or the launcher (docs/DEVELOPING.md, "The path of one run")."""
+
+    folder: Path
+    sweep_id: str | None = None
+    log_lost: bool = False
+
+    @classmethod
+    def of(cls, hydra_cfg) -> Sweep:
+        """The sweep of a job or of the launching process (``hydra_cfg``: its ``hydra`` node)."""
+        return cls(Path(str(hydra_cfg.sweep.dir)), hydra_cfg.job.get(SWEEP_ID))
+
+    def append(self, rec: dict) -> None:
+        """``rec`` as one line of ``sweep_log.jsonl``; a log that cannot be written is one warning."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            # one short line per write: O_APPEND keeps lines whole; O_NONBLOCK: a FIFO never blocks the job
+            fd = os.open(self.folder / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            with os.fdopen(fd, "a") as f:
+                f.write(json.dumps(rec, default=str) + "\n")
+        except OSError as e:  # the log only adds to what the jobs' own files say: a warning, once
+            if not self.log_lost:
+                self.log_lost = True
+                print(f"warning: cannot write {self.folder / LOG_FILE} ({os_error_line(e)}): no progress lines "
+                      "and no rerun reasons; the summary counts the jobs from their own files", file=sys.stderr)  # fmt: skip
 
 
 class Job:
-    """Lock / resume / reuse / failure bookkeeping of one multirun job (folder ``out_dir``)."""
+    """Lock / resume / reuse / failure bookkeeping of one multirun job (folder ``out_dir``) of ``sweep``
+    (by default one in ``sweep_dir``, else the parent of ``out_dir``, with no id)."""
 
-    def __init__(self, cfg, out_dir, sweep_dir=None, overrides=(), job_num: int = 0):
+    def __init__(self, cfg, out_dir, sweep_dir=None, overrides=(), job_num: int = 0, sweep: Sweep | None = None):
         self.cfg = ident._container(cfg)
         self.out_dir = Path(out_dir)
-        self.sweep_dir = Path(sweep_dir) if sweep_dir is not None else self.out_dir.parent
+        self.sweep = sweep or Sweep(Path(sweep_dir) if sweep_dir is not None else self.out_dir.parent)
+        self.sweep_dir = self.sweep.folder
         self.overrides = list(overrides)
         self.job_num = int(job_num or 0)
         self.norm = normalize(self.cfg)
@@ -58,7 +100,7 @@ class Job:
         self.identity: dict | None = None  # the identity this job's run will have (computed once)
         self.source = None  # its bound data source (looked up once, with the identity; handed to the run)
         self.rerun_reasons: list[str] = []
-        self.lock = JobLock(self.out_dir)
+        self.lock = JobLock(self.out_dir, self.sweep.sweep_id)
         self.results_path, self.failed_path = self.out_dir / RESULTS_FILE, self.out_dir / FAILED_FILE
         self.checkpoint_dir = self.out_dir / CHECKPOINT_DIR  # task-end checkpoints: a rerun resumes from them
         self.record = ""  # where failed() recorded the failure ("details: <failed.json>"), or why it could not
@@ -72,7 +114,7 @@ class Job:
     def in_grid(self) -> bool:
         """True when this sweep's ``grid.json`` lists this job's config (validated before any job started)."""
         grid = read_object(self.sweep_dir / GRID_FILE) or {}
-        if grid.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
+        if grid.get("sweep_id") != self.sweep.sweep_id:
             return False
         return any(isinstance(j, dict) and j.get("config_hash") == self.hash for j in grid.get("jobs") or ())
 
@@ -187,22 +229,16 @@ class Job:
         return line
 
     def log(self, status: str, **extra) -> None:
-        rec = {"time": time.time(), "sweep_id": os.environ.get("CLSUITE_SWEEP_ID"), "job": self.name, "status": status}
+        rec = {"time": time.time(), "sweep_id": self.sweep.sweep_id, "job": self.name, "status": status}
         rec.update({k: v for k, v in extra.items() if v not in (None, [])})
-        try:
-            self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            # one short line per write: O_APPEND keeps lines whole; O_NONBLOCK: a FIFO never blocks the job
-            fd = os.open(self.sweep_dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
-            with os.fdopen(fd, "a") as f:
-                f.write(json.dumps(rec, default=str) + "\n")
-        except OSError as e:  # the log only adds to what the jobs' own files say: a warning, once
-            if str(self.sweep_dir) not in _LOG_LOST:
-                _LOG_LOST.add(str(self.sweep_dir))
-                print(f"warning: cannot write {self.sweep_dir / LOG_FILE} ({os_error_line(e)}): no progress lines "
-                      "and no rerun reasons; the summary counts the jobs from their own files", file=sys.stderr)  # fmt: skip
+        self.sweep.append(rec)
         from clsuite.run.progress import sweep_progress  # "k/N done, F failed, about T left", as jobs finish
 
-        if status != "busy" and str(self.sweep_dir) not in _LOG_LOST and (line := sweep_progress(self.sweep_dir)):
+        if (
+            status != "busy"
+            and not self.sweep.log_lost
+            and (line := sweep_progress(self.sweep_dir, self.sweep.sweep_id))
+        ):
             print(line, file=sys.stderr)
 
     def write_overrides(self) -> None:

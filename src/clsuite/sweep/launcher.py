@@ -6,7 +6,6 @@ folder that cannot be written, a joblib worker killed by the kernel, a signal to
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from omegaconf import DictConfig, open_dict, read_write
 
 from clsuite.core.errors import fail
 from clsuite.run.io import LOCK_FILE, read_object
-from clsuite.sweep.job import os_cause
+from clsuite.sweep.job import Sweep, os_cause
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +38,16 @@ def _execute(idx: int, *args) -> tuple[int, JobReturn | OSError]:
 
 class _Recording:
     """What both launchers share: a job's folder and config, and a job Hydra could not start."""
+
+    _sweep: Sweep | None = None
+
+    @property
+    def sweep(self) -> Sweep:
+        """The sweep (its folder and id: ``SweepCallback.on_multirun_start``) of the jobs this launcher
+        records, one object for the launch (a log it cannot write is one warning)."""
+        if self._sweep is None:
+            self._sweep = Sweep.of(self.config.hydra)
+        return self._sweep
 
     def _job(self, overrides: Sequence[str]) -> tuple[Path, DictConfig]:
         """The folder and the config of a job (its sweep config resolved as Hydra's run_job resolves it)."""
@@ -61,7 +70,7 @@ class _Recording:
         from clsuite.sweep.job import Job
 
         folder, cfg = self._job(overrides)
-        Job(cfg, folder, sweep_dir=self.config.hydra.sweep.dir, overrides=overrides, job_num=idx).unwritable(error)
+        Job(cfg, folder, overrides=overrides, job_num=idx, sweep=self.sweep).unwritable(error)
         return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=None)
 
 
@@ -96,7 +105,7 @@ class JoblibLauncher(_Recording, _HydraJoblibLauncher):
 
         path = self._job(overrides)[0] / LOCK_FILE
         holder = read_object(path)
-        if not holder or holder.get("sweep_id") != os.environ.get("CLSUITE_SWEEP_ID"):
+        if not holder or holder.get("sweep_id") != self.sweep.sweep_id:
             return False
         return not dead_only or live_holder(path) is None
 
@@ -106,9 +115,7 @@ class JoblibLauncher(_Recording, _HydraJoblibLauncher):
 
         folder, cfg = self._job(overrides)
         exc = error if isinstance(error, BaseException) else RuntimeError(error)
-        Job(cfg, folder, sweep_dir=self.config.hydra.sweep.dir, overrides=overrides, job_num=idx).failed(
-            exc, status=status
-        )
+        Job(cfg, folder, overrides=overrides, job_num=idx, sweep=self.sweep).failed(exc, status=status)
         (folder / LOCK_FILE).unlink(missing_ok=True)
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 

@@ -45,10 +45,12 @@ def live_holder(path: Path) -> dict | None:
 class JobLock:
     """``running.lock`` in a job folder: ``acquire()`` returns None when this process now holds it,
     else the holder's record; an ``OSError`` (a folder that cannot be written, a file system without
-    locks: ``ENOLCK``) names the file. ``release()`` removes the file, then frees the lock."""
+    locks: ``ENOLCK``) names the file. ``release()`` removes the file, then frees the lock. The record
+    names the holder's sweep (``sweep_id``): a launcher tells its own jobs' locks from another sweep's."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, sweep_id: str | None = None):
         self.path = Path(folder) / LOCK_FILE
+        self.sweep_id = sweep_id
         # no soft lock: it outlives a kill -9; a short retry: a job that starts while a summary probes the
         # lock would otherwise read the probe as a running job and be left for a rerun
         self._lock = FileLock(self.path, timeout=PROBE_GRACE_S, fallback_to_soft=False)
@@ -63,7 +65,7 @@ class JobLock:
             e.filename = e.filename or str(self.path)
             raise
         try:
-            record = {"pid": os.getpid(), "host": HOST, "sweep_id": os.environ.get("CLSUITE_SWEEP_ID")}
+            record = {"pid": os.getpid(), "host": HOST, "sweep_id": self.sweep_id}
             self.path.write_text(json.dumps(record))
         except OSError:
             self.release()
