@@ -15,7 +15,7 @@ from pathlib import Path
 FIXED = ["reading=mir_code", "trainer.threads=1", "logger=none", "trainer.progress_bar=false"]  # every run's
 
 
-def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benchmark: str) -> None:
+def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benchmark: str, extra=()) -> None:
     sys.path[:0] = [str(root / "src")]
     import torch
     from hydra import compose, initialize_config_dir
@@ -28,15 +28,21 @@ def run(root: Path, out: Path, seeds: list[int], methods: list[str] | None, benc
     with tempfile.TemporaryDirectory() as tmp, initialize_config_dir(str(root / "conf"), version_base="1.3"):
         for m in methods:
             for s in seeds:
-                c = compose("config", overrides=[f"method={m}", f"benchmark={benchmark}", f"seed={s}", *FIXED])
+                c = compose("config", overrides=[f"method={m}", f"benchmark={benchmark}", f"seed={s}", *FIXED, *extra])
                 res = run_experiment(c, Path(tmp) / f"{m}_{s}")
                 R[f"{m}/{s}"] = [res["b"], *res["R"]]  # b (random-init row), then R
                 print(f"{m} seed {s}: Acc {res['metrics']['acc']:.2f}", flush=True)
-    out.write_text(json.dumps({"root": str(root), "benchmark": benchmark, "R": R}, indent=1))
+    out.write_text(json.dumps({"root": str(root), "benchmark": benchmark, "set": list(extra), "R": R}, indent=1))
 
 
 def compare(a_path: Path, b_path: Path) -> int:
-    a, b = json.loads(a_path.read_text())["R"], json.loads(b_path.read_text())["R"]
+    fa, fb = json.loads(a_path.read_text()), json.loads(b_path.read_text())
+    if (fa["benchmark"], fa.get("set", [])) != (fb["benchmark"], fb.get("set", [])):
+        print(
+            f"error: the files ran different settings: {fa['benchmark']} {fa.get('set', [])} vs {fb['benchmark']} {fb.get('set', [])}"
+        )
+        return 2
+    a, b = fa["R"], fb["R"]
     if set(a) != set(b):
         print(
             f"error: the files hold different runs: only in {a_path}: {sorted(set(a) - set(b))}, "
@@ -67,12 +73,13 @@ def main() -> int:
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--methods", nargs="+", default=None)
     r.add_argument("--benchmark", default="split_mnist")
+    r.add_argument("--set", nargs="+", default=[], help="more overrides, e.g. benchmark.train_per_class=110")
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
-        run(args.root.resolve(), args.out, args.seeds, args.methods, args.benchmark)
+        run(args.root.resolve(), args.out, args.seeds, args.methods, args.benchmark, args.set)
         return 0
     return compare(args.before, args.after)
 
