@@ -245,6 +245,11 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
     if e is None:
         return []
     md = other_data(e, bench, p.built[e.name]["summary"])
+    new = p.experiments.get(CIFAR10_JPEG_MIR_DATA)
+    if e.name != CIFAR10_JPEG_MIR_DATA and new is not None and not new.empty:  # the new row, while it gets its seeds
+        title = f"({new.name}): the row under MIR's CIFAR-10 data code, the seeds so far"
+        md += [NEW_ROW, "", *(t.markdown() for t in tb.table2(p.built[new.name]["summary"], f"Table II {title}"))]
+        md += [tb.differences(new.runs, bench, f"Paired differences {title}").markdown()]
     with_bn = [e, *[p.experiments[n] for n in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) if n in p.experiments]]
     md += bn.markdown(distinct_runs(with_bn), bench)
     if e.name != CIFAR10_JPEG_MIR_DATA:  # (the BatchNorm experiment's default arm is the new row's)
@@ -258,6 +263,11 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
 # row has its seeds; the first row (three seeds, older code) is cifar10_jpeg_first_row.
 CIFAR10_JPEG_MIR_DATA = "cifar10_jpeg_row"  # what the section's command fills (clsuite.analysis.data_code: after)
 CIFAR10_JPEG = "cifar10_jpeg_row_before_mir_data"
+NEW_ROW = (
+    "The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: `mir_code` on the CIFAR "
+    "family now), as far as its seeds go; the verdicts above stay on the row made before it until this one has its "
+    "seeds, then this section is made of it."
+)
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG_MIR_DATA)  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
