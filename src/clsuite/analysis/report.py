@@ -266,7 +266,8 @@ CIFAR10_JPEG = "cifar10_jpeg_row_before_mir_data"
 NEW_ROW = (
     "The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: `mir_code` on the CIFAR "
     "family now), as far as its seeds go; the verdicts above stay on the row made before it until this one has its "
-    "seeds, then this section is made of it."
+    "seeds, then this section is made of it. Its runs may come from more than one code (the provenance above lists "
+    'them); docs/notes/PERFORMANCE.md, "Bit-identity check", says which codes compute the same R.'
 )
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG_MIR_DATA)  # fmt: skip
