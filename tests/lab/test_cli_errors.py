@@ -169,6 +169,8 @@ def test_a_group_option_that_is_a_path_is_refused_before_hydra_reads_it():
         group = bad.split("=")[0]
         with pytest.raises(ConfigError, match=rf"^unknown {group} '.+'; valid choices: "):
             compose([bad])
+    with pytest.raises(ConfigError, match=r"^unknown method '\.\./x'; valid choices: adaer, "):  # a sweep's value
+        compose(["-m", "method=er,../x"])
 
 
 def _run(*args, cwd):

@@ -111,9 +111,9 @@ def check_overrides(args: list[str], extra_dirs=()) -> None:
         if bare in GROUPS and key.startswith("~") and bare != "tuned":  # (tuned is optional)
             options = ", ".join(group_options(bare))
             raise ConfigError(f"{bare} cannot be deleted ({arg}): every run needs one; valid choices: {options}")
-        if bare in GROUPS and any(c in arg.split("=", 1)[-1] for c in "/\\"):  # a path: Hydra would read it
-            options = ", ".join(group_options(bare))
-            raise ConfigError(f"unknown {bare} {arg.split('=', 1)[1]!r}; valid choices: {options}")
+        path = next((v for v in arg.partition("=")[2].split(",") if "/" in v or "\\" in v), None)
+        if bare in GROUPS and path is not None:  # a path, not an option's name: Hydra would read that file
+            raise ConfigError(f"unknown {bare} {path.strip()!r}; valid choices: {', '.join(group_options(bare))}")
 
 
 # ----------------------------------------------------------------------------- the check
