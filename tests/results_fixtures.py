@@ -71,6 +71,7 @@ def write_run(
     device="cpu",
     code_hash=CODE_HASH,
     commit="abc1234" + "0" * 33,
+    cpu: str | None = None,
 ) -> Path:
     """One finished run's ``results.json`` under ``root/<job>/``; returns its folder."""
     R = fake_R(5, 80.0) if R is None else np.asarray(R, dtype=float)
@@ -101,7 +102,12 @@ def write_run(
         "config": cfg,
         "wall_time_s": 2.0,
         "device": device,
-        "versions": {"python": "3.11.2", "torch": "2.13.0", "platform": "Linux-test-x86_64"},
+        "versions": {
+            "python": "3.11.2",
+            "torch": "2.13.0",
+            "platform": "Linux-test-x86_64",
+            **({"cpu": cpu} if cpu else {}),
+        },
     }
     if reading:
         res["reading"] = reading

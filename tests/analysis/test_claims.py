@@ -169,3 +169,14 @@ def test_an_open_claim_gets_the_seeds_its_deciding_comparison_would_need():
     assert rows["partly"][3:] == ["c1, split-MNIST", "4", f"-0.8 ± {sd:.1f}", f"{n} to contradict after Holm (m = 2)"]
     assert rows["identical"][6] == "none: the two arms agree in every seed"
     assert tb.open_claims([decided]) is None
+
+
+def test_the_sign_flip_floor_counts_the_seeds_of_tested_comparisons_only():
+    """A rival with one seed (missing: no interval, no test) does not set the note's n: the row's five seeds do.
+    5 seeds: 2/2^5 = 0.0625, the floor said; 6 seeds: 0.03125, nothing to say."""
+    five = _judged([NULL, [2.0]])  # NULL: 5 seeds; [2.0]: one seed, missing
+    assert not five.comparisons[1].result.defined
+    note = cl.sign_flip_floor_note([five])
+    assert note.startswith("With 5 seeds the exact sign-flip test cannot give p < 0.05") and "2/2^5 = 0.0625" in note
+    assert cl.sign_flip_floor_note([_judged([[*NULL, 1.0], [2.0]])]) == ""
+    assert cl.sign_flip_floor_note([_judged([[2.0]])]) == ""  # nothing tested: nothing to say

@@ -193,7 +193,15 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
     for s in (0, 1, 2):
         for m, acc in (("er", 30.0), ("mir", 35.0), ("adaer", 40.0)):
-            write_run(mr / CIFAR10_JPEG, "split_cifar10_jpeg", m, s, R=fake_R(5, acc + s), reading="mir_code")
+            write_run(
+                mr / CIFAR10_JPEG,
+                "split_cifar10_jpeg",
+                m,
+                s,
+                R=fake_R(5, acc + s),
+                reading="mir_code",
+                cpu="Other CPU" if s == 2 else None,
+            )  # seed 2 on another machine (all of its methods)
         write_run(mr / "table2", "split_cifar10_jpeg", "adaer", s, R=fake_R(5, 99.0), reading="mir_code")
     assert main_report(args) == 0
     md = (res_dir / "report" / "REPRODUCTION.md").read_text()
@@ -203,7 +211,9 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     assert "Acc mir_code | Acc paper, official data |" in sec
     assert "| ER | 31.0 ± 1.0 | 34.0 |" in sec and "| AdaER | 41.0 ± 1.0 | 46.2 |" in sec  # the paper's CIFAR-10 row
     assert "*paper, official data*: the paper's split-CIFAR10 values, measured on the official data set" in sec
-    assert "| ER | mir_code | 3 | 0, 1, 2 |" in sec  # n per cell
+    assert "| ER | mir_code | Linux-test-x86_64 | 2 | 0, 1 |" in sec  # n per cell and machine
+    assert "| ER | mir_code | Other CPU | 1 | 2 |" in sec
+    assert "Each seed's runs are on one machine: every paired difference is taken within one." in sec
     assert (
         "| AdaER has the best Acc of all methods (Joint excluded), M = 100 | Sec. V-B, Table II | mir_code | **reproduced** |"
         in sec
@@ -217,6 +227,11 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     # the table of the table2 folder labels the JPEG runs too, with the official values marked as such
     t2 = (res_dir / "table2" / "table2.md").read_text()
     assert "### Table II (table2): CIFAR-10 (JPEG copy)" in t2 and "paper, official data" in t2
+    # one method of seed 1 on the other machine: that seed's paired differences mix machines, and say so
+    write_run(mr / CIFAR10_JPEG, "split_cifar10_jpeg", "mir", 1, R=fake_R(5, 36.0), reading="mir_code", cpu="Other CPU")
+    assert main_report(args) == 0
+    md = (res_dir / "report" / "REPRODUCTION.md").read_text()
+    assert "Seeds 1 ran on more than one machine: their paired differences mix machines." in md
 
 
 def test_the_reports_link_to_the_measured_history_resolves_where_each_copy_lies(tmp_path, png_only):

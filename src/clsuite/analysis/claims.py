@@ -488,8 +488,9 @@ def check_quotes(experiments: dict, quotes=pv.QUOTES) -> list[QuoteCheck]:
 
 
 def sign_flip_floor_note(judged: list[Judged]) -> str:
-    """Say so when the seeds are too few for the sign-flip test to ever reach p < 0.05."""
-    n = min((c.result.n for j in judged for c in j.comparisons if c.result.n), default=0)
+    """Say so when the seeds are too few for the sign-flip test to ever reach p < 0.05 (the fewest seeds of a
+    comparison with an interval: a missing one, under 2 seeds, is not tested at all)."""
+    n = min((c.result.n for j in judged for c in j.comparisons if c.result.defined), default=0)
     if not n or smallest_signflip_p(n) < 0.05:
         return ""
     return (

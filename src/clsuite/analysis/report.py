@@ -250,10 +250,12 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
         title = f"({new.name}): the row under MIR's CIFAR-10 data code, the seeds so far"
         md += [NEW_ROW, "", *(t.markdown() for t in tb.table2(p.built[new.name]["summary"], f"Table II {title}"))]
         md += [tb.differences(new.runs, bench, f"Paired differences {title}").markdown()]
-    with_bn = [e, *[p.experiments[n] for n in (BATCHNORM, CIFAR10_JPEG_MIR_DATA) if n in p.experiments]]
+    names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_MIR_DATA, CIFAR10_JPEG_BEFORE))  # (each once, in order)
+    with_bn = [p.experiments[n] for n in names if n in p.experiments]
     md += bn.markdown(distinct_runs(with_bn), bench)
-    if e.name != CIFAR10_JPEG_MIR_DATA:  # (the BatchNorm experiment's default arm is the new row's)
-        md += dc.markdown(distinct_runs(with_bn[1:]), e.runs, bench)
+    if (before := p.experiments.get(CIFAR10_JPEG_BEFORE)) is not None:  # (the BatchNorm experiment's default arm
+        after = [x for x in with_bn if x.name != CIFAR10_JPEG_BEFORE]  # is the new row's: a run of both, once)
+        md += dc.markdown(distinct_runs(after), before.runs, bench)
     return md
 
 
@@ -262,7 +264,8 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
 # row made before it (the same reading otherwise, five methods, five seeds), which the section shows until the new
 # row has its seeds; the first row (three seeds, older code) is cifar10_jpeg_first_row.
 CIFAR10_JPEG_MIR_DATA = "cifar10_jpeg_row"  # what the section's command fills (clsuite.analysis.data_code: after)
-CIFAR10_JPEG = "cifar10_jpeg_row_before_mir_data"
+CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
+CIFAR10_JPEG = CIFAR10_JPEG_BEFORE  # the row the section is made of and judges
 NEW_ROW = (
     "The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: `mir_code` on the CIFAR "
     "family now), as far as its seeds go; the verdicts above stay on the row made before it until this one has its "
@@ -438,17 +441,25 @@ def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
 
 
 def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
-    """n, seeds and time per run of each Table II cell."""
-    t = tb.Table("Runs per cell", ["method", "reading", "n", "seeds", "wall time per run (s)", "training per run (s)"],
-                 note="Times: mean over the cell's runs (one torch thread; they move with the machine's load).")  # fmt: skip
+    """n, seeds and time per run of each Table II cell, per machine (CPU model): times are one machine's, and a
+    seed's methods on one machine keep its paired comparisons within that machine."""
     t2 = select(s, **pv.TABLE2_CONDITIONS)
+    base = select(runs, **pv.TABLE2_CONDITIONS)
+    per_seed = base[base["variant"] == ""].groupby("seed")["cpu"].nunique()
+    mixed = ", ".join(str(x) for x in per_seed.index[per_seed > 1])
+    t = tb.Table("Runs per cell", ["method", "reading", "machine", "n", "seeds", "wall time per run (s)",
+                                   "training per run (s)"],
+                 note="Times: mean over the cell's runs on that machine (one torch thread; they move with the machine's "
+                      "load). " + (f"Seeds {mixed} ran on more than one machine: their paired differences mix machines."
+                                   if mixed else "Each seed's runs are on one machine: every paired difference is "
+                                   "taken within one."))  # fmt: skip
     for m in pv.order_methods(t2["method"]):
         for r in order_readings(t2[t2["method"] == m]["reading"]):
             g = select(runs, method=m, reading=r, **pv.TABLE2_CONDITIONS)
-            g = g[g["variant"] == ""]
-            seeds = ", ".join(str(x) for x in sorted(g["seed"].unique()))
-            t.add([pv.method_label(m), r, g["seed"].nunique(), seeds, tb.fmt(g["wall_time_s"].mean(), digits=0),
-                   tb.fmt(g["train_time_s"].mean(), digits=0)])  # fmt: skip
+            for cpu, c in g[g["variant"] == ""].groupby("cpu", sort=True):
+                seeds = ", ".join(str(x) for x in sorted(c["seed"].unique()))
+                t.add([pv.method_label(m), r, cpu, c["seed"].nunique(), seeds, tb.fmt(c["wall_time_s"].mean(), digits=0),
+                       tb.fmt(c["train_time_s"].mean(), digits=0)])  # fmt: skip
     return t
 
 
