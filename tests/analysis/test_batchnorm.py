@@ -26,6 +26,8 @@ def test_diagonal_profile_is_the_diagonal_the_best_from_it_on_and_the_last_row()
         ({"replay_loss": "concat"}, bn.VARIANTS[1][0]),
         ({"replay_loss": "split", "eval_bn": "memory"}, bn.VARIANTS[2][0]),
         ({"replay_loss": "concat", "eval_bn": "memory"}, None),  # not a named variant: left out
+        ({"replay_loss": "split", "model.norm_groups": 4}, bn.continual_norm(4)),
+        ({"replay_loss": "concat", "model.norm_groups": 4}, None),  # two changes at once: left out
     ],
 )
 def test_a_runs_variant_comes_from_its_two_keys(flat, want):

@@ -22,7 +22,7 @@ from clsuite.core.methods.gem import GEM, gem_project
 from clsuite.core.methods.oewc import OnlineEWC
 from clsuite.core.methods.si import SI
 from clsuite.core.models.grads import flat_grad, grad_vector
-from clsuite.core.models.nets import MLP
+from clsuite.core.models.nets import MLP, ContinualNorm
 from clsuite.core.replay import ccmr, mir
 from clsuite.core.replay.ccmr import CCMRReplay
 from clsuite.core.replay.mir import MIRReplay
@@ -873,3 +873,42 @@ def test_eval_bn_memory_changes_the_evaluation_only(monkeypatch):
     assert all(torch.equal(bn.state_dict()[k], v) for k, v in stats.items())
     with pytest.raises(ValueError, match="valid: running, memory"):
         callbacks.AccuracyMatrix(dm, eval_bn="batch")
+
+
+# -- model.norm_groups: Continual Normalization in place of BatchNorm ------------------------------------
+def test_continual_norm_is_group_norm_then_batch_norm_by_hand():
+    """Pham et al. (ICLR 2022): per sample, G groups of channels normalised (no scale or shift), then BatchNorm
+    with its own statistics and affine; in train mode the running averages move by momentum 0.1 with the
+    unbiased variance of the GroupNorm's output."""
+    x = torch.arange(48, dtype=torch.float32).reshape(2, 4, 3, 2) ** 1.5 / 10  # N=2, C=4, H=3, W=2
+    w, b = torch.tensor([1.0, 2.0, 0.5, -1.0]), torch.tensor([0.0, 1.0, -1.0, 2.0])
+    cn = ContinualNorm(4, groups=2)
+    with torch.no_grad():
+        cn.weight.copy_(w), cn.bias.copy_(b)
+    out = cn(x)
+    g = x.reshape(2, 2, -1)  # per sample: channels {0, 1} and {2, 3}, 12 values each
+    gn = ((g - g.mean(-1, keepdim=True)) / torch.sqrt(g.var(-1, unbiased=False, keepdim=True) + 1e-5)).reshape(x.shape)
+    m, v = gn.mean((0, 2, 3)), gn.var((0, 2, 3), unbiased=False)
+    c = lambda t: t[None, :, None, None]  # noqa: E731
+    torch.testing.assert_close(out, (gn - c(m)) / torch.sqrt(c(v) + 1e-5) * c(w) + c(b), rtol=0, atol=1e-5)
+    torch.testing.assert_close(cn.running_mean, 0.1 * m, rtol=0, atol=1e-6)
+    torch.testing.assert_close(cn.running_var, 0.9 + 0.1 * gn.var((0, 2, 3), unbiased=True), rtol=0, atol=1e-6)
+    cn.eval()  # evaluation: the running statistics, after the same GroupNorm
+    rm, rv = cn.running_mean, cn.running_var
+    torch.testing.assert_close(cn(x), (gn - c(rm)) / torch.sqrt(c(rv) + 1e-5) * c(w) + c(b), rtol=0, atol=1e-5)
+
+
+RESNET = ["benchmark.synthetic.shape=[3,8,8]", "benchmark.backbone=resnet18", "model.nf=4", "benchmark.n_tasks=2",
+          "benchmark.train_per_class=20", "memory=10", "method=er"]  # fmt: skip
+
+
+def test_norm_groups_replaces_every_batchnorm_of_the_run_and_moves_its_result(tmp_path):
+    """null: the paper's BatchNorm everywhere; G: every norm layer (stem, blocks, shortcuts: 20) is Continual
+    Normalization with G groups, and the run's R changes."""
+    norms = lambda net: [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]  # noqa: E731
+    bn = norms(build(make_cfg(*RESNET))[1].net)
+    cn = norms(build(make_cfg(*RESNET, "model.norm_groups=2"))[1].net)
+    assert len(bn) == len(cn) == 20 and not any(isinstance(m, ContinualNorm) for m in bn)
+    assert all(isinstance(m, ContinualNorm) and m.groups == 2 for m in cn)
+    plain, cont = run_cfg(tmp_path / "bn", *RESNET), run_cfg(tmp_path / "cn", *RESNET, "model.norm_groups=2")
+    assert cont["R"] != plain["R"] and cont["config"]["model"]["norm_groups"] == 2

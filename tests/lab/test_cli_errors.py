@@ -65,6 +65,15 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval_split=val"], "needs data.val_fraction > 0"),
         (["eval_bn=memory"], "eval_bn=memory needs a network with BatchNorm (model.arch=resnet18), got model.arch=mlp"),
         (["eval_bn=batch"], "unknown eval_bn 'batch'; valid choices: running, memory"),
+        (
+            ["model.norm_groups=4"],
+            "model.norm_groups=4 needs a network with BatchNorm (model.arch=resnet18), got model",
+        ),
+        (
+            ["model.arch=resnet18", "model.norm_groups=3"],
+            "model.norm_groups=3 must divide model.nf=20; valid: null, 1, 2",
+        ),
+        (["model.norm_groups=0"], "model.norm_groups must be a whole number >= 1 or null, got 0"),
         (["data.input_range=x"], "unknown data.input_range 'x'; valid choices: unit, symmetric"),
         (["benchmark=split_mnist", "data.root=/nonexistent/dir"], "data directory '/nonexistent/dir' does not exist"),
         (["logger=csv", "+logger.required=true"], "logger.required=true needs logger=wandb"),

@@ -3,7 +3,8 @@ diagonal, Forget and BWT measure on a network with BatchNorm, from the runs of o
 
 Steps of :func:`markdown`:
 1. Each run's variant from its config: the reading's loss and evaluation (``replay_loss``, ``eval_bn``;
-   :data:`VARIANTS`), runs of any other setting of the two keys left out.
+   :data:`VARIANTS`) or Continual Normalization in place of BatchNorm (``model.norm_groups``, with the
+   reading's loss and evaluation), runs of any other setting of the three keys left out.
 2. Per method and variant, means over seeds of, for each task j: R[j, j] (the task just trained), the
    best of R[i, j] over i >= j, and R[T, j] (after the last task), the last task's diagonal being its
    final accuracy too.
@@ -30,9 +31,15 @@ VARIANTS = (
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"), ("diagonal", "mean R[j, j], j < T"))
 
 
+def continual_norm(groups: int) -> str:
+    return f"Continual Normalization, {groups} groups, in place of BatchNorm (model.norm_groups={groups})"
+
+
 def variant(flat: dict) -> str | None:
-    """The variant of a run's flattened config, or None for a setting :data:`VARIANTS` does not name."""
+    """The variant of a run's flattened config, or None for a setting this module does not name."""
     key = (flat.get("replay_loss"), flat.get("eval_bn") or "running")
+    if (groups := flat.get("model.norm_groups")) is not None:
+        return continual_norm(groups) if key == VARIANTS[0][1:] else None
     return next((label for label, loss, ev in VARIANTS if (loss, ev) == key), None)
 
 
@@ -71,7 +78,7 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     if df.empty:
         return []
     name = pv.bench_label(benchmark)
-    order = [label for label, _, _ in VARIANTS]
+    order = [label for label, _, _ in VARIANTS] + sorted(set(df["variant"]) - {label for label, _, _ in VARIANTS})
     profile = tb.Table(
         f"BatchNorm: R's diagonal beside each task's best and final accuracy on {name}",
         ["method", "inputs", "variant", "n", "R[j, j], tasks 1..T", "best R[i, j], i >= j", "final R[T, j]"],

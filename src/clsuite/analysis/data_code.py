@@ -25,6 +25,8 @@ def arm(flat: dict) -> str | None:
     BatchNorm variant), from its data keys; None for another setting."""
     if flat.get("replay_loss") != "split" or (flat.get("eval_bn") or "running") != "running":
         return None
+    if flat.get("model.norm_groups") is not None:  # (Continual Normalization: a network of its own)
+        return None
     data = (flat.get("data.input_range") or "unit", flat.get("data.val_fraction") or 0.0)
     return next((a for a, keys in ARMS.items() if keys == data), None)
 

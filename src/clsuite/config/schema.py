@@ -113,6 +113,7 @@ KEYS: dict[str, Spec] = {
     "model.hidden": Whole(1, None, "MLP: units per hidden layer", req=False),
     "model.depth": Whole(0, None, "MLP: hidden layers (0: a linear classifier)", req=False),
     "model.nf": Whole(1, None, "reduced ResNet-18: width of the first stage", req=False),
+    "model.norm_groups": Whole(1, None, "reduced ResNet-18: null = BatchNorm | G = Continual Normalization (GroupNorm over G groups, then BatchNorm; G divides nf)", null=True, req=False),
     # conf/trainer/
     "trainer.accelerator": OneOf("auto", "cpu", "gpu", doc="auto: the GPU when there is one | cpu | gpu"),
     "trainer.device_index": Whole(0, None, "GPU index; null: 0 (a joblib sweep's job: the GPU of its slot)", null=True),
@@ -366,6 +367,21 @@ def _rule_eval_bn(cfg, sizes) -> str | None:
     return None
 
 
+def _rule_norm_groups(cfg, sizes) -> str | None:
+    """model.norm_groups replaces the ResNet's BatchNorm: the MLP has none (a silent no-op otherwise), and
+    every width of the ResNet (nf, 2nf, 4nf, 8nf) must split into G groups."""
+    groups = cfg.model.get("norm_groups")
+    if groups is None:
+        return None
+    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+    if arch != "resnet18":
+        return f"model.norm_groups={groups} needs a network with BatchNorm (model.arch=resnet18), got model.arch={arch}"
+    if cfg.model.nf % groups:
+        valid = ", ".join(str(g) for g in range(1, cfg.model.nf + 1) if cfg.model.nf % g == 0)
+        return f"model.norm_groups={groups} must divide model.nf={cfg.model.nf}; valid: null, {valid}"
+    return None
+
+
 LOGGER_KINDS = ("wandb", "csv", "tensorboard", "none")
 
 
@@ -438,6 +454,7 @@ RULES: tuple[Callable, ...] = (
     _rule_device,
     _rule_eval_split,
     _rule_eval_bn,
+    _rule_norm_groups,
     _rule_logger,
     _rule_targets,
 )

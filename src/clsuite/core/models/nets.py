@@ -10,6 +10,10 @@
   (docs/notes/PERFORMANCE.md, "The reduced ResNet-18 on the CPU"). Inside a functorch
   transform (``torch.func.vmap``: oEWC's Fisher, GSS's per-sample gradients) they stay
   NCHW: vmap cannot clone into channels-last.
+- ``norm_groups`` (null: BatchNorm, the paper's): every BatchNorm of the ResNet becomes Continual
+  Normalization (Pham, Liu and Hoi, ICLR 2022; phquang/Continual-Normalization, ``cn.py``): each sample's
+  channels normalised in G groups without scale or shift, then BatchNorm as before (docs/METHODS.md,
+  "BatchNorm in this protocol").
 """
 
 from __future__ import annotations
@@ -37,16 +41,32 @@ class MLP(nn.Module):
         return (self.head(h), h) if return_features else self.head(h)
 
 
+class ContinualNorm(nn.BatchNorm2d):
+    """Continual Normalization: GroupNorm over ``groups`` groups (no affine, BatchNorm's eps), then this
+    BatchNorm (its running statistics, scale and shift). A BatchNorm still: ``eval_bn=memory`` re-estimates it."""
+
+    def __init__(self, channels: int, groups: int):
+        super().__init__(channels)
+        self.groups = groups
+
+    def forward(self, x):
+        return super().forward(F.group_norm(x, self.groups, eps=self.eps))
+
+
+def norm2d(channels: int, groups: int | None) -> nn.BatchNorm2d:
+    return nn.BatchNorm2d(channels) if groups is None else ContinualNorm(channels, groups)
+
+
 class BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int):
+    def __init__(self, cin: int, cout: int, stride: int, norm_groups: int | None = None):
         super().__init__()
         self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
+        self.bn1 = norm2d(cout, norm_groups)
         self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
+        self.bn2 = norm2d(cout, norm_groups)
         self.shortcut = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), norm2d(cout, norm_groups))
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
@@ -55,15 +75,15 @@ class BasicBlock(nn.Module):
 
 
 class ReducedResNet18(nn.Module):
-    def __init__(self, input_shape, num_classes: int, nf: int = 20):
+    def __init__(self, input_shape, num_classes: int, nf: int = 20, norm_groups: int | None = None):
         super().__init__()
         cin = input_shape[0]
         self.conv1 = nn.Conv2d(cin, nf, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(nf)
+        self.bn1 = norm2d(nf, norm_groups)
         widths, layers, c = [nf, 2 * nf, 4 * nf, 8 * nf], [], nf
         for i, w in enumerate(widths):
             stride = 1 if i == 0 else 2
-            layers += [BasicBlock(c, w, stride), BasicBlock(w, w, 1)]
+            layers += [BasicBlock(c, w, stride, norm_groups), BasicBlock(w, w, 1, norm_groups)]
             c = w
         self.layers = nn.Sequential(*layers)
         self.head = nn.Linear(8 * nf, num_classes)
@@ -86,4 +106,4 @@ def build_model(arch: str, input_shape, num_classes: int, **kw) -> nn.Module:
         raise ValueError(f"unknown model arch {arch!r}; valid: {', '.join(ARCHS)}")
     if arch == "mlp":
         return MLP(input_shape, num_classes, hidden=kw.get("hidden", 400), depth=kw.get("depth", 2))
-    return ReducedResNet18(input_shape, num_classes, nf=kw.get("nf", 20))
+    return ReducedResNet18(input_shape, num_classes, nf=kw.get("nf", 20), norm_groups=kw.get("norm_groups"))
