@@ -38,3 +38,14 @@ def test_no_table_without_both_arms():
     after = pd.DataFrame([_run("mir", 0, 45.0, MIR)])
     assert dc.markdown(after, pd.DataFrame(), "split_cifar10_jpeg") == []
     assert dc.markdown(after, pd.DataFrame([_run("mir", 0, 45.0, MIR)]), "split_cifar10_jpeg") == []
+
+
+def test_the_note_says_which_seeds_pair_runs_of_one_machine():
+    """Native kernels differ per CPU model: the note names the seeds whose two arms ran on one machine and
+    those whose pair spans two (no note for runs without a machine)."""
+    runs = lambda arm, seed, cpu: {**_run("er", seed, 40.0 + seed, arm), "cpu": cpu}  # noqa: E731
+    after = pd.DataFrame([runs(MIR, 0, "AMD"), runs(MIR, 1, "AMD"), runs(MIR, 3, "Intel")])
+    before = pd.DataFrame([runs({}, 0, "Intel"), runs({}, 1, "Intel"), runs({}, 3, "Intel"), runs({}, 4, "Intel")])
+    text = "\n".join(dc.markdown(after, before, "split_cifar10_jpeg"))
+    assert "Pairs: seeds 3 on one machine; seeds 0, 1 across machines (CPU models: native kernels differ" in text
+    assert dc.machines_note(after.drop(columns="cpu"), before) == ""

@@ -31,6 +31,20 @@ def arm(flat: dict) -> str | None:
     return next((a for a, keys in ARMS.items() if keys == data), None)
 
 
+def machines_note(after: pd.DataFrame, before: pd.DataFrame) -> str:
+    """Which seeds pair runs of one machine (CPU model) and which pair two: native kernels differ per CPU model,
+    so a pair across machines adds their numerical difference to the keys' effect. Empty without machines."""
+    if "cpu" not in after or "cpu" not in before:
+        return ""
+    same, across = [], []
+    for seed in sorted(set(after["seed"]) & set(before["seed"])):
+        cpus = set(after.loc[after["seed"] == seed, "cpu"]) | set(before.loc[before["seed"] == seed, "cpu"])
+        (same if len(cpus) == 1 else across).append(str(seed))
+    parts = [f"seeds {', '.join(x)} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
+             if x]  # fmt: skip
+    return " Pairs: " + "; ".join(parts) + " (CPU models: native kernels differ per model)." if parts else ""
+
+
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:
     """The table for ``benchmark``'s runs of the reading ``mir_code``; empty when an arm has no runs."""
     arms = []
@@ -48,7 +62,7 @@ def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[
         note="after − before per seed over the seeds both ran, then mean [95% t interval] (% points; for Forget, lower "
         "is better). after: data.input_range=symmetric, data.val_fraction=0.05 (mir_code on the CIFAR family now); "
         "before: the same reading's runs made before the two keys (the record this section was first made of). The "
-        "two keys change together, as the reading sets them.",
+        "two keys change together, as the reading sets them." + machines_note(*arms),
     )
     both = in_method_order(pd.concat(arms))
     for r in contrast(both, "arm", "before", [q for q, _ in QUANTITIES], by=["method"]).itertuples():
