@@ -82,3 +82,26 @@ def test_arms_of_other_inputs_are_never_paired():
     text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
     assert "| ER | [-1, 1], 95% | " + bn.VARIANTS[2][0] + " | 2 |" in text
     assert "paired by seed" not in text  # no default of its inputs: no pair
+
+
+def test_each_method_against_er_within_each_variant():
+    """Within one variant, method − ER paired by seed: AdaER's lead over ER under the default (+5, +7: +6 [+/-
+    12.706 x 1]) and under the concatenated loss (-5, -4: -4.5 [+/- 12.706 x 0.5])."""
+    runs = pd.DataFrame(
+        [
+            _run("er", 0, "split", None, R3, 40.0, 20.0, 5.0),
+            _run("er", 1, "split", None, R3, 42.0, 22.0, 6.0),
+            _run("adaer", 0, "split", None, R3, 45.0, 15.0, 5.0),
+            _run("adaer", 1, "split", None, R3, 49.0, 15.0, 6.0),
+            _run("er", 0, "concat", None, R3, 30.0, 10.0, -50.0),
+            _run("er", 1, "concat", None, R3, 31.0, 10.0, -50.0),
+            _run("adaer", 0, "concat", None, R3, 25.0, 10.0, -50.0),
+            _run("adaer", 1, "concat", None, R3, 27.0, 10.0, -50.0),
+        ]
+    )
+    text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
+    d, zero = "[0, 1], 100%", "+0.0 [+0.0, +0.0]"
+    assert (
+        f"| {bn.DEFAULT} | {d} | AdaER − ER | +6.0 [-6.7, +18.7] | -6.0 [-18.7, +6.7] | {zero} | {zero} | 2 |" in text
+    )
+    assert f"| {bn.VARIANTS[1][0]} | {d} | AdaER − ER | -4.5 [-10.9, +1.9] | {zero} | {zero} | {zero} | 2 |" in text

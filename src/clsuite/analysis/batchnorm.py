@@ -10,6 +10,8 @@ Steps of :func:`markdown`:
    final accuracy too.
 3. Per method, each variant against the default, paired by seed: Acc, Forget, BWT and the mean of
    R[j, j] over tasks 1..T-1 (a difference of the default and the variant; 95% t intervals).
+4. Within each variant, each method against ER, paired by seed: whether a method's lead over ER (the
+   paper's claims) survives the variant.
 """
 
 from __future__ import annotations
@@ -104,4 +106,14 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     qs = [q for q, _ in QUANTITIES]
     for r in contrast(df, "variant", DEFAULT, qs, by=["method", "data"], order=order).itertuples():
         pairs.add([pv.method_label(r.method), r.data, r.arm, *(getattr(r, q).interval() for q in qs), r.n])
-    return [profile.markdown()] + ([pairs.markdown()] if pairs.rows else [])
+    versus = tb.Table(
+        f"Each method against ER within each BatchNorm variant on {name}, paired by seed",
+        ["variant", "inputs", "comparison", *[q for _, q in QUANTITIES], "n"],
+        note="method − ER per seed over the seeds both ran under the same variant, then mean [95% t interval] (% "
+        "points; for Forget, lower is better): whether a method's lead over ER holds under each variant.",
+    )
+    methods = pv.order_methods(df["method"])
+    for label in [v for v in order if v in set(df["variant"])]:
+        for r in contrast(df[df["variant"] == label], "method", "er", qs, by=["data"], order=methods).itertuples():
+            versus.add([label, r.data, f"{pv.method_label(r.arm)} − ER", *(getattr(r, q).interval() for q in qs), r.n])
+    return [profile.markdown()] + [t.markdown() for t in (pairs, versus) if t.rows]
