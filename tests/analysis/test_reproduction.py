@@ -176,7 +176,7 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     """The CIFAR-10 (JPEG copy) section (issue 32): named with its command when it has no runs; with
     runs, its Table II (the paper's CIFAR-10 values beside, labelled as the official data's), n and time
     per cell, the AdaER claims judged on these runs alone; never in the verdicts of the paper's claims."""
-    from clsuite.analysis.report import CIFAR10_JPEG, CIFAR10_JPEG_MIR_DATA
+    from clsuite.analysis.report import CIFAR10_JPEG
 
     mr, res_dir = tmp_path / "multirun", tmp_path / "results"
     args = ["--multirun-dir", str(mr), "--results-dir", str(res_dir)]
@@ -188,7 +188,7 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     assert "note: section 'Table II's CIFAR-10 row on CIFAR-10 (JPEG copy)" in err and CIFAR10_JPEG in err
     md = (res_dir / "report" / "REPRODUCTION.md").read_text()
     command = hint("paper", "table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs",
-                   "--seeds", "5", "--experiment", CIFAR10_JPEG_MIR_DATA)  # fmt: skip
+                   "--seeds", "5", "--experiment", CIFAR10_JPEG)  # fmt: skip
     assert f"Not run: `nice -n 10 {command}` (needs the CIFAR-10 JPEG copy" in md
     # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
     for s in (0, 1, 2):

@@ -245,12 +245,7 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
     if e is None:
         return []
     md = other_data(e, bench, p.built[e.name]["summary"])
-    new = p.experiments.get(CIFAR10_JPEG_MIR_DATA)
-    if e.name != CIFAR10_JPEG_MIR_DATA and new is not None and not new.empty:  # the new row, while it gets its seeds
-        title = f"({new.name}): the row under MIR's CIFAR-10 data code, the seeds so far"
-        md += [NEW_ROW, "", *(t.markdown() for t in tb.table2(p.built[new.name]["summary"], f"Table II {title}"))]
-        md += [tb.differences(new.runs, bench, f"Paired differences {title}").markdown()]
-    names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_MIR_DATA, CIFAR10_JPEG_BEFORE))  # (each once, in order)
+    names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_BEFORE))  # (each once, in order)
     with_bn = [p.experiments[n] for n in names if n in p.experiments]
     md += bn.markdown(distinct_runs(with_bn), bench)
     if (before := p.experiments.get(CIFAR10_JPEG_BEFORE)) is not None:  # (the BatchNorm experiment's default arm
@@ -259,21 +254,16 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
     return md
 
 
-# Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it.
-# The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: conf/reading_family/), and the
-# row made before it (the same reading otherwise, five methods, five seeds), which the section shows until the new
-# row has its seeds; the first row (three seeds, older code) is cifar10_jpeg_first_row.
-CIFAR10_JPEG_MIR_DATA = "cifar10_jpeg_row"  # what the section's command fills (clsuite.analysis.data_code: after)
-CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
-CIFAR10_JPEG = CIFAR10_JPEG_BEFORE  # the row the section is made of and judges
-NEW_ROW = (
-    "The row under MIR's CIFAR-10 data code ([-1, 1] inputs, 95% of each task's images: `mir_code` on the CIFAR "
-    "family now), as far as its seeds go; the verdicts above stay on the row made before it until this one has its "
-    "seeds, then this section is made of it. Its runs may come from more than one code (the provenance above lists "
-    'them); docs/notes/PERFORMANCE.md, "Bit-identity check", says which codes compute the same R.'
+# Table II's CIFAR-10 row on the JPEG copy: its folder, and the command that fills it. The row under MIR's CIFAR-10
+# data code ([-1, 1] inputs, 95% of each task's images: conf/reading_family/); the row made before it (the same
+# reading otherwise, five methods, five seeds) is data_code's other arm and one of the report's other experiments,
+# as is the first row (three seeds, older code), cifar10_jpeg_first_row.
+CIFAR10_JPEG = (
+    "cifar10_jpeg_row"  # the row the section is made of, judges and fills (clsuite.analysis.data_code: after)
 )
+CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
-             "--experiment", CIFAR10_JPEG_MIR_DATA)  # fmt: skip
+             "--experiment", CIFAR10_JPEG)  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
@@ -558,7 +548,7 @@ def _numerics_part(p: Page) -> list[str]:
 def _others_part(p: Page) -> list[str]:
     """The experiments no other section shows: ad-hoc sweeps."""
     md = []
-    for n in [n for n in p.names if n not in BY_NAME and n not in (BATCHNORM, CIFAR10_JPEG_MIR_DATA)
+    for n in [n for n in p.names if n not in BY_NAME and n != BATCHNORM
               and n not in ch.BY_EXPERIMENT and not n.startswith(NUMERICS_EXPS)
               and cl.owner(p.experiments[n]) is None]:  # fmt: skip
         md += [f"### {n}", "", *_figure_lines(p.built[n]["figures"], n, p.figdir)]
