@@ -21,6 +21,17 @@ def by_seed(arm: pd.DataFrame, quantity: str, per_seed: str = "last") -> dict:
     return dict(zip(arm["seed"], arm[quantity], strict=True))
 
 
+def seeds_by_machine(*arms: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """(seeds whose runs in all ``arms`` are on one machine, seeds whose runs span CPU models): native kernels
+    differ per CPU model, so a pair across machines adds their numerical difference. ([], []) without a ``cpu``."""
+    if any("cpu" not in a for a in arms):
+        return [], []
+    runs = pd.concat(arms)
+    seeds = sorted(set.intersection(*(set(a["seed"]) for a in arms)))
+    cpus = runs[runs["seed"].isin(seeds)].groupby("seed")["cpu"].nunique()
+    return [s for s in seeds if cpus[s] == 1], [s for s in seeds if cpus[s] > 1]
+
+
 ORDERS = {"method": pv.order_methods, "benchmark": pv.order_benchmarks}  # columns sorted in the paper's order
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast, in_method_order
+from clsuite.analysis.contrast import contrast, in_method_order, seeds_by_machine
 
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
 ARMS = {"after": ("symmetric", 0.05), "before": ("unit", 0.0)}  # (data.input_range, data.val_fraction); null: unit, 0
@@ -32,15 +32,9 @@ def arm(flat: dict) -> str | None:
 
 
 def machines_note(after: pd.DataFrame, before: pd.DataFrame) -> str:
-    """Which seeds pair runs of one machine (CPU model) and which pair two: native kernels differ per CPU model,
-    so a pair across machines adds their numerical difference to the keys' effect. Empty without machines."""
-    if "cpu" not in after or "cpu" not in before:
-        return ""
-    same, across = [], []
-    for seed in sorted(set(after["seed"]) & set(before["seed"])):
-        cpus = set(after.loc[after["seed"] == seed, "cpu"]) | set(before.loc[before["seed"] == seed, "cpu"])
-        (same if len(cpus) == 1 else across).append(str(seed))
-    parts = [f"seeds {', '.join(x)} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
+    """Which seeds pair runs of one machine (CPU model) and which pair two (:func:`seeds_by_machine`)."""
+    same, across = seeds_by_machine(after, before)
+    parts = [f"seeds {', '.join(map(str, x))} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
              if x]  # fmt: skip
     return " Pairs: " + "; ".join(parts) + " (CPU models: native kernels differ per model)." if parts else ""
 

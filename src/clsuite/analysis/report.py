@@ -30,6 +30,7 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis import parity as par
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
+from clsuite.analysis.contrast import seeds_by_machine
 from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
@@ -258,9 +259,7 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
 # data code ([-1, 1] inputs, 95% of each task's images: conf/reading_family/); the row made before it (the same
 # reading otherwise, five methods, five seeds) is data_code's other arm and one of the report's other experiments,
 # as is the first row (three seeds, older code), cifar10_jpeg_first_row.
-CIFAR10_JPEG = (
-    "cifar10_jpeg_row"  # the row the section is made of, judges and fills (clsuite.analysis.data_code: after)
-)
+CIFAR10_JPEG = "cifar10_jpeg_row"  # the row the section is made of, judges and fills (data_code: after)
 CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
 _JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
              "--experiment", CIFAR10_JPEG)  # fmt: skip
@@ -435,8 +434,7 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     seed's methods on one machine keep its paired comparisons within that machine."""
     t2 = select(s, **pv.TABLE2_CONDITIONS)
     base = select(runs, **pv.TABLE2_CONDITIONS)
-    per_seed = base[base["variant"] == ""].groupby("seed")["cpu"].nunique()
-    mixed = ", ".join(str(x) for x in per_seed.index[per_seed > 1])
+    mixed = ", ".join(str(x) for x in seeds_by_machine(base[base["variant"] == ""])[1])
     t = tb.Table("Runs per cell", ["method", "reading", "machine", "n", "seeds", "wall time per run (s)",
                                    "training per run (s)"],
                  note="Times: mean over the cell's runs on that machine (one torch thread; they move with the machine's "

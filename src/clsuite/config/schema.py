@@ -355,11 +355,16 @@ def _rule_eval_split(cfg, sizes) -> str | None:
     return None
 
 
+def _arch(cfg) -> str:
+    """The network a config builds: model.arch, or the benchmark's backbone under auto."""
+    return cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+
+
 def _rule_eval_bn(cfg, sizes) -> str | None:
     """eval_bn=memory re-estimates BatchNorm over the memory: it needs both (a silent no-op otherwise)."""
     if cfg.get("eval_bn") != "memory":
         return None
-    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+    arch = _arch(cfg)
     if arch != "resnet18":
         return f"eval_bn=memory needs a network with BatchNorm (model.arch=resnet18), got model.arch={arch}"
     if not cfg.method.get("update") or not cfg.memory:
@@ -373,7 +378,7 @@ def _rule_norm_groups(cfg, sizes) -> str | None:
     groups = cfg.model.get("norm_groups")
     if groups is None:
         return None
-    arch = cfg.model.arch if cfg.model.arch != "auto" else cfg.benchmark.backbone
+    arch = _arch(cfg)
     if arch != "resnet18":
         return f"model.norm_groups={groups} needs a network with BatchNorm (model.arch=resnet18), got model.arch={arch}"
     if cfg.model.nf % groups:
