@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 
@@ -36,11 +37,30 @@ def _nested(items) -> dict:
     return {"/".join(it.nested_key) or it.key: json.loads(it.value_json) for it in items}
 
 
-def read_offline_run(run_dir) -> dict:
-    """An offline run decoded: name, group, job_type, tags, notes, config, history rows, summary, axes."""
+def read_offline_run(run_dir, timeout: float = 60.0) -> dict:
+    """An offline run decoded: name, group, job_type, tags, notes, config, history rows, summary, axes.
+
+    W&B's core process writes the file and can still hold its records in a buffer when ``finish``
+    has returned (the file then has its header and nothing else): the reader waits, up to ``timeout``
+    seconds, for the run's last record (``exit``) and otherwise returns what the file holds."""
+    (path,) = Path(run_dir).glob("run-*.wandb")
+    deadline = time.monotonic() + timeout
+    while True:
+        last = time.monotonic() > deadline
+        try:
+            out = _decode(path)
+        except Exception:  # an empty file, or a record cut at the end of what was flushed
+            if last:
+                raise
+        else:
+            if out["exit_code"] is not None or last:
+                return out
+        time.sleep(0.1)
+
+
+def _decode(path: Path) -> dict:
     from wandb.proto import wandb_internal_pb2 as pb
 
-    (path,) = Path(run_dir).glob("run-*.wandb")
     out = {"config": {}, "history": [], "summary": {}, "axes": {}, "exit_code": None}
     for raw in _records(path):
         r = pb.Record()
