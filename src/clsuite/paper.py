@@ -236,7 +236,7 @@ def records(argv: list[str]) -> int:
     extra = ["--launcher", launcher, *(["--jobs", str(a.jobs)] if a.jobs is not None else []), *a.overrides]
     parts = [[*p, *extra] for p in records_plan()]
     names = experiments(parts)
-    pack = ["pack", *names, "--multirun-dir", "multirun"]
+    pack = ["pack", *names, "--multirun-dir", "multirun", "--replace"]  # the records remade from these runs
     if problem := missing_data([s for p in parts for s in plan(p)]):  # before counting or any sweep
         return fail(problem)
     if a.dry_run:

@@ -121,6 +121,41 @@ def test_packing_the_same_runs_twice_gives_the_same_bytes(tmp_path):
     )
 
 
+@needs_git
+def test_pack_adds_a_folders_runs_to_its_record_and_refuses_a_run_made_again(tmp_path, capsys):
+    """An experiment the records hold already keeps its runs when a folder with others is packed (seeds
+    run on another machine): the archive and its entry are those of packing all the runs at once; a job
+    both hold with other bytes (a run made again) is refused, nothing written; ``--replace``: the folder alone."""
+    kw = {"commit": HEAD[0], "code_hash": HEAD[1], "reading": "mir_code"}
+    for m in ("er", "adaer"):
+        for s in (0, 1):
+            job = write_run(tmp_path / "all" / "t", method=m, seed=s, **kw)
+            shutil.copytree(job, tmp_path / f"seed{s}" / "t" / job.name)  # each seed on its own machine
+    out, at_once = tmp_path / "records", tmp_path / "at_once"
+    assert pack(["t"], tmp_path / "all", at_once) == []
+    assert pack(["t"], tmp_path / "seed0", out) == []
+    assert rec.read_manifest(out)[0]["archives"]["t"]["runs"] == 2
+    assert main(["pack", "t", "--multirun-dir", str(tmp_path / "seed1"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"t: 4 runs, its record's and the folder's ({tmp_path / 'seed1' / 't'}); 2 in its record before\n"
+    )
+    assert (out / "t.tar.gz").read_bytes() == (at_once / "t.tar.gz").read_bytes()
+    assert rec.read_manifest(out)[0]["archives"] == rec.read_manifest(at_once)[0]["archives"]
+    assert pack(["t"], tmp_path / "seed1", out) == []  # the same files again: nothing changes
+    assert (out / "t.tar.gz").read_bytes() == (at_once / "t.tar.gz").read_bytes()
+
+    again = next((tmp_path / "seed1" / "t").glob("*method=er*"))
+    edit_run(again, lambda r: r.update(wall_time_s=r["wall_time_s"] + 1))  # sealed again, other bytes
+    (why,) = pack(["t"], tmp_path / "seed1", out)
+    assert why == (f"t/{again.name}/results.json: differs from its copy in {out / 't.tar.gz'} (a run made again): "
+                   "move one away, or pack with --replace to write the folder alone")  # fmt: skip
+    assert (out / "t.tar.gz").read_bytes() == (at_once / "t.tar.gz").read_bytes()
+    assert pack(["t"], tmp_path / "seed1", out, replace=True) == []
+    assert rec.read_manifest(out)[0]["archives"]["t"]["runs"] == 2
+    with tarfile.open(out / "t.tar.gz") as tf:
+        assert {m.name.split("/")[0] for m in tf.getmembers()} == {p.name for p in (tmp_path / "seed1" / "t").iterdir()}
+
+
 def test_rename_moves_an_archive_and_its_entry_keeping_its_bytes_and_sealed_files(tmp_path, capsys):
     """``clsuite records rename``: the archive's file and manifest entry take the new name, the bytes and
     sha256 stay, it unpacks under the new name with its sealed files as they were; a bad, missing or
@@ -430,7 +465,7 @@ def test_the_report_rebuilt_from_records_is_the_same_anywhere_and_the_check_catc
                                      metrics=all_metrics([[v - 1.0 if v > 1 else v for v in row] for row in r["R"]], r["b"])))  # fmt: skip
     stale = tmp_path / "stale"
     shutil.copytree(records, stale)
-    assert pack(["table2"], mr, stale) == []
+    assert pack(["table2"], mr, stale, replace=True) == []  # (a run made again: its record's copy replaced)
     (diff,) = check(stale, docs, none)
     assert diff.startswith(f"{docs / 'REPRODUCTION.md'}: line ") and "differs from the rebuilt report" in diff
     # the parity record changed and packed again: the same

@@ -116,20 +116,50 @@ def gather(exp_dir: Path, commits: dict[str, str | None]) -> tuple[dict[str, byt
     return members, entry, refused
 
 
-def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None) -> list[str]:
+def on_record(archive: bytes, where: str, exp_dir: Path, dest: Path) -> list[str]:
+    """``dest`` filled with the record ``archive`` (read from ``where``) and, on top, ``exp_dir``'s record
+    files (its ``grid.json`` replaces the record's); a refusal for each job file that both hold with other
+    bytes (a run made again) and for each file that cannot be a member."""
+    rec.unpack(archive, where, dest)
+    name, refused = exp_dir.name, []
+    for path in [*files(exp_dir, RESULTS_FILE), *files(exp_dir, FAILED_FILE), exp_dir / GRID_FILE]:
+        member = path.relative_to(exp_dir).as_posix()
+        if not path.is_file():
+            continue
+        if problem := rec.member_problem(member):
+            refused.append(f"{name}/{member}: cannot be a member of a record ({problem})")
+            continue
+        data, target = read_regular(path), dest / member
+        if path.name != GRID_FILE and target.is_file() and read_regular(target) != data:
+            refused.append(f"{name}/{member}: differs from its copy in {where} (a run made again): move one "
+                           "away, or pack with --replace to write the folder alone")  # fmt: skip
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return refused
+
+
+def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None, replace: bool = False) -> list[str]:
     """Pack the experiments ``names`` of ``multirun`` and the parity record ``parity`` into ``out``
-    (archives, ``parity.json``, manifest); the refusals (nothing written when there are any).
-    ``ConfigError``: a name that is no experiment folder; ``RecordsError``: a manifest in ``out`` that
-    cannot be read."""
+    (archives, ``parity.json``, manifest); the refusals (nothing written when there are any). An
+    experiment that ``out`` holds already keeps its record's runs, the folder's added (:func:`on_record`);
+    ``replace``: the folder alone. ``ConfigError``: a name that is no experiment folder; ``RecordsError``:
+    records in ``out`` that cannot be read."""
     for n in names:
         safe_name(n, "experiment")
         if not (Path(multirun) / n).is_dir():
             raise ConfigError(f"experiment {n!r}: no folder {Path(multirun) / n}/")
     manifest = rec.read_manifest(out)[0] if (Path(out) / rec.MANIFEST_FILE).exists() else {"archives": {}}
+    held = {} if replace or not any(n in manifest["archives"] for n in names) else rec.verified(out, manifest)
     commits: dict[str, str | None] = {}
     packed, refused = {}, []
     for n in dict.fromkeys(names):
-        members, entry, why = gather(Path(multirun) / n, commits)
+        with tempfile.TemporaryDirectory(prefix="clsuite-pack-") as tmp:
+            exp_dir = Path(multirun) / n
+            if n in held:
+                refused += on_record(held[n], str(Path(out) / manifest["archives"][n]["file"]), exp_dir, Path(tmp) / n)
+                exp_dir = Path(tmp) / n
+            members, entry, why = gather(exp_dir, commits)
         refused += why
         packed[n] = (rec.archive_bytes(members), entry)
     if parity is not None:
@@ -228,6 +258,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("experiments", nargs="*", help="folders of --multirun-dir, e.g. table2 memory")
     p.add_argument("--multirun-dir", default="multirun")
     p.add_argument("--parity", help="also the parity record make parity wrote (results/parity/parity.json)")
+    p.add_argument("--replace", action="store_true",
+                   help="write each archive from its folder alone (default: the folder's runs added to the archive's)")  # fmt: skip
     p.add_argument(
         "--out", default=str(CHECKOUT / "docs" / "records"), help="the records folder (default docs/records)"
     )
@@ -243,7 +275,8 @@ def main(argv: list[str]) -> int:
         if not a.experiments and not a.parity:
             return fail("nothing to pack: name experiments (folders of --multirun-dir) or --parity")
         try:
-            refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out), a.parity and Path(a.parity))
+            before = rec.read_manifest(Path(a.out))[0]["archives"] if (Path(a.out) / rec.MANIFEST_FILE).exists() else {}
+            refused = pack(a.experiments, Path(a.multirun_dir), Path(a.out), a.parity and Path(a.parity), a.replace)
         except ConfigError as e:
             return fail(str(e))
         except rec.RecordsError as e:
@@ -252,6 +285,11 @@ def main(argv: list[str]) -> int:
             print(f"refused: {line}", file=sys.stderr)
         if refused:
             return fail(f"{len(refused)} runs or records refused (listed above); nothing packed", status=1)
+        after = rec.read_manifest(Path(a.out))[0]["archives"]
+        for n in dict.fromkeys(a.experiments):
+            was = f"; {before[n]['runs']} in its record before" if n in before else ""
+            how = "the folder's alone" if a.replace or n not in before else "its record's and the folder's"
+            print(f"{n}: {after[n]['runs']} runs, {how} ({Path(a.multirun_dir) / n}){was}")
         print(Path(a.out) / rec.MANIFEST_FILE)
         return 0
     if a.what == "rename":

@@ -214,6 +214,17 @@ class Records:
         return {c: m for a in self.manifest["archives"].values() for c, m in (a.get("codes") or {}).items()}
 
 
+def unpack(data: bytes, where: str, dest: Path) -> None:
+    """The archive ``data`` (read from ``where``) unpacked into ``dest`` after :func:`safe_members`'s
+    checks; ``RecordsError`` at the first that fails."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+            members = safe_members(tf, where)
+            tf.extractall(dest, members=members, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise RecordsError(f"{where}: not a readable tar.gz ({type(e).__name__}: {str(e)[:200]})") from None
+
+
 def extract(records_dir: Path, dest: Path) -> Records:
     """Every archive of ``records_dir`` unpacked into ``dest/<experiment>/`` after the checks of the
     module's opening. ``RecordsError`` (nothing trusted) at the first check that fails."""
@@ -221,13 +232,7 @@ def extract(records_dir: Path, dest: Path) -> Records:
     archives = verified(records_dir, manifest)
     parity = read_parity(records_dir, manifest)
     for exp, data in archives.items():
-        where = str(Path(records_dir) / manifest["archives"][exp]["file"])
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
-                members = safe_members(tf, where)
-                tf.extractall(Path(dest) / exp, members=members, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as e:
-            raise RecordsError(f"{where}: not a readable tar.gz ({type(e).__name__}: {str(e)[:200]})") from None
+        unpack(data, str(Path(records_dir) / manifest["archives"][exp]["file"]), Path(dest) / exp)
     return Records(manifest, digest, sum(len(d) for d in archives.values()), parity)
 
 
