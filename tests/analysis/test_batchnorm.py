@@ -63,7 +63,7 @@ def test_markdown_pairs_each_variant_with_the_default_by_seed():
     # Acc: +3, +4 -> mean 3.5, sd 0.707, t_{0.975, 1} = 12.706 -> +3.5 +- 6.35; diagonal (j < T): +10 each seed
     assert (
         profile[2]
-        == f"| ER | {d} | {bn.VARIANTS[2][0]} | +3.5 [-2.9, +9.9] | -1.5 [-7.9, +4.9] | -4.0 [-4.0, -4.0] | +10.0 [+10.0, +10.0] | 2 |"
+        == f"| ER | {d} | {bn.VARIANTS[2][0]} | +3.5 [-2.9, +9.9] | -1.5 [-7.9, +4.9] | -4.0 [-4.0, -4.0] | +10.0 [+10.0, +10.0] | 2 | – |"
     )
     assert bn.markdown(runs, "split_cifar100") == []
 
@@ -102,6 +102,28 @@ def test_each_method_against_er_within_each_variant():
     text = "\n".join(bn.markdown(runs, "split_cifar10_jpeg"))
     d, zero = "[0, 1], 100%", "+0.0 [+0.0, +0.0]"
     assert (
-        f"| {bn.DEFAULT} | {d} | AdaER − ER | +6.0 [-6.7, +18.7] | -6.0 [-18.7, +6.7] | {zero} | {zero} | 2 |" in text
+        f"| {bn.DEFAULT} | {d} | AdaER − ER | +6.0 [-6.7, +18.7] | -6.0 [-18.7, +6.7] | {zero} | {zero} | 2 | – |"
+        in text
     )
-    assert f"| {bn.VARIANTS[1][0]} | {d} | AdaER − ER | -4.5 [-10.9, +1.9] | {zero} | {zero} | {zero} | 2 |" in text
+    assert f"| {bn.VARIANTS[1][0]} | {d} | AdaER − ER | -4.5 [-10.9, +1.9] | {zero} | {zero} | {zero} | 2 | – |" in text
+
+
+def test_the_tables_name_the_seeds_whose_pair_spans_two_machines():
+    """A machine is a CPU model and its kernels: seed 0's variant ran on another model, seed 1's on the
+    same model with other kernels (AVX2 against AVX-512), seed 2's on the default's machine."""
+    avx512, avx2 = "native (ATen AVX512, MKL auto AUTO)", "native (ATen AVX2, MKL auto AUTO)"
+    at = lambda run, cpu, k=avx512: {**run, "cpu": cpu, "numerics": k}  # noqa: E731
+    runs = pd.DataFrame(
+        [at(_run("er", s, "split", None, R3, 40.0 + s, 20.0, 5.0), "EPYC") for s in (0, 1, 2)]
+        + [at(_run("adaer", s, "split", None, R3, 45.0 + s, 20.0, 5.0), "EPYC") for s in (0, 1, 2)]
+        + [
+            at(_run("er", 0, "split", "memory", R3, 41.0, 20.0, 5.0), "Xeon"),
+            at(_run("er", 1, "split", "memory", R3, 42.0, 20.0, 5.0), "EPYC", avx2),
+            at(_run("er", 2, "split", "memory", R3, 44.0, 20.0, 5.0), "EPYC"),
+        ]
+    )
+    lines = "\n".join(bn.markdown(runs, "split_cifar10_jpeg")).splitlines()
+    (variant,) = [x for x in lines if x.startswith(f"| ER | [0, 1], 100% | {bn.VARIANTS[2][0]} | +")]
+    assert variant.endswith("| 3 | 0, 1 |")
+    (versus,) = [x for x in lines if "AdaER − ER" in x]
+    assert versus.endswith("| 3 | – |")  # the default's ER and AdaER: one machine per seed

@@ -41,11 +41,14 @@ def test_no_table_without_both_arms():
 
 
 def test_the_note_says_which_seeds_pair_runs_of_one_machine():
-    """Native kernels differ per CPU model: the note names the seeds whose two arms ran on one machine and
-    those whose pair spans two (no note for runs without a machine)."""
-    runs = lambda arm, seed, cpu: {**_run("er", seed, 40.0 + seed, arm), "cpu": cpu}  # noqa: E731
-    after = pd.DataFrame([runs(MIR, 0, "AMD"), runs(MIR, 1, "AMD"), runs(MIR, 3, "Intel")])
+    """Native kernels differ per machine (CPU model and kernels): the note names the seeds whose two arms ran
+    on one machine and those whose pair spans two (no note for runs without a machine)."""
+    avx2, avx512 = "native (ATen AVX2, MKL auto AUTO)", "native (ATen AVX512, MKL auto AUTO)"
+    runs = lambda arm, seed, cpu, k=avx512: {**_run("er", seed, 40.0 + seed, arm), "cpu": cpu, "numerics": k}  # noqa: E731
+    after = pd.DataFrame([runs(MIR, 0, "AMD"), runs(MIR, 1, "AMD"), runs(MIR, 3, "Intel"), runs(MIR, 4, "Intel", avx2)])
     before = pd.DataFrame([runs({}, 0, "Intel"), runs({}, 1, "Intel"), runs({}, 3, "Intel"), runs({}, 4, "Intel")])
     text = "\n".join(dc.markdown(after, before, "split_cifar10_jpeg"))
-    assert "Pairs: seeds 3 on one machine; seeds 0, 1 across machines (CPU models: native kernels differ" in text
+    assert (
+        "Pairs: seeds 3 on one machine; seeds 0, 1, 4 across machines (a machine: a CPU model and its kernels" in text
+    )
     assert dc.machines_note(after.drop(columns="cpu"), before) == ""

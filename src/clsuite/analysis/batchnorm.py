@@ -12,6 +12,7 @@ Steps of :func:`markdown`:
    R[j, j] over tasks 1..T-1 (a difference of the default and the variant; 95% t intervals).
 4. Within each variant, each method against ER, paired by seed: whether a method's lead over ER (the
    paper's claims) survives the variant.
+In 3 and 4, the seeds whose two runs ran on two machines (CPU model or kernels) are named.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast, in_method_order
+from clsuite.analysis.contrast import contrast, in_method_order, seeds_by_machine
 
 DEFAULT = "the reading's (split loss, running statistics)"
 # (label, replay_loss, eval_bn): eval_bn null is the running statistics (the key's absence in older runs)
@@ -31,6 +32,7 @@ VARIANTS = (
     ("statistics re-estimated over the memory (eval_bn=memory)", "split", "memory"),
 )
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"), ("diagonal", "mean R[j, j], j < T"))
+ACROSS = "seeds across machines"  # a pair of runs of two machines (CPU model or kernels): their numbers differ too
 
 
 def continual_norm(groups: int) -> str:
@@ -74,6 +76,11 @@ def _cells(values: list[np.ndarray]) -> str:
     return " / ".join(f"{v:.1f}" for v in np.mean(values, axis=0))
 
 
+def _across(arm: pd.DataFrame, base: pd.DataFrame) -> str:
+    """The seeds whose pair joins runs of two machines (:func:`seeds_by_machine`), or "–"."""
+    return ", ".join(map(str, seeds_by_machine(arm, base)[1])) or "–"
+
+
 def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     """The section's tables for ``benchmark``'s runs of a network with BatchNorm (empty: no such runs)."""
     df = with_variants(runs[runs["benchmark"] == benchmark]) if not runs.empty else runs
@@ -92,10 +99,11 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     )
     pairs = tb.Table(
         f"BatchNorm variants against the reading's default on {name}, paired by seed",
-        ["method", "inputs", "variant", *[q for _, q in QUANTITIES], "n"],
+        ["method", "inputs", "variant", *[q for _, q in QUANTITIES], "n", ACROSS],
         note="variant − default per seed over the seeds both ran, then mean [95% t interval] (% points; for Forget, "
         "lower is better). mean R[j, j], j < T: the accuracy on each task just after training on it, averaged "
-        "over the tasks before the last.",
+        f"over the tasks before the last. {ACROSS}: the pairs whose two runs ran on machines of another CPU model "
+        "or kernel set, which move native numbers as a new seed does (docs/notes/NUMERICS.md).",
     )
     df = in_method_order(df, "data")
     for (method, data), of in df.groupby(["method", "data"], sort=False):
@@ -105,15 +113,21 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
             profile.add([pv.method_label(method), data, label, len(prof), *cells])
     qs = [q for q, _ in QUANTITIES]
     for r in contrast(df, "variant", DEFAULT, qs, by=["method", "data"], order=order).itertuples():
-        pairs.add([pv.method_label(r.method), r.data, r.arm, *(getattr(r, q).interval() for q in qs), r.n])
+        of = df[(df["method"] == r.method) & (df["data"] == r.data)]
+        across = _across(of[of["variant"] == r.arm], of[of["variant"] == DEFAULT])
+        pairs.add([pv.method_label(r.method), r.data, r.arm, *(getattr(r, q).interval() for q in qs), r.n, across])
     versus = tb.Table(
         f"Each method against ER within each BatchNorm variant on {name}, paired by seed",
-        ["variant", "inputs", "comparison", *[q for _, q in QUANTITIES], "n"],
+        ["variant", "inputs", "comparison", *[q for _, q in QUANTITIES], "n", ACROSS],
         note="method − ER per seed over the seeds both ran under the same variant, then mean [95% t interval] (% "
-        "points; for Forget, lower is better): whether a method's lead over ER holds under each variant.",
+        f"points; for Forget, lower is better): whether a method's lead over ER holds under each variant. {ACROSS}: "
+        "as above.",
     )
     methods = pv.order_methods(df["method"])
     for label in [v for v in order if v in set(df["variant"])]:
-        for r in contrast(df[df["variant"] == label], "method", "er", qs, by=["data"], order=methods).itertuples():
-            versus.add([label, r.data, f"{pv.method_label(r.arm)} − ER", *(getattr(r, q).interval() for q in qs), r.n])
+        of = df[df["variant"] == label]
+        for r in contrast(of, "method", "er", qs, by=["data"], order=methods).itertuples():
+            arm, er = (of[(of["data"] == r.data) & (of["method"] == m)] for m in (r.arm, "er"))
+            versus.add([label, r.data, f"{pv.method_label(r.arm)} − ER", *(getattr(r, q).interval() for q in qs), r.n,
+                        _across(arm, er)])  # fmt: skip
     return [profile.markdown()] + [t.markdown() for t in (pairs, versus) if t.rows]

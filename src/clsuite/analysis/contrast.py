@@ -21,15 +21,24 @@ def by_seed(arm: pd.DataFrame, quantity: str, per_seed: str = "last") -> dict:
     return dict(zip(arm["seed"], arm[quantity], strict=True))
 
 
+def machine(runs: pd.DataFrame) -> pd.Series:
+    """Each run's machine as far as its native numbers go: its CPU model and its kernel set (one model name
+    comes with other kernels: EPYCs with and without AVX-512)."""
+    kernels = runs.get("numerics", "unrecorded")
+    return runs["cpu"].astype(str) + ", " + pd.Series(kernels, index=runs.index).astype(str)
+
+
 def seeds_by_machine(*arms: pd.DataFrame) -> tuple[list[int], list[int]]:
-    """(seeds whose runs in all ``arms`` are on one machine, seeds whose runs span CPU models): native kernels
-    differ per CPU model, so a pair across machines adds their numerical difference. ([], []) without a ``cpu``."""
+    """(seeds whose runs in all ``arms`` are on one machine, seeds whose runs span two or more, :func:`machine`):
+    native kernels differ per machine, so a pair across machines adds their numerical difference. ([], [])
+    without a ``cpu``."""
     if any("cpu" not in a for a in arms):
         return [], []
     runs = pd.concat(arms)
     seeds = sorted(set.intersection(*(set(a["seed"]) for a in arms)))
-    cpus = runs[runs["seed"].isin(seeds)].groupby("seed")["cpu"].nunique()
-    return [s for s in seeds if cpus[s] == 1], [s for s in seeds if cpus[s] > 1]
+    runs = runs[runs["seed"].isin(seeds)]
+    machines = runs.assign(machine=machine(runs)).groupby("seed")["machine"].nunique()
+    return [s for s in seeds if machines[s] == 1], [s for s in seeds if machines[s] > 1]
 
 
 ORDERS = {"method": pv.order_methods, "benchmark": pv.order_benchmarks}  # columns sorted in the paper's order

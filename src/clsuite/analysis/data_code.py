@@ -32,11 +32,11 @@ def arm(flat: dict) -> str | None:
 
 
 def machines_note(after: pd.DataFrame, before: pd.DataFrame) -> str:
-    """Which seeds pair runs of one machine (CPU model) and which pair two (:func:`seeds_by_machine`)."""
+    """Which seeds pair runs of one machine (CPU model and kernels) and which pair two (:func:`seeds_by_machine`)."""
     same, across = seeds_by_machine(after, before)
     parts = [f"seeds {', '.join(map(str, x))} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
              if x]  # fmt: skip
-    return " Pairs: " + "; ".join(parts) + " (CPU models: native kernels differ per model)." if parts else ""
+    return " Pairs: " + "; ".join(parts) + " (a machine: a CPU model and its kernels, whose native numbers differ per machine)." if parts else ""
 
 
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:

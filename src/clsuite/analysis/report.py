@@ -30,7 +30,7 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis import parity as par
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
-from clsuite.analysis.contrast import seeds_by_machine
+from clsuite.analysis.contrast import machine, seeds_by_machine
 from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
@@ -430,12 +430,12 @@ def other_data(e: Experiment, bench: str, s: pd.DataFrame) -> list[str]:
 
 
 def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
-    """n, seeds and time per run of each Table II cell, per machine (CPU model): times are one machine's, and a
-    seed's methods on one machine keep its paired comparisons within that machine."""
+    """n, seeds and time per run of each Table II cell, per machine (CPU model and kernels): times are one
+    machine's, and a seed's methods on one machine keep its paired comparisons within that machine."""
     t2 = select(s, **pv.TABLE2_CONDITIONS)
     base = select(runs, **pv.TABLE2_CONDITIONS)
     mixed = ", ".join(str(x) for x in seeds_by_machine(base[base["variant"] == ""])[1])
-    t = tb.Table("Runs per cell", ["method", "reading", "machine", "n", "seeds", "wall time per run (s)",
+    t = tb.Table("Runs per cell", ["method", "reading", "machine (CPU model, kernels)", "n", "seeds", "wall time per run (s)",
                                    "training per run (s)"],
                  note="Times: mean over the cell's runs on that machine (one torch thread; they move with the machine's "
                       "load). " + (f"Seeds {mixed} ran on more than one machine: their paired differences mix machines."
@@ -444,9 +444,10 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     for m in pv.order_methods(t2["method"]):
         for r in order_readings(t2[t2["method"] == m]["reading"]):
             g = select(runs, method=m, reading=r, **pv.TABLE2_CONDITIONS)
-            for cpu, c in g[g["variant"] == ""].groupby("cpu", sort=True):
+            g = g[g["variant"] == ""]
+            for where, c in g.assign(machine=machine(g)).groupby("machine", sort=True):
                 seeds = ", ".join(str(x) for x in sorted(c["seed"].unique()))
-                t.add([pv.method_label(m), r, cpu, c["seed"].nunique(), seeds, tb.fmt(c["wall_time_s"].mean(), digits=0),
+                t.add([pv.method_label(m), r, where, c["seed"].nunique(), seeds, tb.fmt(c["wall_time_s"].mean(), digits=0),
                        tb.fmt(c["train_time_s"].mean(), digits=0)])  # fmt: skip
     return t
 
