@@ -258,3 +258,111 @@ def test_mirs_own_er_main_runs_on_the_feed_and_its_R_is_read(folder, method, tmp
     log = (tmp_path / f"mir_{method}_seed1.log").read_text()
     assert "Run #1 Final Results" in log and "buffer has 1000 slots" in log
     assert json.dumps(out["argv"]) == json.dumps(mir_side.SCRIPT_LINES[method])
+
+
+def _records_of(tmp_path, cfgs, R_of, **over) -> Path:
+    """A records folder holding the record ``row``: one sealed run per config (``over``: its config's keys changed)."""
+    from omegaconf import OmegaConf
+
+    from tests.results_fixtures import write_run
+
+    mr = tmp_path / "multirun" / "row"
+    for cfg in cfgs:
+        c = {**OmegaConf.to_container(cfg, resolve=True), **over}
+        write_run(mr, cfg.benchmark.name, cfg.method.name, cfg.seed, R=R_of(cfg), reading="mir_code", extra_cfg=c,
+                  cpu="EPYC")  # fmt: skip
+    data = rec.archive_bytes({f"{p.parent.name}/results.json": p.read_bytes() for p in mr.glob("*/results.json")})
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "row.tar.gz").write_bytes(data)
+    entry = {"file": "row.tar.gz", "sha256": rec.sha256(data), "bytes": len(data)}
+    (records / rec.MANIFEST_FILE).write_text(rec.manifest_text({"archives": {"row": entry}}))
+    return records
+
+
+def _cfg(method, seed, reading="mir_code", extra=()):
+    """A MIR row's config on synthetic data (an empty ``image_folder`` for MIR's side, which the fakes ignore)."""
+    import suite_side
+    from omegaconf import open_dict
+
+    cfg = suite_side.compose(method, "synthetic", seed, reading, ["memory=100", *extra])
+    with open_dict(cfg):
+        cfg.benchmark.image_folder = {}
+    return cfg
+
+
+def test_the_suites_side_is_read_from_a_sealed_run_of_the_same_settings(tmp_path):
+    """``--suite-from``: the run of the same cell and seed whose config is the harness's (its kernels aside),
+    with where it came from; another seed, or a run of other settings, is refused with the key that differs."""
+    import suite_side
+
+    from clsuite.core.errors import ConfigError
+
+    R_of = lambda c: fake_R(5, 30.0 + c.seed)  # noqa: E731
+    records = _records_of(tmp_path, [_cfg("er", 0), _cfg("er", 1)], R_of)
+    runs = suite_side.recorded_runs(records, "row")
+    side = suite_side.recorded(runs, _cfg("er", 1, extra=["trainer.numerics=portable"]), "row")
+    assert side["R"] == fake_R(5, 31.0).tolist() and side["acc"] == pytest.approx(fake_R(5, 31.0)[-1].mean())
+    assert rec._side_problem(side) is None
+    job = next(p.name for p in (tmp_path / "multirun" / "row").glob("*seed=1*"))
+    assert side["from"] == {"record": "row", "job": job, "code": runs["code"].iloc[0], "commit": runs["commit"].iloc[0],
+                            "cpu": "EPYC", "numerics": "unrecorded"}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"no sealed run of er synthetic mir_code seed 2 in these settings$"):
+        suite_side.recorded(runs, _cfg("er", 2), "row")
+    with pytest.raises(ConfigError, match=r"seed 0 in these settings: .*\(lr=0\.1, not 0\.05\)"):
+        suite_side.recorded(runs, _cfg("er", 0, extra=["lr=0.05"]), "row")
+    with pytest.raises(ConfigError, match=r"no such record in .* \(it holds row\)"):
+        suite_side.recorded_runs(records, "nope")
+
+
+def test_the_harness_reads_the_suites_side_and_runs_mirs_in_parallel(tmp_path, monkeypatch, capsys):
+    """``--suite-from row --jobs 2``: every seed's suite side found in the record before any run, MIR's side two
+    at a time; the record keeps the seeds in order whatever order they finish in, each suite side naming its
+    run, and the table says where the suite's side came from. ``--jobs`` above 1 needs ``--suite-from``."""
+    import threading
+    import time
+
+    monkeypatch.setattr(harness, "mir_cfg", lambda m, s, reading, extra, n: _cfg(m, s, reading, extra))
+    monkeypatch.setattr(mir_side, "is_checkout", lambda root: True)
+    monkeypatch.setattr(mir_side, "checkout_commit", lambda root: parity.MIR_PINNED)
+    monkeypatch.setattr(harness, "provenance", lambda commit: dict(_mir_record()["provenance"]))
+    monkeypatch.setattr("clsuite.config.numerics.apply", lambda mode: None)
+    ran, running, lock = [], [0, 0], threading.Lock()  # running: now, at most
+
+    def mir_run(root, method, seed, **kw):
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        time.sleep(0.4 if seed == 0 else 0.1)  # seed 0 finishes last
+        with lock:
+            running[0] -= 1
+            ran.append((method, seed))
+        R = fake_R(5, 20.0 + seed)
+        return {"R": R.tolist(), "acc": float(R[-1].mean()), "argv": ["er_main.py"]}
+
+    monkeypatch.setattr(mir_side, "run", mir_run)
+    cfgs = [_cfg(m, s) for m in ("er", "mir") for s in (0, 1, 2)]
+    records = _records_of(tmp_path, cfgs, lambda c: fake_R(5, 30.0 + c.seed))
+    out = tmp_path / "parity.json"
+    args = ["--mir", str(tmp_path), "--suite-from", "row", "--records", str(records), "--out", str(out)]
+    assert harness.main([*args, "--mir-seeds", "0", "3"]) == 2  # seed 3 is not in the record: nothing runs
+    assert "no sealed run of er synthetic mir_code seed 3" in capsys.readouterr().err and not ran
+    assert harness.main([*args, "--jobs", "2"]) == 0
+    assert running[1] == 2  # two of MIR's runs at once, never more
+    saved = json.loads(out.read_text())
+    assert (
+        saved["complete"]
+        and rec.parity_problem(saved) is None
+        and sorted(ran) == sorted((m, s) for m in ("er", "mir") for s in (0, 1, 2))
+    )
+    assert [(r["method"], [s["seed"] for s in r["seeds"]], r["suite_from"]) for r in saved["rows"]] == [
+        ("er", [0, 1, 2], "row"), ("mir", [0, 1, 2], "row")]  # fmt: skip
+    seed1 = saved["rows"][1]["seeds"][1]["suite"]
+    assert (
+        seed1["R"] == fake_R(5, 31.0).tolist()
+        and seed1["from"]["record"] == "row"
+        and "method=mir" in seed1["from"]["job"]
+    )
+    assert "read from the sealed runs of the record row (code " in parity.mir_table(saved).note
+    assert harness.main(["--mir", str(tmp_path), "--jobs", "2", "--out", str(tmp_path / "x.json")]) == 2
+    assert "--jobs 2: a whole number from 1, above 1 only with --suite-from" in capsys.readouterr().err

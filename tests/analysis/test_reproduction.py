@@ -211,7 +211,7 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     assert "Acc mir_code | Acc paper, official data |" in sec
     assert "| ER | 31.0 ± 1.0 | 34.0 |" in sec and "| AdaER | 41.0 ± 1.0 | 46.2 |" in sec  # the paper's CIFAR-10 row
     assert "*paper, official data*: the paper's split-CIFAR10 values, measured on the official data set" in sec
-    assert "| ER | mir_code | Linux-test-x86_64, unrecorded | 2 | 0, 1 |" in sec  # n per cell and machine (CPU, kernels)
+    assert "| ER | mir_code | Linux-test-x86_64, unrecorded | 2 | 0, 1 |" in sec  # n per cell and machine
     assert "| ER | mir_code | Other CPU, unrecorded | 1 | 2 |" in sec
     assert "Each seed's runs are on one machine: every paired difference is taken within one." in sec
     assert (

@@ -36,7 +36,13 @@ def machines_note(after: pd.DataFrame, before: pd.DataFrame) -> str:
     same, across = seeds_by_machine(after, before)
     parts = [f"seeds {', '.join(map(str, x))} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
              if x]  # fmt: skip
-    return " Pairs: " + "; ".join(parts) + " (a machine: a CPU model and its kernels, whose native numbers differ per machine)." if parts else ""
+    return (
+        " Pairs: "
+        + "; ".join(parts)
+        + " (a machine: a CPU model and its kernels, whose native numbers differ per machine)."
+        if parts
+        else ""
+    )
 
 
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:

@@ -60,6 +60,11 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def flat_config(cfg: dict) -> dict:
+    """A run's config as its cells compare it: flattened, in today's names, without the cell's own keys."""
+    return {k: v for k, v in flatten(normalize(as_today(cfg))).items() if k not in _FLAT_SKIP}
+
+
 def _num(v) -> float:
     try:
         return float(v)
@@ -151,7 +156,7 @@ def run_row(res: dict, job: str) -> dict:
         "reused_from": res.get("reused_from"),
         "R": R,
         "b": np.asarray(res.get("b", []), dtype=float),
-        "flat": {k: v for k, v in flatten(normalize(as_today(cfg))).items() if k not in _FLAT_SKIP},  # (today's names)
+        "flat": flat_config(cfg),
         "versions": versions,
     }
 

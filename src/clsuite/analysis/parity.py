@@ -105,11 +105,21 @@ def mir_table(record: dict) -> Table | None:
     commit = f"commit {p['suite_commit'][:10]}" if p.get("suite_commit") else "no git commit"
     changed = sorted({o for r in rows for o in r.get("suite_overrides", ()) if not o.startswith("trainer.numerics=")})
     small = sorted({r["settings"]["train_per_class"] for r in rows if (r.get("settings") or {}).get("train_per_class")})
+    read = [s["suite"]["from"] for r in rows for s in r["seeds"] if "from" in s["suite"]]  # (harness --suite-from)
+    records, codes = ", ".join(sorted({f["record"] for f in read})), ", ".join(sorted({f["code"] for f in read}))
+    where = "; ".join(sorted({f"{f['cpu']}, {f['numerics']}" for f in read}))
     note = (
         f"MIR's er_main.py at {p['mir_commit']} with the patches of scripts/parity/mir_side.py "
         f"({len(p.get('mir_patches', []))}: torchvision, torch 2.x; docs/notes/PARITY.md), its CIFAR-10 script line; "
         f"the suite's code {p['suite_code']} ({commit}{'+dirty' if p.get('suite_dirty') else ''}); CPU kernels "
-        f"{label(p['numerics'])}; {p['cpu']}. Not paired: each side's own class split, validation cut and stream "
+        f"{label(p['numerics'])}; {p['cpu']}."
+        + (
+            f" The suite's side not trained here but read from the sealed runs of the record {records} (code "
+            f"{codes}; {where}): the code, kernels and CPU above are MIR's side's."
+            if read
+            else ""
+        )
+        + " Not paired: each side's own class split, validation cut and stream "
         "(the comparison is of the distributions over seeds); *final row*: R[T, j] per task j, mean over seeds; "
         "*paper*: Table II (official CIFAR-10)."
         + (f" Changed from the harness's setting: the suite's side with `{'`, `'.join(changed)}`." if changed else "")
