@@ -1,6 +1,7 @@
 """The suite's side of a parity run: its config, the materials the reference is driven with (split,
 initial weights, batches, read from the suite itself), and its own R and Acc, trained or read from a record's
-sealed run of the same cell (docs/notes/PARITY.md, "Making the record", "MIR's code"). Nothing here imports the reference: a test runs it on synthetic data (tests/analysis/test_parity.py).
+sealed run of the same cell (docs/notes/PARITY.md, "Making the record", "MIR's code"). Nothing here imports
+the reference: tests run it on synthetic data (tests/analysis/test_parity.py, test_parity_mir.py).
 """
 
 from __future__ import annotations
