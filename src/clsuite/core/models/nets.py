@@ -74,6 +74,9 @@ class BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
+NHWC_MIN_CHANNELS = 8  # the narrowest ResNet whose CPU activations go channels-last (docs/notes/PERFORMANCE.md)
+
+
 class ReducedResNet18(nn.Module):
     def __init__(self, input_shape, num_classes: int, nf: int = 20, norm_groups: int | None = None):
         super().__init__()
@@ -90,6 +93,8 @@ class ReducedResNet18(nn.Module):
 
     def forward(self, x, return_features: bool = False):
         cpu_onednn = x.device.type == "cpu" and x.dim() == 4 and torch.backends.mkldnn.enabled  # (native numerics)
+        # (under 8 channels, oneDNN's NHWC backward hangs or corrupts the heap on AVX2 CPUs, torch 2.13: NCHW)
+        cpu_onednn = cpu_onednn and self.conv1.out_channels >= NHWC_MIN_CHANNELS
         if cpu_onednn and not torch._C._functorch.is_functorch_wrapped_tensor(x):  # vmap: NYI for channels-last
             x = x.contiguous(memory_format=torch.channels_last)
         out = F.relu(self.bn1(self.conv1(x)))
