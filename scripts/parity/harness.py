@@ -187,10 +187,10 @@ def main(argv=None) -> int:
     mammoth_methods = [m for m in a.methods if m in METHODS]
     mir_methods = [m for m in a.methods if m in MIR_METHODS]
     try:
-        first = (suite_side.compose(mammoth_methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
-                 if mammoth_methods else mir_cfg(mir_methods[0], a.mir_seeds[0], a.reading, a.suite, None))  # fmt: skip
         n = a.mir_train_per_class  # (composed here, once: Hydra composes in one thread at a time)
         cfgs = {(m, s): mir_cfg(m, s, a.reading, a.suite, n) for m in mir_methods for s in a.mir_seeds}
+        first = (suite_side.compose(mammoth_methods[0], a.benchmarks[0], a.seeds[0], a.reading, a.suite)
+                 if mammoth_methods else next(iter(cfgs.values())))  # fmt: skip
         recorded = {}  # (method, seed): the suite's side read from a record, every one found before any run
         if a.suite_from:
             runs = suite_side.recorded_runs(Path(a.records), a.suite_from)
