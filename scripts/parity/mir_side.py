@@ -272,7 +272,7 @@ def run(root: str | Path, method: str, seed: int, *, data_root: str | Path, imag
     with tempfile.TemporaryDirectory(prefix="mir-parity-") as tmp:
         spec = {"root": str(root), "seed": seed, "argv": SCRIPT_LINES[method], "numerics": numerics,
                 "workdir": tmp, "out": str(Path(tmp) / "log.json"),
-                "feed": {"data_root": str(data_root), "image_folder": dict(image_folder),
+                "feed": {"data_root": str(Path(data_root).resolve()), "image_folder": dict(image_folder),
                          "train_per_class": train_per_class, "test_per_class": test_per_class}}  # fmt: skip
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONWARNINGS": "ignore::SyntaxWarning"}

@@ -189,6 +189,22 @@ def test_R_is_read_from_mirs_printout_transposed_in_percent():
         mir_side.to_R([[0.1, 0.2]])
 
 
+def test_the_child_reads_the_data_root_the_parent_was_given(tmp_path, monkeypatch):
+    """MIR's child runs in a scratch folder: a data root relative to the parent's folder reaches it as that folder."""
+    seen = {}
+
+    def fake_run(cmd, cwd, **kw):
+        seen["cwd"], seen["spec"] = cwd, json.loads(Path(cmd[-1]).read_text())
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped by the test")
+
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mir_side.subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        mir_side.run(tmp_path, "er", 0, data_root="data", image_folder={})
+    assert Path(seen["cwd"]) != tmp_path and seen["spec"]["feed"]["data_root"] == str(tmp_path.resolve() / "data")
+
+
 def _mir_record() -> dict:
     record = parity_record({("hal", "split_mnist"): {0: (80.0, 79.0)}})
     side = lambda a: {"R": fake_R(5, a).tolist(), "acc": float(fake_R(5, a)[-1].mean())}  # noqa: E731
