@@ -255,7 +255,9 @@ def test_the_report_shows_the_record_make_parity_wrote_and_refuses_a_forged_one(
     record.write_text(json.dumps(_record()))
     assert main_report([]) == 0
     md = (tmp_path / "results" / "report" / "REPRODUCTION.md").read_text()
-    section = md[md.index(f"## {number('parity')}. Parity with Mammoth (GSS, iCaRL, HAL)") :]
+    section = md[
+        md.index(f"## {number('parity')}. Parity with the reference codes (Mammoth: GSS, iCaRL, HAL; MIR: ER, MIR)") :
+    ]
     assert "Every R and Acc, the settings and both commits: `results/parity/parity.json`." in section
     assert "| HAL | split-FMNIST | mir_code | 0-2 | 71.0 ± 1.0 | 70.3 ± 0.6 | +0.7 [-3.1, +4.5] |" in section
     capsys.readouterr()

@@ -249,6 +249,36 @@ def test_a_record_with_mir_rows_is_checked_and_shows_both_tables():
         "The suite's GSS, iCaRL and HAL")  # a record without MIR rows: as before  # fmt: skip
 
 
+def test_a_merged_record_keeps_each_reference_codes_part_with_its_own_provenance():
+    """``records pack --parity`` onto a held record: a reference code's rows come from the newest harness record
+    that has any, whole; each part keeps the code, CPU and kernels it ran with, and each table shows its own."""
+    both = _mir_record()
+    mammoth, mir = copy.deepcopy(both), copy.deepcopy(both)
+    mammoth["rows"], mir["rows"] = both["rows"][:1], both["rows"][1:]
+    mammoth["provenance"].update(cpu="Intel Xeon", suite_code="aaaaaaaaaaaaaaaa")
+    mir["provenance"].update(cpu="AMD EPYC", suite_code="bbbbbbbbbbbbbbbb", numerics={"mode": "native"})
+    merged = rec.merge_parity(mammoth, mir)
+    assert merged == {"parts": [mammoth, mir]} and rec.merge_parity(mir, mammoth) == merged
+    assert rec.parity_problem(merged) is None
+    newer = copy.deepcopy(mir)
+    newer["rows"][0]["seeds"][0]["suite"] = copy.deepcopy(newer["rows"][0]["seeds"][1]["suite"])
+    assert rec.merge_parity(merged, newer) == {"parts": [mammoth, newer]}  # MIR's part replaced whole
+    assert rec.merge_parity(merged, both) == both  # a record of both reference codes replaces both parts
+    assert rec.merge_parity(mammoth, mammoth) == mammoth
+    acc, mir_t = parity.tables(merged)
+    assert "aaaaaaaaaaaaaaaa" in acc.note and "Intel Xeon" in acc.note and "AMD EPYC" not in acc.note
+    assert "bbbbbbbbbbbbbbbb" in mir_t.note and "AMD EPYC" in mir_t.note and "Intel Xeon" not in mir_t.note
+    md = "\n".join(parity.markdown(merged, "docs/records/parity.json"))
+    assert acc.markdown() in md and mir_t.markdown() in md
+    for bad, why in [
+        ({"parts": [mammoth]}, "parts: two or more harness records"),
+        ({"parts": [mammoth, mir], "rows": []}, "nothing beside them"),
+        ({"parts": [mir, copy.deepcopy(mir)]}, r"reference codes \['mir', 'mir'\] repeat"),
+        ({"parts": [mammoth, {**mir, "rows": [{**mir["rows"][0], "seeds": []}]}]}, "part 2: row 1: not a row"),
+    ]:
+        assert re.search(why, rec.parity_problem(bad) or ""), bad
+
+
 def test_the_harness_refuses_a_mir_folder_that_is_not_mirs_and_methods_without_their_reference(tmp_path, capsys):
     assert harness.main(["--out", str(tmp_path / "p.json")]) == 2
     assert capsys.readouterr().err == "error: name a reference: --mammoth <checkout> and/or --mir <checkout>\n"

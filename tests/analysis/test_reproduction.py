@@ -139,7 +139,10 @@ def test_full_report_updates_docs_keeps_committed_figures(tmp_path, png_only, ca
         f"## {number('numerics')}. Numerics: the CPU's kernels, noise and machines" in md
         and "Not run: `make noise`" in md
     )
-    assert f"## {number('parity')}. Parity with Mammoth (GSS, iCaRL, HAL)\n\nNot run: `make parity MAMMOTH=" in md
+    assert (
+        f"## {number('parity')}. Parity with the reference codes (Mammoth: GSS, iCaRL, HAL; MIR: ER, MIR)\n\nNot run: `make parity MAMMOTH="
+        in md
+    )
     assert f"## {number('others')}. Other experiments (ad-hoc sweeps)" in md
 
 

@@ -1,5 +1,5 @@
-"""Parity with Mammoth: the table of the parity record (``make parity``, scripts/parity/harness.py;
-its form and checks: ``clsuite.run.archive.parity_problem``). :func:`table` is what ``make parity`` prints
+"""Parity with the reference codes (Mammoth, MIR): the tables of the parity record (``make parity``,
+scripts/parity/harness.py; its form and checks: ``clsuite.run.archive.parity_problem``). :func:`table` is what ``make parity`` prints
 and the report shows (:func:`markdown`); the setting and the fixes: docs/notes/PARITY.md; how the record
 is carried: docs/INTEGRITY.md, section 8.
 """
@@ -21,7 +21,7 @@ from clsuite.run.io import Unreadable, load_json
 
 PINNED = "e75a491"  # github.com/aimagelab/mammoth, the commit the harness is made for
 MIR_PINNED = "35eda78"  # github.com/optimass/Maximally_Interfered_Retrieval (scripts/parity/mir_side.py)
-TITLE = "Parity with Mammoth (GSS, iCaRL, HAL)"
+TITLE = "Parity with the reference codes (Mammoth: GSS, iCaRL, HAL; MIR: ER, MIR)"
 COMMAND = f"make parity MAMMOTH=<a Mammoth checkout at {PINNED}>"
 RESULTS = f"parity/{rec.PARITY_FILE}"  # where make parity writes it, under the results folder
 
@@ -145,10 +145,16 @@ def mir_table(record: dict) -> Table | None:
     return t
 
 
+def _part(record: dict, reference: str) -> dict | None:
+    """The harness record (a part of ``record``, or itself) that holds ``reference``'s rows; None when none."""
+    return next((p for p in rec.parity_parts(record) if reference in rec.parity_references(p)), None)
+
+
 def tables(record: dict) -> list[Table]:
-    """What ``make parity`` prints: the Mammoth table when the record has Mammoth rows, the MIR table when MIR rows."""
-    out = [table(record)] if _rows(record, "mammoth") else []
-    return out + ([t] if (t := mir_table(record)) is not None else [])
+    """What ``make parity`` prints: the Mammoth table when the record has Mammoth rows, the MIR table when MIR
+    rows (each from its own part of a merged record, with that part's provenance)."""
+    mammoth, mir = _part(record, "mammoth"), _part(record, "mir")
+    return ([table(mammoth)] if mammoth else []) + ([mir_table(mir)] if mir else [])
 
 
 def read(path: Path) -> dict | None:
@@ -169,16 +175,16 @@ def markdown(record: dict | None, where: str) -> list[str]:
     if record is None:
         return [f"Not run: `{COMMAND}` (writes `results/{RESULTS}`; `clsuite records pack --parity results/{RESULTS}` "
                 "puts it in docs/records/).", ""]  # fmt: skip
-    out = []
-    if _rows(record, "mammoth"):
+    out, mammoth, mir = [], _part(record, "mammoth"), _part(record, "mir")
+    if mammoth:
         out += [
             "The suite's GSS, iCaRL and HAL beside Mammoth's unmodified classes, driven by `make parity` on the "
             "suite's split, initial weights and (GSS, HAL) batches, both under the same kernels. Every R and Acc, the "
             f"settings and both commits: `{where}`. The setting, and the fixes this check found: docs/notes/PARITY.md.",
             "",
-            table(record).markdown(),
+            table(mammoth).markdown(),
         ]
-    if (t := mir_table(record)) is not None:
+    if mir and (t := mir_table(mir)) is not None:
         out += [
             "The suite's ER and MIR beside MIR's own code (`make parity MIR=<checkout>`, its CIFAR-10 script line on "
             f"the CIFAR-10 JPEG copy; patched only to run on torch 2.x without torchvision), every R in `{where}`; "

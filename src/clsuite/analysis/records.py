@@ -7,6 +7,7 @@ What :func:`pack` refuses and what :func:`check` compares, byte for byte: docs/I
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tempfile
@@ -54,9 +55,11 @@ def not_its_commit(code: str, commit: str, commits: dict[str, str | None]) -> st
     return f"made by code {code}, not the code of its commit {commit} ({why})"
 
 
-def parity_entry(path: Path, commits: dict[str, str | None]) -> tuple[bytes, dict, list[str]]:
+def parity_entry(path: Path, commits: dict[str, str | None], held: dict | None = None) -> tuple[bytes, dict, list[str]]:
     """``(bytes, manifest entry less the file's own fields, refusals)`` of the parity record at ``path``
-    (``make parity``): one that fails its checks, is incomplete, or whose code is not its commit's is refused."""
+    (``make parity``) merged into ``held`` (the records' parity record, when it is kept: its parts of the other
+    reference codes stay; ``clsuite.run.archive.merge_parity``): one that fails its checks, is incomplete, or
+    whose code is not its commit's is refused."""
     where = f"parity record {path}"
     try:
         data = read_regular(path)
@@ -65,15 +68,26 @@ def parity_entry(path: Path, commits: dict[str, str | None]) -> tuple[bytes, dic
         return b"", {}, [f"{where}: {'missing' if isinstance(e, FileNotFoundError) else e}"]
     if why := rec.parity_problem(record):
         return data, {}, [f"{where}: {why}"]
-    p = record["provenance"]
-    commit = (
-        f"{p['suite_commit'][:10]}{'+dirty' if p.get('suite_dirty') else ''}" if p.get("suite_commit") else "unknown"
-    )
-    refused = [] if record["complete"] else [f"{where}: incomplete (the harness was stopped): run it again"]
-    refused += [f"{where}: {why}"] if (why := not_its_commit(p["suite_code"], commit, commits)) else []
-    pairs = sum(len(r["seeds"]) for r in record["rows"])
-    entry = {**{k: p[k] for k in (f"{r}_commit" for r in rec.REFERENCES) if k in p}, "codes": {p["suite_code"]: commit}, "cpus": {p["cpu"]: pairs},
-             "numerics": {numerics_label(p["numerics"]): pairs}, "rows": len(record["rows"]), "pairs": pairs}  # fmt: skip
+    if "parts" not in record and held is not None:
+        record = rec.merge_parity(held, record)
+        data = (json.dumps(record, indent=1) + "\n").encode()
+    entry: dict = {"codes": {}, "cpus": {}, "numerics": {}, "rows": 0, "pairs": 0}
+    refused = []
+    for part in rec.parity_parts(record):
+        p = part["provenance"]
+        commit = (
+            f"{p['suite_commit'][:10]}{'+dirty' if p.get('suite_dirty') else ''}"
+            if p.get("suite_commit")
+            else "unknown"
+        )
+        refused += [] if part["complete"] else [f"{where}: incomplete (the harness was stopped): run it again"]
+        refused += [f"{where}: {why}"] if (why := not_its_commit(p["suite_code"], commit, commits)) else []
+        pairs = sum(len(r["seeds"]) for r in part["rows"])
+        entry.update({k: p[k] for k in (f"{r}_commit" for r in rec.REFERENCES) if k in p})
+        entry["codes"][p["suite_code"]] = commit
+        for key, value in (("cpus", p["cpu"]), ("numerics", numerics_label(p["numerics"]))):
+            entry[key][value] = entry[key].get(value, 0) + pairs
+        entry["rows"], entry["pairs"] = entry["rows"] + len(part["rows"]), entry["pairs"] + pairs
     return data, entry, refused
 
 
@@ -142,8 +156,9 @@ def on_record(archive: bytes, where: str, exp_dir: Path, dest: Path) -> list[str
 def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None, replace: bool = False) -> list[str]:
     """Pack the experiments ``names`` of ``multirun`` and the parity record ``parity`` into ``out``
     (archives, ``parity.json``, manifest); the refusals (nothing written when there are any). An
-    experiment that ``out`` holds already keeps its record's runs, the folder's added (:func:`on_record`);
-    ``replace``: the folder alone. ``ConfigError``: a name that is no experiment folder; ``RecordsError``:
+    experiment that ``out`` holds already keeps its record's runs, the folder's added (:func:`on_record`), and
+    its parity record the rows of the reference codes ``parity`` has none of (:func:`parity_entry`);
+    ``replace``: the folder and ``parity`` alone. ``ConfigError``: a name that is no experiment folder; ``RecordsError``:
     records in ``out`` that cannot be read."""
     for n in names:
         safe_name(n, "experiment")
@@ -163,7 +178,8 @@ def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None
         refused += why
         packed[n] = (rec.archive_bytes(members), entry)
     if parity is not None:
-        parity_bytes, parity_meta, why = parity_entry(Path(parity), commits)
+        held = None if replace or "parity" not in manifest else rec.read_parity(out, manifest)
+        parity_bytes, parity_meta, why = parity_entry(Path(parity), commits, held)
         refused += why
     if refused:
         return refused
@@ -290,6 +306,10 @@ def main(argv: list[str]) -> int:
             was = f"; {before[n]['runs']} in its record before" if n in before else ""
             how = "the folder's alone" if a.replace or n not in before else "its record's and the folder's"
             print(f"{n}: {after[n]['runs']} runs, {how} ({Path(a.multirun_dir) / n}){was}")
+        if a.parity:
+            record = rec.read_parity(Path(a.out), rec.read_manifest(Path(a.out))[0])
+            refs = "; ".join(", ".join(rec.parity_references(p)) for p in rec.parity_parts(record))
+            print(f"{rec.PARITY_FILE}: reference codes {refs} (a part each: its own code, CPU and kernels)")
         print(Path(a.out) / rec.MANIFEST_FILE)
         return 0
     if a.what == "rename":

@@ -140,8 +140,45 @@ def reference_of(row: dict) -> str:
     return row.get("reference", "mammoth")
 
 
+def parity_parts(record: dict) -> list[dict]:
+    """The harness records that ``record`` holds: itself, or its ``parts`` (:func:`merge_parity`)."""
+    return record.get("parts", [record])
+
+
+def parity_references(part: dict) -> list[str]:
+    """The reference codes of a harness record's rows, in :data:`REFERENCES` order."""
+    return [r for r in REFERENCES if any(reference_of(row) == r for row in part["rows"])]
+
+
+def merge_parity(held: dict, new: dict) -> dict:
+    """``held`` with ``new`` added: a reference code's rows come from the last harness record that has any
+    (``new``'s replace ``held``'s, whole: each part keeps its own provenance, the code, CPU and kernels it
+    ran with); one part is the record itself, more are ``{"parts": [...]}``, ordered by reference code."""
+    replaced = set(parity_references(new))
+    kept = [p for p in parity_parts(held) if not replaced & set(parity_references(p))]
+    parts = sorted([*kept, new], key=lambda p: [REFERENCES.index(r) for r in parity_references(p)])
+    return parts[0] if len(parts) == 1 else {"parts": parts}
+
+
 def parity_problem(record) -> str | None:
-    """Why ``record`` is not a parity record (None when it is): ``{"provenance": {"suite_code",
+    """Why ``record`` is not a parity record (None when it is): a harness record (below) or ``{"parts":
+    [harness record, ...]}`` with each reference code's rows in one part (:func:`merge_parity`)."""
+    if isinstance(record, dict) and "parts" in record:
+        parts = record["parts"]
+        if set(record) != {"parts"} or not isinstance(parts, list) or len(parts) < 2:
+            return "not a parity record (parts: two or more harness records, nothing beside them)"
+        for i, part in enumerate(parts, 1):
+            if why := _harness_record_problem(part):
+                return f"part {i}: {why}"
+        refs = [r for part in parts for r in parity_references(part)]
+        if len(set(refs)) != len(refs) or not all(parity_references(p) for p in parts):
+            return f"its parts' reference codes {refs} repeat, or a part has no rows"
+        return None
+    return _harness_record_problem(record)
+
+
+def _harness_record_problem(record) -> str | None:
+    """Why ``record`` is not what the harness writes (None when it is): ``{"provenance": {"suite_code",
     "<reference>_commit", "cpu", "numerics", ...}, "complete", "rows": [{"method", "benchmark", "reading",
     ["reference": "mir"], "seeds": [{"seed", "suite": side, "<reference>": side}, ...], ...}]}`` with each
     side's Acc the mean of the last row of its R, one entry per seed of a row and one row per (method,
