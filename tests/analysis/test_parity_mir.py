@@ -241,6 +241,10 @@ def test_a_record_with_mir_rows_is_checked_and_shows_both_tables():
     er = next(line for line in md.splitlines() if line.startswith("| ER |"))
     assert "| 0-2 | 31.0 ± 1.0 | 28.0 ± 1.0 | +3.0 [" in er  # Acc: mean ± sd; the difference of the means
     assert "35eda78" in md and "Not paired" in md and "SMOKE" not in md
+    dip = copy.deepcopy(record)
+    dip["rows"][1]["seeds"][0]["suite"]["R"][1][1] = 0.0  # task 2 just after its training, one seed of three
+    er = next(line for line in parity.mir_table(dip).markdown().splitlines() if line.startswith("| ER |"))
+    assert "| 90 / 60 / 90 / 90 / 31 | 90 / 90 / 90 / 90 / 28 | 31 / 31 / 31 / 31 / 31 | 28 / 28" in er  # diagonals
     smoke = copy.deepcopy(only_mir)
     smoke["rows"][0]["settings"]["train_per_class"] = 100
     assert "SMOKE: 100 training images per class" in parity.mir_table(smoke).note

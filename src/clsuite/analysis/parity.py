@@ -93,11 +93,16 @@ def _row_mean(Rs) -> str:
     return " / ".join(f"{v:.0f}" for v in np.mean([R[-1] for R in Rs], axis=0))
 
 
+def _diagonal_mean(Rs) -> str:
+    """R's diagonal (each task just after its training), per task, mean over seeds."""
+    return " / ".join(f"{v:.0f}" for v in np.mean([np.diag(R) for R in Rs], axis=0))
+
+
 def mir_table(record: dict) -> Table | None:
     """The rows beside MIR's own code (``make parity MIR=``), one line per (method, benchmark, reading): each
     side's Acc and BWT (mean ± sd over seeds), the difference of the means with its Welch interval (not paired:
-    MIR's split and stream come from its own RNG use), the final row of R per task (mean over seeds); None
-    when the record has none."""
+    MIR's split and stream come from its own RNG use), R's diagonal and final row per task (means over seeds);
+    None when the record has none."""
     rows = _rows(record, "mir")
     if not rows:
         return None
@@ -120,7 +125,8 @@ def mir_table(record: dict) -> Table | None:
             else ""
         )
         + " Not paired: each side's own class split, validation cut and stream "
-        "(the comparison is of the distributions over seeds); *final row*: R[T, j] per task j, mean over seeds; "
+        "(the comparison is of the distributions over seeds); *diagonal*: R[j, j], task j just after its training, "
+        "and *final row*: R[T, j], per task j, means over seeds; "
         "*paper*: Table II (official CIFAR-10)."
         + (f" Changed from the harness's setting: the suite's side with `{'`, `'.join(changed)}`." if changed else "")
         + (f" SMOKE: {', '.join(map(str, small))} training images per class, not the real row." if small else "")
@@ -129,7 +135,8 @@ def mir_table(record: dict) -> Table | None:
     t = Table(
         f"Acc and BWT (%) of the suite's ER and MIR and MIR's own code ({p['mir_commit']}) on the CIFAR-10 JPEG copy",
         ["method", "benchmark", "reading", "seeds", "suite Acc", "MIR code Acc", "suite − MIR code [95% Welch]",
-         "suite BWT", "MIR code BWT", "suite final row", "MIR code final row", "paper"],
+         "suite BWT", "MIR code BWT", "suite diagonal", "MIR code diagonal", "suite final row", "MIR code final row",
+         "paper"],
         note=note,
     )  # fmt: skip
     for row in rows:
@@ -140,7 +147,8 @@ def mir_table(record: dict) -> Table | None:
         paper = pv.table2_value(pv.OFFICIAL_OF.get(row["benchmark"], row["benchmark"]), row["method"], "acc")
         t.add([pv.method_label(row["method"]), pv.bench_label(row["benchmark"]), row["reading"], _seeds(list(suite)),
                _mean_sd(acc(suite)), _mean_sd(acc(ref)), welch(acc(suite), acc(ref)), _mean_sd(bwt(suite)),
-               _mean_sd(bwt(ref)), _row_mean([v["R"] for v in suite.values()]),
+               _mean_sd(bwt(ref)), _diagonal_mean([v["R"] for v in suite.values()]),
+               _diagonal_mean([v["R"] for v in ref.values()]), _row_mean([v["R"] for v in suite.values()]),
                _row_mean([v["R"] for v in ref.values()]), paper_number(paper)])  # fmt: skip
     return t
 
