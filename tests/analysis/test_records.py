@@ -557,14 +557,19 @@ def test_the_committed_records_read_whole(tmp_path):
         assert set(e.runs["code"]) == set(entry["codes"]) and len(e.runs) == entry["runs"], n
         assert e.runs["real_data"].all(), n
     assert got.codes == {c: m for a in manifest["archives"].values() for c, m in a["codes"].items()}
-    parity = got.parity  # the check of GSS, iCaRL and HAL beside Mammoth: every row docs/notes/PARITY.md names
-    assert parity["complete"] and parity["provenance"]["mammoth_commit"] == "e75a491"
-    assert parity["provenance"]["numerics"]["mode"] == "portable" and not parity["provenance"]["suite_dirty"]
-    assert [(r["method"], r["benchmark"]) for r in parity["rows"]] == [
+    mammoth, mir = rec.parity_parts(got.parity)  # Mammoth's part (GSS, iCaRL, HAL), then MIR's code's (ER, MIR)
+    assert mammoth["complete"] and mammoth["provenance"]["mammoth_commit"] == "e75a491"
+    assert mammoth["provenance"]["numerics"]["mode"] == "portable" and not mammoth["provenance"]["suite_dirty"]
+    assert [(r["method"], r["benchmark"]) for r in mammoth["rows"]] == [
         (m, b) for m in ("gss", "icarl", "hal") for b in ("split_mnist", "split_fmnist")
     ]
+    assert mir["complete"] and mir["provenance"]["mir_commit"] == "35eda78" and not mir["provenance"]["suite_dirty"]
+    assert [(r["method"], sorted(s["seed"] for s in r["seeds"])) for r in mir["rows"]] == [
+        ("er", [0, 1, 2]), ("mir", [0, 1, 2])
+    ]
+    assert all(s["suite"]["from"]["record"] == "cifar10_jpeg_row" for r in mir["rows"] for s in r["seeds"])
     assert manifest["parity"]["codes"] == {
-        parity["provenance"]["suite_code"]: parity["provenance"]["suite_commit"][:10]
+        p["provenance"]["suite_code"]: p["provenance"]["suite_commit"][:10] for p in (mammoth, mir)
     }
     jpeg = exps["cifar10_jpeg_first_row"].runs
     assert set(jpeg["benchmark"]) == {"split_cifar10_jpeg"} and set(jpeg["reading"]) == {"mir_code"}
