@@ -565,7 +565,8 @@ def test_the_committed_records_read_whole(tmp_path):
     ]
     assert mir["complete"] and mir["provenance"]["mir_commit"] == "35eda78" and not mir["provenance"]["suite_dirty"]
     assert [(r["method"], sorted(s["seed"] for s in r["seeds"])) for r in mir["rows"]] == [
-        ("er", [0, 1, 2]), ("mir", [0, 1, 2])
+        ("er", [0, 1, 2]),
+        ("mir", [0, 1, 2]),
     ]
     assert all(s["suite"]["from"]["record"] == "cifar10_jpeg_row" for r in mir["rows"] for s in r["seeds"])
     assert manifest["parity"]["codes"] == {
