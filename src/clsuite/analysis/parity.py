@@ -1,7 +1,7 @@
 """Parity with the reference codes (Mammoth, MIR): the tables of the parity record (``make parity``,
-scripts/parity/harness.py; its form and checks: ``clsuite.run.archive.parity_problem``). :func:`table` is what ``make parity`` prints
-and the report shows (:func:`markdown`); the setting and the fixes: docs/notes/PARITY.md; how the record
-is carried: docs/INTEGRITY.md, section 8.
+scripts/parity/harness.py; its form and checks: ``clsuite.run.archive.parity_problem``). :func:`tables` is
+what ``make parity`` prints and the report shows (:func:`markdown`); the setting and the fixes:
+docs/notes/PARITY.md; how the record is carried: docs/INTEGRITY.md, section 8.
 """
 
 from __future__ import annotations
@@ -88,14 +88,9 @@ def welch(x, y) -> str:
     return f"{d:+.1f} [{ci.low:+.1f}, {ci.high:+.1f}]"
 
 
-def _row_mean(Rs) -> str:
-    """The final row of R, per task, mean over seeds."""
-    return " / ".join(f"{v:.0f}" for v in np.mean([R[-1] for R in Rs], axis=0))
-
-
-def _diagonal_mean(Rs) -> str:
-    """R's diagonal (each task just after its training), per task, mean over seeds."""
-    return " / ".join(f"{v:.0f}" for v in np.mean([np.diag(R) for R in Rs], axis=0))
+def _per_task_mean(Rs, cells) -> str:
+    """``cells(R)`` (a value per task: R's final row, its diagonal) per task, mean over seeds."""
+    return " / ".join(f"{v:.0f}" for v in np.mean([cells(np.asarray(R)) for R in Rs], axis=0))
 
 
 def mir_table(record: dict) -> Table | None:
@@ -147,9 +142,9 @@ def mir_table(record: dict) -> Table | None:
         paper = pv.table2_value(pv.OFFICIAL_OF.get(row["benchmark"], row["benchmark"]), row["method"], "acc")
         t.add([pv.method_label(row["method"]), pv.bench_label(row["benchmark"]), row["reading"], _seeds(list(suite)),
                _mean_sd(acc(suite)), _mean_sd(acc(ref)), welch(acc(suite), acc(ref)), _mean_sd(bwt(suite)),
-               _mean_sd(bwt(ref)), _diagonal_mean([v["R"] for v in suite.values()]),
-               _diagonal_mean([v["R"] for v in ref.values()]), _row_mean([v["R"] for v in suite.values()]),
-               _row_mean([v["R"] for v in ref.values()]), paper_number(paper)])  # fmt: skip
+               _mean_sd(bwt(ref)), *(_per_task_mean([v["R"] for v in side.values()], cells)
+                                     for cells in (np.diag, lambda R: R[-1]) for side in (suite, ref)),
+               paper_number(paper)])  # fmt: skip
     return t
 
 
@@ -192,12 +187,12 @@ def markdown(record: dict | None, where: str) -> list[str]:
             "",
             table(mammoth).markdown(),
         ]
-    if mir and (t := mir_table(mir)) is not None:
+    if mir:
         out += [
             "The suite's ER and MIR beside MIR's own code (`make parity MIR=<checkout>`, its CIFAR-10 script line on "
             f"the CIFAR-10 JPEG copy; patched only to run on torch 2.x without torchvision), every R in `{where}`; "
             """what the patches are and why: docs/notes/PARITY.md, "MIR's code".""",
             "",
-            t.markdown(),
+            mir_table(mir).markdown(),
         ]
     return out
