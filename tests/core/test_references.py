@@ -440,6 +440,79 @@ def test_hal_anchors_against_a_hand_written_objective(opts):
     torch.testing.assert_close(got, e.detach(), rtol=1e-5, atol=1e-6)
 
 
+def _bn_hal_learner(**opts):
+    """HAL on a tiny ReducedResNet18 (BatchNorm; 3x16x16 inputs: the last blocks see 2x2 maps), a memory of
+    classes 0 and 1 with running statistics moved off their initial values."""
+    from clsuite.core.models.nets import ReducedResNet18
+
+    torch.manual_seed(31)
+    net = ReducedResNet18((3, 16, 16), 6, nf=2)
+    g = torch.Generator().manual_seed(32)
+    mem = Memory(6, (3, 16, 16), 6)
+    mem.append(torch.rand(6, 3, 16, 16, generator=g), torch.tensor([0, 1] * 3), torch.zeros(6, dtype=torch.long))
+    with torch.no_grad():
+        net(torch.rand(8, 3, 16, 16, generator=g))  # the running statistics: one batch's
+    learner = toy_learner(net=net, memory=mem, lr=0.3, plugin=HAL(finetune_batch=10, **opts))
+    learner.plugin.phi[:2] = torch.randn(2, learner.plugin.phi.shape[1], generator=g)
+    return learner
+
+
+def test_hal_under_batchnorm_learns_each_anchor_in_training_mode_on_a_spare_copy():
+    """Mammoth's spare network (models/hal.py ``get_anchors``): theta_M and the anchors in training mode
+    (batch statistics), one anchor per batch, the network's own running statistics untouched. (Eval mode
+    with running statistics off the data diverged on CIFAR-10.)"""
+    learner = _bn_hal_learner(gamma=0.1, anchor_steps=3, finetune_steps=2)
+    net, mem, plugin = learner.net, learner.memory, learner.plugin
+    stats = {k: b.clone() for k, b in net.named_buffers()}
+    net.eval()  # the caller's mode is restored
+    plugin.on_task_end(learner, 0, None)
+    got = plugin.anchors
+    assert not net.training and all(torch.equal(b, stats[k]) for k, b in net.named_buffers())
+    # reference: deep copies in training mode; theta_M on the whole memory (finetune_batch >= |M|)
+    spare_t, spare_m = copy.deepcopy(net).train(), copy.deepcopy(net).train()
+    for _ in range(2):
+        spare_m.zero_grad()
+        F.cross_entropy(spare_m(mem.x[:6]), mem.y[:6]).backward()
+        with torch.no_grad():
+            for p in spare_m.parameters():
+                p -= 0.3 * p.grad
+    want = []
+    for c in (0, 1):  # one anchor at a time: a batch of one
+        e = mem.x[:6][mem.y[:6] == c].mean(0, keepdim=True).requires_grad_(True)
+        y = torch.tensor([c])
+        for _ in range(3):
+            out, feat = spare_t(e, return_features=True)
+            obj = (
+                F.cross_entropy(spare_m(e), y, reduction="sum")
+                - F.cross_entropy(out, y, reduction="sum")
+                - 0.1 * ((feat - plugin.phi[c]) ** 2).sum()
+            )
+            (grad,) = torch.autograd.grad(obj, e)
+            e = (e + 0.3 * grad).detach().requires_grad_(True)
+        want.append(e.detach())
+    torch.testing.assert_close(got, torch.cat(want), rtol=1e-4, atol=1e-5)
+    assert (got[0] - got[1]).abs().max() > 1e-3
+
+
+def test_hal_under_batchnorm_anchors_and_the_batch_pass_theta_tilde_apart():
+    """At theta~ = theta (a zero ER gradient) f_theta(E) - f_theta~(E) is exactly zero, so no anchoring
+    gradient: f_theta~(E) is E's own batch, as f_theta(E) is (Mammoth: ``self.net(self.anchors)`` twice); in one
+    batch with B_t, BatchNorm's statistics would differ. phi_y: B_t's features at theta~, in their own batch."""
+    learner = _bn_hal_learner()
+    net, plugin = learner.net, learner.plugin
+    g = torch.Generator().manual_seed(33)
+    plugin.anchors, plugin.anchor_y = torch.rand(2, 3, 16, 16, generator=g), torch.tensor([0, 1])
+    x, y = torch.rand(4, 3, 16, 16, generator=g), torch.tensor([2, 3, 2, 3])
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)
+    plugin.before_step(learner, x, y, torch.ones(4, dtype=torch.long), None)
+    assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in net.parameters())
+    with torch.no_grad():
+        feats = copy.deepcopy(net)(x, return_features=True)[1]
+    for c in (2, 3):
+        torch.testing.assert_close(plugin.phi[c], feats[y == c].mean(0), rtol=1e-5, atol=1e-6)
+
+
 # -- GSS-greedy: the score and the replacement rule ----------------------------------------------
 def test_gss_score_against_per_sample_autograd():
     mem = toy_memory([0, 0, 1, 1, 2, 2], seed=15)

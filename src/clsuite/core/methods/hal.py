@@ -27,7 +27,13 @@ Departures (authors' TF code ``HindsightAnchor``, Mammoth ``models/hal.py``; why
   (authors: 50 steps of 10; Mammoth: 1 step), functional.
 - Anchor init: the mean of the class's memory samples (authors: a running average of the
   class's images; Mammoth: U[0, 1)); ``anchor_steps`` SGD steps at ``anchor_lr`` (default: the
-  learner's lr), one task's anchors together; anchors and fine-tuning in eval mode.
+  learner's lr), one task's anchors together.
+- BatchNorm (the ResNet), as Mammoth's spare network: fine-tuning and anchors in training mode
+  (batch statistics) on copies of the running statistics, so the network's are untouched; one
+  anchor per batch (Mammoth's batch of one); f(anchors) and f(B_t) at theta~ in batches of their
+  own. Why not eval mode: docs/METHODS.md, "Where the suite departs from or settles the
+  protocol". Without BatchNorm (the MLP) the numbers are the same either way; its runs keep
+  one batch for all.
 - Memory: per-class FIFO ring buffer (``update: class_ring``: the authors' ER-Ring, M // classes
   slots per class) or reservoir (``update@method.update=reservoir``).
 
@@ -42,6 +48,7 @@ from typing import Annotated
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.func import functional_call
 
 from clsuite.core.methods.base import Plugin
@@ -73,26 +80,34 @@ class HAL(Plugin):
         self.anchor_y = torch.zeros(0, dtype=torch.long, device=mem.device)
         self.phi = torch.zeros(net.head.out_features, net.head.in_features, device=mem.device)
         self.phi_seen = torch.zeros(net.head.out_features, dtype=torch.bool, device=mem.device)
+        self.batch_norm = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
 
     def before_step(self, learner, x, y, t, idx) -> None:
         net = learner.net
         theta_tilde = {k: p.detach() - learner.lr * p.grad for k, p in net.named_parameters() if p.grad is not None}
         n = len(self.anchors)
         with torch.no_grad():
-            out, feats = functional_call(net, theta_tilde, (torch.cat([self.anchors, x]),), {"return_features": True})
+            if self.batch_norm:  # each batch its own statistics: f(E) and f(B_t) apart (Mammoth)
+                out = functional_call(net, theta_tilde, (self.anchors,)) if n else None
+                feats = functional_call(net, theta_tilde, (x,), {"return_features": True})[1]
+            else:  # (the same numbers in one forward)
+                out, feats = functional_call(
+                    net, theta_tilde, (torch.cat([self.anchors, x]),), {"return_features": True}
+                )
+                out, feats = out[:n], feats[n:]
             for c in y.unique():  # phi_y <- beta phi_y + (1 - beta) phi(B_t of class y)
-                f = feats[n:][y == c].mean(0)
+                f = feats[y == c].mean(0)
                 self.phi[c] = torch.where(self.phi_seen[c], self.beta * self.phi[c] + (1 - self.beta) * f, f)
                 self.phi_seen[c] = True
         if n:
-            anchor_loss = (net(self.anchors) - out[:n]).pow(2).mean()  # over anchors and logits (Mammoth)
+            anchor_loss = (net(self.anchors) - out).pow(2).mean()  # over anchors and logits (Mammoth)
             (self.hal_lambda * anchor_loss).backward()  # adds to the ER gradient in .grad
 
     def on_task_end(self, learner, task, datamodule) -> None:
         if learner.memory.size == 0:
             return
         net, was_training = learner.net, learner.net.training
-        net.eval()
+        net.train()  # BatchNorm: batch statistics, on copies of the running ones (learn_anchors)
         try:
             self.anchors = torch.cat([self.anchors, self.learn_anchors(learner, learner.task_classes[task])])
             self.anchor_y = torch.cat([self.anchor_y, learner.task_classes[task]])
@@ -102,16 +117,25 @@ class HAL(Plugin):
 
     def learn_anchors(self, learner, classes) -> torch.Tensor:
         net, mem, lr = learner.net, learner.memory, learner.lr
+        stats = {k: b.clone() for k, b in net.named_buffers()}  # BatchNorm's, updated here, then dropped
         theta = {k: p.detach() for k, p in net.named_parameters()}
         theta_m = {k: v.clone().requires_grad_(True) for k, v in theta.items()}
         for _ in range(self.finetune_steps):  # theta_M: fine-tune on the memory
             mx, my, _ = mem.get(mem.sample(self.finetune_batch))
-            loss = F.cross_entropy(functional_call(net, theta_m, (mx,)), my)
+            loss = F.cross_entropy(functional_call(net, {**theta_m, **stats}, (mx,)), my)
             grads = torch.autograd.grad(loss, list(theta_m.values()))
             theta_m = {k: (v - lr * g).detach().requires_grad_(True) for (k, v), g in zip(theta_m.items(), grads)}
         theta_m = {k: v.detach() for k, v in theta_m.items()}
         init = [mem.x[: mem.size][mem.y[: mem.size] == c].mean(0) for c in classes]
-        e = torch.stack([i if i.isfinite().all() else torch.rand_like(mem.x[0]) for i in init]).requires_grad_(True)
+        init = torch.stack([i if i.isfinite().all() else torch.rand_like(mem.x[0]) for i in init])
+        batches = torch.arange(len(classes)).split(1 if self.batch_norm else len(classes))  # BatchNorm: one anchor
+        return torch.cat(
+            [self.ascend(net, {**theta, **stats}, {**theta_m, **stats}, init[i], classes[i], lr) for i in batches]
+        )
+
+    def ascend(self, net, theta, theta_m, init, classes, lr: float) -> torch.Tensor:
+        """``anchor_steps`` SGD steps on anchors ``init`` of ``classes``, maximising the objective."""
+        e = init.clone().requires_grad_(True)
         opt = torch.optim.SGD([e], lr=self.anchor_lr or lr)
         for _ in range(self.anchor_steps):  # maximise forgetting, stay near the class's mean embedding
             out_t, feat_t = functional_call(net, theta, (e,), {"return_features": True})
