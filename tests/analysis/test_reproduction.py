@@ -196,7 +196,7 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
     for s in (0, 1, 2):
         for m, acc in (("er", 30.0), ("mir", 35.0), ("adaer", 40.0)):
-            write_run(
+            run = write_run(
                 mr / CIFAR10_JPEG,
                 "split_cifar10_jpeg",
                 m,
@@ -205,6 +205,8 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
                 reading="mir_code",
                 cpu="Other CPU" if s == 2 else None,
             )  # seed 2 on another machine (all of its methods)
+            if m == "er" or (m == "mir" and s == 0):  # CPU seconds recorded: ER's 100 + 10 s, MIR's seed 0 only
+                edit_run(run, lambda r, s=s: r.update(cpu_time_s=100.0 + 10 * s))
         write_run(mr / "table2", "split_cifar10_jpeg", "adaer", s, R=fake_R(5, 99.0), reading="mir_code")
     assert main_report(args) == 0
     md = (res_dir / "report" / "REPRODUCTION.md").read_text()
@@ -214,8 +216,9 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     assert "Acc mir_code | Acc paper, official data |" in sec
     assert "| ER | 31.0 ± 1.0 | 34.0 |" in sec and "| AdaER | 41.0 ± 1.0 | 46.2 |" in sec  # the paper's CIFAR-10 row
     assert "*paper, official data*: the paper's split-CIFAR10 values, measured on the official data set" in sec
-    assert "| ER | mir_code | Linux-test-x86_64, unrecorded | 2 | 0, 1 |" in sec  # n per cell and machine
-    assert "| ER | mir_code | Other CPU, unrecorded | 1 | 2 |" in sec
+    assert "| ER | mir_code | Linux-test-x86_64, unrecorded | 2 | 0, 1 | 2 | N/A | 105 |" in sec  # n per cell, machine
+    assert "| ER | mir_code | Other CPU, unrecorded | 1 | 2 | 2 | N/A | 120 |" in sec  # CPU: the cell's mean
+    assert "| MIR | mir_code | Linux-test-x86_64, unrecorded | 2 | 0, 1 | 2 | N/A | N/A |" in sec  # seed 1's missing
     assert "Each seed's runs are on one machine: every paired difference is taken within one." in sec
     assert (
         "| AdaER has the best Acc of all methods (Joint excluded), M = 100 | Sec. V-B, Table II | mir_code | **reproduced** |"

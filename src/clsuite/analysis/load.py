@@ -144,6 +144,7 @@ def run_row(res: dict, job: str) -> dict:
         "first_task_final": first_task_final(R),
         "first_task_drop": first_task_drop(R),
         **{k: _num(res.get(k)) for k in COSTS},  # NaN: not recorded (no GPU; files made before the peaks)
+        "cpu_time_s": _num(res.get("cpu_time_s")),  # the run's own CPU seconds; NaN: files made before it
         "device": f"{dev} ({gpu})" if gpu and dev.startswith("cuda") else dev,
         "torch_threads": "unknown" if threads is None else str(threads),
         "torch": str(versions.get("torch", env.get("torch", "unknown"))),
@@ -162,7 +163,7 @@ def run_row(res: dict, job: str) -> dict:
 
 
 COLUMNS = [
-    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "variant", "seed", *QUANTITIES, *COSTS, "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from",
+    "job", "benchmark", "method", "reading", *CONDITIONS, "memory_per_class", "variant", "seed", *QUANTITIES, *COSTS, "cpu_time_s", "device", "torch_threads", "torch", "cpu", "numerics", "commit", "code", "real_data", "key", "reused_from",
     "R", "b", "flat", "versions",
 ]  # fmt: skip
 

@@ -436,9 +436,9 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     base = select(runs, **pv.TABLE2_CONDITIONS)
     mixed = ", ".join(str(x) for x in seeds_by_machine(base[base["variant"] == ""])[1])
     t = tb.Table("Runs per cell", ["method", "reading", "machine (CPU model, kernels)", "n", "seeds", "wall time per run (s)",
-                                   "training per run (s)"],
-                 note="Times: mean over the cell's runs on that machine (one torch thread; they move with the machine's "
-                      "load). " + (f"Seeds {mixed} ran on more than one machine: their paired differences mix machines."
+                                   "training per run (s)", "CPU per run (s)"],
+                 note="Times: mean over the cell's runs on that machine (one torch thread); wall and training times move "
+                      "with the machine's load, CPU (the run's own process; N/A where a run did not record it) much less. " + (f"Seeds {mixed} ran on more than one machine: their paired differences mix machines."
                                    if mixed else "Each seed's runs are on one machine: every paired difference is "
                                    "taken within one."))  # fmt: skip
     for m in pv.order_methods(t2["method"]):
@@ -448,7 +448,7 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
             for where, c in g.assign(machine=machine(g)).groupby("machine", sort=True):
                 seeds = ", ".join(str(x) for x in sorted(c["seed"].unique()))
                 t.add([pv.method_label(m), r, where, c["seed"].nunique(), seeds, tb.fmt(c["wall_time_s"].mean(), digits=0),
-                       tb.fmt(c["train_time_s"].mean(), digits=0)])  # fmt: skip
+                       tb.fmt(c["train_time_s"].mean(), digits=0), tb.fmt(c["cpu_time_s"].mean(skipna=False), digits=0)])  # fmt: skip
     return t
 
 
