@@ -180,3 +180,18 @@ def test_the_sign_flip_floor_counts_the_seeds_of_tested_comparisons_only():
     assert note.startswith("With 5 seeds the exact sign-flip test cannot give p < 0.05") and "2/2^5 = 0.0625" in note
     assert cl.sign_flip_floor_note([_judged([[*NULL, 1.0], [2.0]])]) == ""
     assert cl.sign_flip_floor_note([_judged([[2.0]])]) == ""  # nothing tested: nothing to say
+
+
+def test_the_unseparated_comparisons_name_their_own_seeds_when_their_counts_differ():
+    """One count of seeds in the line when every unresolved comparison has it; else n per comparison (a
+    method with fewer finished seeds than the others is not described with the others' count)."""
+
+    def judged(*seeds):
+        comps = [cl.Comparison("split_mnist", f"AdaER vs M{i}, Acc", one_sample(NULL[:k])) for i, k in enumerate(seeds)]
+        return cl.Judged(claim=cl.CLAIMS[0], reading="mir_code", comparisons=comps)
+
+    same = tb.claims_markdown([judged(5, 5)])
+    assert "(mir_code): 5 seeds cannot separate AdaER vs M0, Acc on split-MNIST (" in same and ", n=5)" not in same
+    mixed = tb.claims_markdown([judged(5, 2)])
+    assert "(mir_code): the seeds cannot separate AdaER vs M0, Acc on split-MNIST (" in mixed
+    assert ", n=5); AdaER vs M1, Acc on split-MNIST (" in mixed and ", n=2)." in mixed

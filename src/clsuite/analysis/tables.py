@@ -501,9 +501,11 @@ def claims_markdown(judged: list[Judged]) -> str:
         unsep = [
             c for c, o in zip(j.comparisons, j.outcomes, strict=True) if c.outcome == UNRESOLVED and o != EQUIVALENT
         ]
-        if unsep:
-            n = max(c.result.n for c in unsep)
-            out.append(listed(j, f"{n} seeds cannot separate ", unsep, lambda c: c.result.interval()))
+        if unsep:  # one count of seeds when every comparison has it, else each comparison's own
+            ns = {c.result.n for c in unsep}
+            what, show = (f"{ns.pop()} seeds cannot separate ", lambda c: c.result.interval()) if len(ns) == 1 else (
+                "the seeds cannot separate ", lambda c: f"{c.result.interval()}, n={c.result.n}")  # fmt: skip
+            out.append(listed(j, what, unsep, show))
     out.append("")
     if (t := open_claims(judged)) is not None:
         out.append(t.markdown())
