@@ -123,6 +123,7 @@ def test_the_logger_kind_is_its_target_s_class_and_an_old_results_file_s_name():
     from clsuite.config.schema import LOGGER_KINDS, logger_kind
 
     assert [logger_kind(api.compose([*FAST, f"logger={k}"]).logger) for k in LOGGER_KINDS] == list(LOGGER_KINDS)
+    assert api.compose([*FAST, "logger=wandb"]).logger._target_ == "lightning.pytorch.loggers.WandbLogger"  # stock
     assert logger_kind({"_target_": f"{__name__}.Recording", "name": "wandb"}) == "csv"  # a CSVLogger's subclass
     old = {"_target_": "clsuite.run.loggers.SafeWandbLogger.open", "name": "wandb"}  # no longer importable
     assert [logger_kind(n) for n in ({"name": "csv"}, {"name": "wandb"}, old, {"name": "mine"}, None)] == [

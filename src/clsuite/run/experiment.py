@@ -84,10 +84,10 @@ def run_experiment(cfg: DictConfig, out_dir: str | Path, checkpoint_dir: str | P
             f"{cfg.data.val_fraction}, benchmark.train_per_class={cfg.benchmark.train_per_class}); lower data.val_fraction"
         )
     ident = identity(cfg, device.type, dm.source)
-    with make_logger(cfg, out_dir, ident["key"]) as logger:  # (W&B: its run's id is of the identity)
+    with make_logger(cfg, out_dir, ident["key"]) as (logger, wandb):  # (W&B: its run's id is of the identity)
         store = CheckpointStore(checkpoint_dir or default_store(cfg, ident["key"]), ident["key"])
         schedule, passes = schedule_of(cfg, dm)
-        run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0)
+        run = Run(cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0, wandb)
         book = callbacks_of(run)
         rows = [cb.log_row for cb in book if isinstance(cb, RunLogger)]
         acc_cb = AccuracyMatrix(

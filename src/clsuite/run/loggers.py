@@ -64,50 +64,38 @@ def _warn(what: str, exc: BaseException) -> None:
           "written (logger.required=true makes this an error)", file=sys.stderr)  # fmt: skip
 
 
-class SafeWandbLogger(WandbLogger):
-    """Lightning's W&B logger whose writes cannot end the run: the first failure is a warning and
-    turns W&B logging off (``ok`` False) for the rest of the run."""
+class WandbRun:
+    """``logger=wandb``'s run, held by Lightning's ``WandbLogger`` (the Trainer's logger): opened before
+    training on the suite's axes, written by :class:`RunLogger`, closed at the run's end. A write cannot end the run: the first failure is a warning
+    and turns W&B logging off (``ok`` False) for the rest of the run."""
 
-    ok = True
+    def __init__(self, logger: WandbLogger):
+        self.logger, self.ok = logger, True
+        init = {k: v for k, v in logger._wandb_init.items() if v is not None}  # (anonymous=None: wandb warns)
+        self.out_dir, self.mode = init.pop("dir"), init["mode"]
+        self.init = init
 
-    def _guard(self, what: str, fn, *args, **kwargs):
-        if not self.ok:
-            return None
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            self.ok = False
-            _warn(what, e)
-            return None
-
-    def log_metrics(self, metrics, step=None):
-        self._guard("write", super().log_metrics, metrics, step)
-
-    def log_hyperparams(self, params, *args, **kwargs):
-        self._guard("write", super().log_hyperparams, params, *args, **kwargs)
-
-    def save(self):
-        self._guard("write", super().save)
-
-    def finalize(self, status):
-        self._guard("write", super().finalize, status)
-
-    def start(self) -> SafeWandbLogger:
-        """Open the W&B run now, before training (a failure: :func:`make_logger`), with the arguments
+    def start(self) -> WandbRun:
+        """Open the W&B run now, before training (a failure: :func:`_start_wandb`), with the arguments
         Lightning keeps for ``wandb.init``, on the suite's axes (``clsuite.run.wandb_run.open_run``),
         where Lightning's own start would add its ``trainer/global_step`` axis."""
-        init = {k: v for k, v in self._wandb_init.items() if v is not None}  # (anonymous=None: wandb warns)
-        self.out_dir = init.pop("dir")
-        self._experiment = open_run(self.out_dir, init)
-        self.mode = init["mode"]
+        self.logger._experiment = open_run(self.out_dir, self.init)
         return self
+
+    def log(self, metrics: dict) -> None:
+        if self.ok:
+            try:
+                self.logger.experiment.log(metrics)
+            except Exception as e:
+                self.ok = False
+                _warn("write", e)
 
     def close(self, failed: bool) -> None:
         """The run's end: the results file's facts (a finished run), finish, and, when every write went
         through, the folder's mirror record (an incomplete W&B run is left to scripts/wandb_sync.py)."""
         try:
             res, sha = sealed(self.out_dir) if not failed and self.ok else (None, None)
-            with finishing(self.experiment, self.out_dir, sha, self.mode, int(failed)) as run:
+            with finishing(self.logger.experiment, self.out_dir, sha, self.mode, int(failed)) as run:
                 if res is not None:
                     log_results(run, res)
         except Exception as e:
@@ -137,30 +125,30 @@ def _overrides() -> list[str]:
         return []
 
 
-def _start_wandb(logger: SafeWandbLogger, required: bool, save_dir: str):
-    """The W&B run opened before training; one that cannot start: ``LoggerUnavailable`` when ``required``,
-    else a warning and conf/logger/csv.yaml's logger."""
+def _start_wandb(logger: WandbLogger, required: bool, save_dir: str):
+    """``(logger, its WandbRun)``, the run opened before training; one that cannot start:
+    ``LoggerUnavailable`` when ``required``, else a warning and conf/logger/csv.yaml's logger."""
     try:
-        return logger.start()
+        return logger, WandbRun(logger).start()
     except Exception as e:
         if required:
             line = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise LoggerUnavailable(f"W&B is required (logger.required=true) but cannot start: "
                                     f"{type(e).__name__}: {line}; nothing trained") from None  # fmt: skip
         _warn("start", e)
-        return instantiate(OmegaConf.load(CONF_DIR / "logger" / "csv.yaml"), save_dir=save_dir)
+        return instantiate(OmegaConf.load(CONF_DIR / "logger" / "csv.yaml"), save_dir=save_dir), None
 
 
 @contextlib.contextmanager
 def make_logger(cfg, out_dir, key: str):
-    """conf/logger's node less :data:`SUITE_KEYS` instantiated into ``out_dir`` (None for a node without
-    ``_target_``: ``logger=none``). W&B also gets, where its node leaves them null, the name, group and
-    tags of the run's config and overrides, its resolved config and an id of its identity ``key``
-    (``clsuite.run.wandb_run.run_args``, ``run_id``), and opens its run here. After the run, the logger's
-    ``close(failed)``, where it has one."""
+    """``(logger, wandb)``: conf/logger's node less :data:`SUITE_KEYS` instantiated into ``out_dir`` (None
+    for a node without ``_target_``: ``logger=none``), and its :class:`WandbRun` under W&B (else None). W&B
+    also gets, where its node leaves them null, the name, group and tags of the run's config and overrides,
+    its resolved config and an id of its identity ``key`` (``clsuite.run.wandb_run.run_args``, ``run_id``),
+    and opens its run here. After the run, ``close(failed)`` of the W&B run or the logger, where it has one."""
     node = cfg.get("logger") or {}
     if (kind := logger_kind(node)) == "none":
-        yield None
+        yield None, None
         return
     args = OmegaConf.masked_copy(node, [k for k in node if k not in SUITE_KEYS])
     extra = {}
@@ -168,15 +156,18 @@ def make_logger(cfg, out_dir, key: str):
         config = OmegaConf.to_container(cfg, resolve=True)
         own = OmegaConf.to_container(node, resolve=True)
         extra = run_args(config, _overrides(), own) | {"id": node.get("id") or run_id(out_dir, cfg.experiment, key)}
-    logger = instantiate(args, _partial_=True)(save_dir=str(out_dir), **extra)  # (the config: not instantiated)
-    if isinstance(logger, SafeWandbLogger):  # (another WandbLogger starts as Lightning starts it)
-        logger = _start_wandb(logger, bool(node.get("required")), str(out_dir))
+    logger, wandb = (
+        instantiate(args, _partial_=True)(save_dir=str(out_dir), **extra),
+        None,
+    )  # (config: not instantiated)
+    if isinstance(logger, WandbLogger):
+        logger, wandb = _start_wandb(logger, bool(node.get("required")), str(out_dir))
     failed = True
     try:
-        yield logger
+        yield logger, wandb
         failed = False
     finally:
-        if (close := getattr(logger, "close", None)) is not None:
+        if (close := getattr(wandb or logger, "close", None)) is not None:
             close(failed)
 
 
@@ -185,22 +176,21 @@ class RunLogger(L.Callback):
     written to its run (``logger.experiment``) on the suite's axes (``train/step``, ``task``): Lightning's
     ``log_metrics`` would add its ``trainer/global_step``, which counts optimiser steps, not incoming batches."""
 
-    def __init__(self, logger, every: int = 50):
-        self.logger, self.every = logger, max(1, int(every))
-        self.wandb = logger if isinstance(logger, SafeWandbLogger) else None  # log on our own axes
+    def __init__(self, logger, every: int = 50, wandb: WandbRun | None = None):
+        self.logger, self.every, self.wandb = logger, max(1, int(every)), wandb  # W&B: logged on our own axes
         self.learner = None
 
     @classmethod
     def for_run(cls, run) -> list:
         """conf/callbacks' ``losses``: to the run's logger, every ``trainer.log_every_n_steps`` (none without one)."""
-        return [cls(run.logger, int(run.cfg.trainer.log_every_n_steps))] if run.logger is not None else []
+        return [cls(run.logger, int(run.cfg.trainer.log_every_n_steps), run.wandb)] if run.logger is not None else []
 
     def on_fit_start(self, trainer, learner):
         self.learner = learner
 
     def _log(self, metrics: dict, step: int) -> None:
         if self.wandb is not None:
-            self.wandb._guard("write", self.wandb.experiment.log, metrics)
+            self.wandb.log(metrics)
         else:
             self.logger.log_metrics(metrics, step=step)
 

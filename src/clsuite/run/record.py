@@ -45,8 +45,10 @@ def prepare(cfg) -> None:
 class Run:
     """What the bookkeeping callbacks share (not a dataclass: ``instantiate`` would read one as config)."""
 
-    def __init__(self, cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0=None):
-        self.cfg, self.out_dir, self.t0, self.cpu0 = cfg, Path(out_dir), t0, cpu0
+    def __init__(
+        self, cfg, out_dir, t0, dm, learner, device, ident, store, schedule, passes, logger, cpu0=None, wandb=None
+    ):
+        self.cfg, self.out_dir, self.t0, self.cpu0, self.wandb = cfg, Path(out_dir), t0, cpu0, wandb
         self.dm, self.learner, self.device, self.ident = dm, learner, device, ident
         self.store, self.schedule, self.passes, self.logger = store, schedule, passes, logger
         self.start = 0  # the first task this process trains (a resumed run: the one after its checkpoint)
