@@ -190,9 +190,15 @@ def test_cifar10_jpeg_section_optional_labelled_and_judged_apart(tmp_path, png_o
     err = capsys.readouterr().err
     assert "note: section 'Table II's CIFAR-10 row on CIFAR-10 (JPEG copy)" in err and CIFAR10_JPEG in err
     md = (res_dir / "report" / "REPRODUCTION.md").read_text()
-    command = hint("paper", "table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs",
-                   "--seeds", "5", "--experiment", CIFAR10_JPEG)  # fmt: skip
-    assert f"Not run: `nice -n 10 {command}` (needs the CIFAR-10 JPEG copy" in md
+    row = ("table2", "--benchmarks", "split_cifar10_jpeg", "--experiment", CIFAR10_JPEG)
+    family = hint("paper", *row, "--methods", "er,mir,ccmr,ebrs,adaer", "--seeds", "15")
+    others = hint("paper", *row, "--methods", "online,joint,oewc,si,gem,agem,icarl,hal,gss", "--seeds", "5")
+    assert f"Not run: `nice -n 10 {family} && nice -n 10 {others}` (needs the CIFAR-10 JPEG copy" in md
+    from clsuite.config.check import CONF_DIR  # the two commands fill the row: every method of conf/method/
+
+    assert {*"er,mir,ccmr,ebrs,adaer".split(","), *"online,joint,oewc,si,gem,agem,icarl,hal,gss".split(",")} == {
+        p.stem for p in (CONF_DIR / "method").glob("*.yaml")
+    }
     # runs: ER, MIR, AdaER x 3 seeds (AdaER best), one more in table2 (never judged with split-MNIST's claims)
     for s in (0, 1, 2):
         for m, acc in (("er", 30.0), ("mir", 35.0), ("adaer", 40.0)):

@@ -156,14 +156,16 @@ class Section:
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
     extra: Callable[[Experiment | None, Page], list[str]] | None = None  # after its tables (e None: no runs)
-    run: tuple[str, ...] = ()  # what fills it: clsuite paper <run> (default: <experiment> --seeds 5 --launcher joblib)
+    run: tuple = ()  # what fills it: clsuite paper <run>, or several such tuples in turn (default: <experiment>
+    # --seeds 5 --launcher joblib)
     nice: bool = False  # hours of CPU: at a low priority
 
     @property
     def command(self) -> str:
         """What fills it, in the form that works where this process runs (``clsuite.config.home.hint``)."""
-        args = self.run or (self.experiment, "--seeds", "5", "--launcher", "joblib")
-        return ("nice -n 10 " if self.nice else "") + hint("paper", *args)
+        runs = self.run if self.run and isinstance(self.run[0], tuple) else (self.run,)
+        runs = [r or (self.experiment, "--seeds", "5", "--launcher", "joblib") for r in runs]
+        return " && ".join(("nice -n 10 " if self.nice else "") + hint("paper", *r) for r in runs)
 
     @property
     def key(self) -> str:
@@ -261,8 +263,9 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
 # as is the first row (three seeds, older code), cifar10_jpeg_first_row.
 CIFAR10_JPEG = "cifar10_jpeg_row"  # the row the section is made of, judges and fills (data_code: after)
 CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
-_JPEG_RUN = ("table2", "--benchmarks", "split_cifar10_jpeg", "--methods", "er,mir,adaer,ccmr,ebrs", "--seeds", "5",
-             "--experiment", CIFAR10_JPEG)  # fmt: skip
+_JPEG_ARGS = ("table2", "--benchmarks", "split_cifar10_jpeg", "--experiment", CIFAR10_JPEG)
+_JPEG_RUN = ((*_JPEG_ARGS, "--methods", "er,mir,ccmr,ebrs,adaer", "--seeds", "15"),  # the family: 15 seeds
+             (*_JPEG_ARGS, "--methods", "online,joint,oewc,si,gem,agem,icarl,hal,gss", "--seeds", "5"))  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
