@@ -544,6 +544,29 @@ def test_a_wandb_write_failure_mid_run_costs_no_result(tmp_path, wandb_env, monk
     assert read_run(out / io.RESULTS_FILE).ok and not (out / "wandb" / "mirror.json").exists()
 
 
+def test_a_scratch_folder_is_in_memory_unless_tmpdir_says_where_or_memory_lacks_room(tmp_path, monkeypatch):
+    """The records a report is rebuilt from are thousands of small files, and on a disk mounted with
+    ``discard`` deleting them took longer than the report: they go to the memory's tmpfs, unless ``TMPDIR``
+    names a folder, the tmpfs has less than ``need_bytes`` free, or there is none."""
+    mem = tmp_path / "shm"
+    mem.mkdir()
+    monkeypatch.setattr(io, "MEMORY_TMP", mem)
+    monkeypatch.delenv("TMPDIR", raising=False)
+    with io.scratch_dir("clsuite-x-") as d:
+        assert Path(d).parent == mem and Path(d).name.startswith("clsuite-x-")
+        (Path(d) / "a").write_text("x")
+    assert list(mem.iterdir()) == []  # deleted with its files
+    with io.scratch_dir("clsuite-x-", need_bytes=1 << 62) as d:
+        assert Path(d).parent != mem
+    monkeypatch.setattr(io, "MEMORY_TMP", tmp_path / "none")
+    with io.scratch_dir("clsuite-x-") as d:
+        assert Path(d).is_dir()
+    monkeypatch.setattr(io, "MEMORY_TMP", mem)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with io.scratch_dir("clsuite-x-") as d:
+        assert Path(d).parent != mem
+
+
 def test_os_errors_on_output_paths_are_one_line_and_no_partial_file(tmp_path, monkeypatch, capsys):
     """Tests run as root (chmod stops nothing): a full disk is simulated at fsync, a read-only or
     impossible folder by a parent that is a file."""

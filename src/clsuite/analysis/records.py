@@ -10,7 +10,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from clsuite.analysis.docs_gate import code_at
@@ -30,6 +29,7 @@ from clsuite.run.io import (
     parse_json,
     read_object,
     read_regular,
+    scratch_dir,
     sha256,
     write_bytes_atomic,
 )
@@ -169,7 +169,7 @@ def pack(names: list[str], multirun: Path, out: Path, parity: Path | None = None
     commits: dict[str, str | None] = {}
     packed, refused = {}, []
     for n in dict.fromkeys(names):
-        with tempfile.TemporaryDirectory(prefix="clsuite-pack-") as tmp:
+        with scratch_dir("clsuite-pack-") as tmp:
             exp_dir = Path(multirun) / n
             if n in held:
                 refused += on_record(held[n], str(Path(out) / manifest["archives"][n]["file"]), exp_dir, Path(tmp) / n)
@@ -254,7 +254,7 @@ def compare(built: Path, docs: Path) -> list[str]:
 def check(records: Path, docs: Path, crossmachine: Path) -> list[str]:
     """:func:`compare` of the report rebuilt from ``records`` with ``docs``; a record that fails its
     checks, or a report the gate keeps out of docs/, is the one difference."""
-    with tempfile.TemporaryDirectory(prefix="clsuite-rebuild-") as tmp:
+    with scratch_dir("clsuite-rebuild-") as tmp:
         try:
             res = rebuild(records, Path(tmp), crossmachine)
         except rec.RecordsError as e:

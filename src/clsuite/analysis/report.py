@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,7 +51,7 @@ from clsuite.config.paths import safe_name
 from clsuite.core.errors import fail
 from clsuite.core.metrics import FWT_CLASS_IL
 from clsuite.run import archive as rec
-from clsuite.run.io import Unreadable, os_error_line, probe_folder, write_bytes_atomic, write_json_atomic
+from clsuite.run.io import Unreadable, os_error_line, probe_folder, scratch_dir, write_bytes_atomic, write_json_atomic
 
 Built = tuple[list[tb.Table], list[Path]]
 
@@ -506,7 +505,7 @@ def build_report(
     with for_readers() if docs is not None else contextlib.nullcontext():
         if records is None:
             return _build(Path(multirun), Path(results), docs, crossmachine, history, None)
-        with tempfile.TemporaryDirectory(prefix="clsuite-records-") as tmp:
+        with scratch_dir("clsuite-records-") as tmp:
             found = rec.extract(Path(records), Path(tmp))
             return _build(Path(tmp), Path(results), docs, crossmachine, history, found)
 
