@@ -66,8 +66,8 @@ def _warn(what: str, exc: BaseException) -> None:
 
 class WandbRun:
     """``logger=wandb``'s run, held by Lightning's ``WandbLogger`` (the Trainer's logger): opened before
-    training on the suite's axes, written by :class:`RunLogger`, closed at the run's end. A write cannot end the run: the first failure is a warning
-    and turns W&B logging off (``ok`` False) for the rest of the run."""
+    training on the suite's axes, written by :class:`RunLogger`, closed at the run's end. A write cannot
+    end the run: the first failure is a warning and turns W&B logging off (``ok`` False) for the rest of it."""
 
     def __init__(self, logger: WandbLogger):
         self.logger, self.ok = logger, True
@@ -156,10 +156,8 @@ def make_logger(cfg, out_dir, key: str):
         config = OmegaConf.to_container(cfg, resolve=True)
         own = OmegaConf.to_container(node, resolve=True)
         extra = run_args(config, _overrides(), own) | {"id": node.get("id") or run_id(out_dir, cfg.experiment, key)}
-    logger, wandb = (
-        instantiate(args, _partial_=True)(save_dir=str(out_dir), **extra),
-        None,
-    )  # (config: not instantiated)
+    logger = instantiate(args, _partial_=True)(save_dir=str(out_dir), **extra)  # (the config: not instantiated)
+    wandb = None
     if isinstance(logger, WandbLogger):
         logger, wandb = _start_wandb(logger, bool(node.get("required")), str(out_dir))
     failed = True
