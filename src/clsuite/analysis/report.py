@@ -155,15 +155,14 @@ class Section:
     optional: bool = False  # not needed for docs/ (data this machine may lack, or days of CPU)
     needs: str = ""  # why it is optional: said where it has no runs
     extra: Callable[[Experiment | None, Page], list[str]] | None = None  # after its tables (e None: no runs)
-    run: tuple = ()  # what fills it: clsuite paper <run>, or several such tuples in turn (default: <experiment>
+    run: tuple[tuple[str, ...], ...] = ()  # what fills it: clsuite paper <args>, each in turn (default: <experiment>
     # --seeds 5 --launcher joblib)
     nice: bool = False  # hours of CPU: at a low priority
 
     @property
     def command(self) -> str:
         """What fills it, in the form that works where this process runs (``clsuite.config.home.hint``)."""
-        runs = self.run if self.run and isinstance(self.run[0], tuple) else (self.run,)
-        runs = [r or (self.experiment, "--seeds", "5", "--launcher", "joblib") for r in runs]
+        runs = self.run or ((self.experiment, "--seeds", "5", "--launcher", "joblib"),)
         return " && ".join(("nice -n 10 " if self.nice else "") + hint("paper", *r) for r in runs)
 
     @property
@@ -269,7 +268,7 @@ BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (cls
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
     Section("table2", "Table II", layout=_table2,
-            run=("table2", "--seeds", "5", "--launcher", "joblib", "--reading", "paper_text,mir_code"),
+            run=(("table2", "--seeds", "5", "--launcher", "joblib", "--reading", "paper_text,mir_code"),),
             extra=_table2_notes),
     Section("memory", "Memory size M (Figs. 5, 6)", **_memory("Fig. 5", "Fig. 6", "", "fig5_fig6_memory")),
     Section("first_task", "The first task through the stream (Fig. 7)",
