@@ -610,6 +610,15 @@ def test_other_data_row_gets_paired_differences_and_the_published_peers_beside(t
     assert peer.rows[1][1:] == ["split-CIFAR10, official data, other code", "41.3", "47.6", "+6.3"]
     assert len(peer.rows) == 1 + len(pv.PEERS["split_cifar10"]) and "other code, official data" in peer.note
     assert tb.peers(runs, "split_mnist", "p") is None  # no published peers known for it
+    # a run of ER with another batch size in the same experiment makes every run a variant (load step 4):
+    # no paired difference and no suite row then, rather than ER's seed 0 averaged over 40 and 10
+    write_run(root, "split_cifar10_jpeg", "er", 0, R=fake_R(5, 10.0), extra_cfg={"batch_size": 10}, job="er-b10")
+    runs = load_experiment(root).runs
+    assert set(runs["variant"]) == {"batch_size=None", "batch_size=10"}
+    assert tb.differences(runs, "split_cifar10_jpeg", "d").rows == []
+    assert [r[0] for r in tb.peers(runs, "split_cifar10_jpeg", "p").rows] == [
+        p["source"] for p in pv.PEERS["split_cifar10"]
+    ]
 
 
 def test_fmt():

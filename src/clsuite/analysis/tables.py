@@ -200,7 +200,7 @@ def differences(runs: pd.DataFrame, benchmark: str, title: str) -> Table:
     """:data:`DIFFERENCES` on ``benchmark`` under Table II's conditions, per reading: Acc, Forget, BWT, n."""
     qs = ("acc", "forget", "bwt")
     t = Table(title, ["comparison", "reading", *(METRICS[q].label for q in qs), "n"], note=DIFFERENCES_NOTE)
-    r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
+    r = select(runs[runs["variant"] == ""], benchmark=benchmark, **pv.TABLE2_CONDITIONS)  # variants: apart
     r = r.sort_values("reading", key=lambda s: s.map(order_readings(s).index), kind="stable")
     for d in contrast(r, "method", list(DIFFERENCES), qs, by=["reading"], per_seed="mean").to_dict("records"):
         if d["n"]:
@@ -218,7 +218,7 @@ def peers(runs: pd.DataFrame, benchmark: str, title: str) -> Table | None:
     t = Table(
         title, ["source", "data", "ER", "MIR", "MIR − ER"], note=PEERS_NOTE.format(bench=pv.bench_label(benchmark))
     )
-    r = select(runs, benchmark=benchmark, **pv.TABLE2_CONDITIONS)
+    r = select(runs[runs["variant"] == ""], benchmark=benchmark, **pv.TABLE2_CONDITIONS)  # variants: apart
     for reading in order_readings(r["reading"]):
         er, mir = (by_seed(select(r, method=m, reading=reading), "acc", "mean") for m in ("er", "mir"))
         d = paired(mir, er)
