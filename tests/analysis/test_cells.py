@@ -117,8 +117,8 @@ def test_the_report_carries_the_notes_and_names_the_commands_when_nothing_ran(tm
     put(root / "table2", "er", {}, (80.0, 81.0, 82.0, 83.0), tag="er")
     text = build_report(root, tmp_path / "results")["written"].read_text()
     assert "Cells checked by measurement" in text
-    for c in cl.CELLS:
-        assert f"**{c.title}**: not measured here: `{c.command}`" in text
+    for c in cl.CELLS:  # Table II's (split-MNIST, -FMNIST); the CIFAR-10 copy's cells go with its row, absent here
+        assert (f"**{c.title}**: not measured here: `{c.command}`" in text) == ("split_mnist" in c.benchmarks)
     exp = root / "cells_joint"
     put(exp, "joint", joint_cfg(1), (86.0, 87.0, 88.0, 89.0), tag="e1")
     put(exp, "joint", joint_cfg(5), (92.0, 94.5, 93.0, 96.0), tag="e5")
@@ -152,3 +152,32 @@ def test_agem_memory_layouts_are_named_by_their_reference(tmp_path):
     put(root, "agem", {"method": {**base["method"], "update": {**task, "per_task": 10}}}, (30.0, 31.0, 29.0, 32.0), tag="pt")  # fmt: skip
     names = {r.name for r in cl.rows(cl.BY_NAME["agem"], load_experiment(root).runs)}
     assert names == {"a random M // T of each task (Avalanche)", "one batch (10) per task (Mammoth agem's end_task)"}
+
+
+def test_icarls_exemplar_update_on_the_cifar10_copy_is_judged_against_the_official_papers_value(tmp_path):
+    # herding is iCaRL's default; on the JPEG copy the paper's value is the official split-CIFAR10's (33.1)
+    herding = {"method": {"name": "icarl", "update": {"_target_": "clsuite.core.memory.herding.HerdingMemory"}}}
+    reservoir = {"method": {"name": "icarl", "update": {"_target_": "clsuite.core.memory.reservoir.Reservoir"}}}
+    root = tmp_path / "cells_icarl_update"
+    put(root, "icarl", herding, (50.0, 49.0, 51.0, 50.0), bench="split_cifar10_jpeg", tag="herding")
+    put(root, "icarl", reservoir, (33.0, 35.0, 34.0, 31.0), bench="split_cifar10_jpeg", tag="reservoir")
+    cell = cl.BY_NAME["icarl_update"]
+    (r,) = cl.rows(cell, load_experiment(root).runs)
+    assert (r.variant, r.name) == ("method.update._target_=Reservoir", cell.labels["method.update._target_=Reservoir"])
+    mean, lo, hi = interval([-17.0, -14.0, -17.0, -19.0])
+    assert (r.diff.mean, r.diff.low, r.diff.high) == pytest.approx((mean, lo, hi))
+    assert r.paper == 33.1 and r.gap == pytest.approx(33.1 - 50.0) and r.verdict == cl.EXPLAINS
+    note = cl.summary(cell, [r], ["cells_icarl_update"])
+    assert note.startswith(
+        "**iCaRL's exemplar update** (paper (split-CIFAR10, official data) iCaRL 33.1; default: herding"
+    )
+    assert "explained on every benchmark measured by reservoir, each image seen once" in note
+    # the report: with the CIFAR-10 row's section, after its claims; not among Table II's (split-MNIST) cells
+    put(tmp_path / "multirun" / "cifar10_jpeg_row", "icarl", herding, (50.0, 49.0, 51.0, 50.0),
+        bench="split_cifar10_jpeg", tag="herding")  # fmt: skip
+    (tmp_path / "multirun" / "cells_icarl_update").symlink_to(root)
+    text = build_report(tmp_path / "multirun", tmp_path / "results")["written"].read_text()
+    table2, row = text.split("## 1. Table II")[1].split("CIFAR-10 row on CIFAR-10 (JPEG copy)")[:2]
+    assert "iCaRL's exemplar update" not in table2
+    assert "- **iCaRL's exemplar update** (paper (split-CIFAR10, official data) iCaRL 33.1;" in row
+    assert "| iCaRL's exemplar update | iCaRL | reservoir, each image seen once" in row

@@ -53,6 +53,8 @@ GRID_SIZES = {
     "cells_agem_pool": 2 * 1 * 2 * 10,
     "cells_agem_layout": 2 * 1 * 3 * 10,
     "cells_agem_per_task": 2 * 1 * 2 * 10,
+    # iCaRL's exemplar update on the CIFAR-10 JPEG copy
+    "cells_icarl_update": 1 * 1 * 2 * 10,
 }
 
 

@@ -53,6 +53,7 @@ class Cell:
     is_default: Callable[[dict, str], bool]
     default_label: str
     labels: dict = field(default_factory=dict)  # variant label -> what it is and whose it is
+    benchmarks: tuple[str, ...] = ("split_mnist", "split_fmnist")  # those its sweeps run
 
 
 CELLS = (
@@ -77,6 +78,11 @@ CELLS = (
          "the reading's logits_on_overwrite",
          {"logits_on_overwrite=keep": "keep the previous occupant's logits (MIR's code)",
           "logits_on_overwrite=reset": "reset an overwritten slot's logits to 0"}),
+    Cell("icarl_update", "iCaRL's exemplar update", ("icarl",), ("cells_icarl_update",), "make cell-icarl",
+         lambda flat, reading: flat.get("method.update._target_") == "clsuite.core.memory.herding.HerdingMemory",
+         "herding at each task end over the task's kept stream (iCaRL's Alg. 4-5)",
+         {"method.update._target_=Reservoir": "reservoir, each image seen once (online iCaRL, Mai et al. 2021)"},
+         ("split_cifar10_jpeg",)),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CELLS}
 DEFAULT = "\0default"  # the default's arm (no variant label is empty of keys)
@@ -168,7 +174,7 @@ def rows(cell: Cell, runs: pd.DataFrame) -> list[Row]:
         return []
     frame = contrast(pd.concat(arms), "arm", DEFAULT, ["acc"], by=["benchmark", "method", "reading"])
     return [Row(cell, r.benchmark, r.method, r.reading, r.arm, r.acc_base, r.acc_arm, r.acc,
-                pv.table2_value(r.benchmark, r.method, "acc"))
+                pv.table2_value(pv.OFFICIAL_OF.get(r.benchmark, r.benchmark), r.method, "acc"))
             for r in in_method_order(frame, "arm", "benchmark").itertuples()]  # fmt: skip
 
 
@@ -179,7 +185,8 @@ def table(all_rows: list[Row]) -> tb.Table:
          "Δ Acc [95% CI]", "paper − default", "verdict"],
         note="Δ = variant − default per seed, mean over the seeds both have (n), 95% Student-t interval. Verdict: "
         "whether the interval holds 0 (no measured effect), the gap to the paper (explains the gap), lies short of "
-        "it (explains part), beyond it (overshoots), or on the other side (away from the paper).",
+        "it (explains part), beyond it (overshoots), or on the other side (away from the paper). paper: Table II's value, "
+        "on the official data where the runs' benchmark is a copy of it (the CIFAR-10 JPEG copy).",
     )  # fmt: skip
     for r in all_rows:
         t.add([r.cell.title, pv.method_label(r.method), r.name, pv.bench_label(r.benchmark), r.reading, r.diff.n,
@@ -214,9 +221,11 @@ def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     moved = sorted({f"{who((r.method, r.name))} {r.diff.interval()} on {pv.bench_label(r.benchmark)}"
                     for r in cell_rows if r.verdict != NO_EFFECT})  # fmt: skip
     n = max(r.diff.n for r in cell_rows)
-    paper = "paper (split-MNIST/split-FMNIST) " + ", ".join(
-        f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in ('split_mnist', 'split_fmnist'))}"
-        for m in cell.methods
+    official = [pv.OFFICIAL_OF.get(b, b) for b in cell.benchmarks]
+    paper = f"paper ({'/'.join(pv.bench_label(b) for b in official)}"
+    paper += ", official data) " if official != list(cell.benchmarks) else ") "
+    paper += ", ".join(
+        f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in official)}" for m in cell.methods
     )
     return (
         f"**{cell.title}** ({paper}; default: {cell.default_label}): {what}. "
@@ -236,9 +245,11 @@ def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], l
     return out
 
 
-def markdown(experiments: dict[str, Experiment], level: int = 3) -> list[str]:
-    """The notes as a list, then the table of every variant (when any cell has runs)."""
+def markdown(experiments: dict[str, Experiment], level: int = 3, on=("split_mnist", "split_fmnist")) -> list[str]:
+    """The notes of the cells measured on the benchmarks ``on`` as a list, then the table of every variant
+    (when any of them has runs)."""
+    cells = [c for c in CELLS if set(c.benchmarks) & set(on)]
     m = measured(experiments)
-    out = [f"- {summary(c, *m[c.name])}" for c in CELLS] + [""]
-    all_rows = [r for c in CELLS for r in m[c.name][0]]
+    out = [f"- {summary(c, *m[c.name])}" for c in cells] + [""]
+    all_rows = [r for c in cells for r in m[c.name][0]]
     return out + ([table(all_rows).markdown(level)] if all_rows else [])

@@ -242,10 +242,12 @@ def _table2_notes(e: Experiment | None, p: Page) -> list[str]:
 
 def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10_jpeg") -> list[str]:
     """A benchmark on other data than the paper's, after its tables: its claims judged apart
-    (:func:`other_data`), the BatchNorm variants and MIR's data code against the row before it."""
+    (:func:`other_data`), its cells checked, the BatchNorm variants and MIR's data code against the row before it."""
     if e is None:
         return []
     md = other_data(e, bench, p.built[e.name]["summary"])
+    if any(bench in c.benchmarks for c in cl.CELLS):  # the row's cells, after its claims
+        md += [CELLS_HEAD, "", *cl.markdown(p.experiments, on=(bench,))]
     names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_BEFORE))  # (each once, in order)
     with_bn = [p.experiments[n] for n in names if n in p.experiments]
     md += bn.markdown(distinct_runs(with_bn), bench)
