@@ -147,14 +147,14 @@ fig-choices: setup       ## the paper's open choices, each alone vs the reading'
 CELL_SWEEPS_joint  = cells_joint
 CELL_SWEEPS_agem   = cells_agem_batch cells_agem_draw cells_agem_pool cells_agem_layout cells_agem_per_task
 CELL_SWEEPS_logits = choices_logits_on_overwrite
-CELL_SWEEPS_icarl  = cells_icarl_update
+CELL_SWEEPS_icarl  = cells_icarl_update cells_icarl_classifier
 CELL_TARGETS = $(addprefix cell-,joint agem logits icarl)
 .PHONY: cells $(CELL_TARGETS)
 cells: $(CELL_TARGETS)   ## every Table II cell check below (10 seeds)
 cell-joint:              ## Joint for 1, 2, 5, 10 passes -> multirun/cells_joint/
 cell-agem:               ## A-GEM's reference batch, its draw and pool, the memory layout -> multirun/cells_agem_*/
 cell-logits:             ## stored logits of an overwritten slot, MIR/C-CMR/E-BRS/AdaER -> multirun/choices_logits_on_overwrite/
-cell-icarl:              ## iCaRL's herding vs reservoir on the CIFAR-10 JPEG copy (about 16 CPU-minutes a run) -> multirun/cells_icarl_update/
+cell-icarl:              ## iCaRL's herding vs reservoir, NME vs its head, CIFAR-10 JPEG copy (16 CPU-min a run) -> multirun/cells_icarl_*/
 $(CELL_TARGETS): setup
 	s=0; for c in $(CELL_SWEEPS_$(patsubst cell-%,%,$@)); do \
 		$(PY) src/run.py paper $$c $(PAPER_FLAGS) $(if $(SEEDS),,--seeds $(CHOICE_SEEDS)) $(filter-out experiment=%,$(ARGS)) \

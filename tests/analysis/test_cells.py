@@ -181,3 +181,11 @@ def test_icarls_exemplar_update_on_the_cifar10_copy_is_judged_against_the_offici
     assert "iCaRL's exemplar update" not in table2
     assert "- **iCaRL's exemplar update** (paper (split-CIFAR10, official data) iCaRL 33.1;" in row
     assert "| iCaRL's exemplar update | iCaRL | reservoir, each image seen once" in row
+
+
+def test_icarls_classifier_cell_takes_null_as_the_nearest_mean():
+    # method.plugin.classifier null (the suite's default: iCaRL's Alg. 1) is the default arm, head the variant
+    default = cl.BY_NAME["icarl_classifier"].is_default
+    assert default({"method.plugin.classifier": None}, "mir_code") and default({}, "mir_code")
+    assert default({"method.plugin.classifier": "nme"}, "mir_code")
+    assert not default({"method.plugin.classifier": "head"}, "mir_code")

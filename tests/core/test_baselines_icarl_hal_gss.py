@@ -58,6 +58,10 @@ def test_icarl_nearest_mean_classifies_clusters():
     assert (net(x).argmax(1) == 3).all()  # the head alone is always wrong
     assert (scores.argmax(1) == y).all()
     assert torch.isneginf(scores[:, 3]).all()  # no exemplars, never predicted
+    # classifier=head (the paper's hybrid1): the learner's own masked head, the exemplars unused
+    for classifier, expected in (("head", torch.full_like(y, 3)), ("nme", y)):
+        learner.plugin = ICaRL(classifier=classifier)
+        assert (learner.predict(x, torch.zeros_like(y)).argmax(1) == expected).all()
 
 
 def test_icarl_loss_distils_the_old_classes_from_the_net_frozen_at_the_task_end():

@@ -55,6 +55,7 @@ GRID_SIZES = {
     "cells_agem_per_task": 2 * 1 * 2 * 10,
     # iCaRL's exemplar update on the CIFAR-10 JPEG copy
     "cells_icarl_update": 1 * 1 * 2 * 10,
+    "cells_icarl_classifier": 1 * 1 * 2 * 10,
 }
 
 

@@ -83,6 +83,11 @@ CELLS = (
          "herding at each task end over the task's kept stream (iCaRL's Alg. 4-5)",
          {"method.update._target_=Reservoir": "reservoir, each image seen once (online iCaRL, Mai et al. 2021)"},
          ("split_cifar10_jpeg",)),
+    Cell("icarl_classifier", "iCaRL's classifier", ("icarl",), ("cells_icarl_classifier",), "make cell-icarl",
+         lambda flat, reading: flat.get("method.plugin.classifier") in (None, "nme"),
+         "nearest mean of exemplars (iCaRL's Alg. 1)",
+         {"method.plugin.classifier=head": "the network's own outputs, trained the same (the paper's hybrid1)"},
+         ("split_cifar10_jpeg",)),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CELLS}
 DEFAULT = "\0default"  # the default's arm (no variant label is empty of keys)

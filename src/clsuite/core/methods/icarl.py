@@ -10,7 +10,8 @@
   The previous network is a frozen copy of the net taken at the end of each task.
 - Classification (Alg. 1): nearest mean of exemplars, y* = argmin_y ||phi(x) - mu_y||
   with phi L2-normalised and mu_y the renormalised mean of phi over the exemplars
-  of class y. Classes without exemplars score -inf.
+  of class y. Classes without exemplars score -inf. ``classifier: head`` predicts with the
+  network's own outputs instead (the paper's "hybrid1", Sec. 4.1), trained the same.
 - Exemplars: ``update: herding`` (``clsuite.core.memory.herding``, default: Alg. 4 and 5 at each
   task end, through ``on_task_end``) or ``update: reservoir`` (online iCaRL, Mai et al. 2021).
 
@@ -33,18 +34,29 @@ memory (``exclude_current_task: false``; with herding it holds past tasks only).
 from __future__ import annotations
 
 import copy
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 
 from clsuite.core.memory.herding import features
 from clsuite.core.methods.base import Plugin
+from clsuite.core.spec import OneOf
 
 
 class ICaRL(Plugin):
     scenarios = ("class_il", "task_il")
 
-    def __init__(self):
+    def __init__(
+        self,
+        classifier: Annotated[
+            str | None,
+            OneOf(
+                "nme", "head", null=True, doc="nearest mean of exemplars (Alg. 1, null) | the net's outputs (hybrid1)"
+            ),
+        ] = None,
+    ):
+        self.classifier = classifier or "nme"  # (null: a key added later keeps the identities of the runs before)
         self.old_net = None  # the network at the end of the previous task
 
     def setup(self, learner) -> None:
@@ -91,7 +103,7 @@ class ICaRL(Plugin):
 
     @torch.no_grad()
     def predict(self, learner, x, t):
-        if learner.memory.size == 0:
+        if learner.memory.size == 0 or self.classifier == "head":
             return None
         mu = self.class_means(learner)
         dist = torch.cdist(features(learner.net, x), mu.nan_to_num(0.0))
