@@ -169,7 +169,7 @@ def records_plan() -> list[list[str]]:
     Table II for the report's Numerics section (copies of Table II's runs), the sweeps of Figs. 5-7 and 9-11,
     the open choices and the cell checks at 10 seeds; split-MNIST and split-FMNIST (Fig. 9: split-FMNIST, the
     paper's other benchmark there being CIFAR-10), portable kernels."""
-    from clsuite.analysis.cells import CELLS
+    from clsuite.analysis.cells import CELLS, MNISTS
     from clsuite.analysis.open_choices import CHOICES
 
     both = ("--benchmarks", "split_mnist,split_fmnist")
@@ -184,10 +184,10 @@ def records_plan() -> list[list[str]]:
         *(
             [s, "--seeds", "10"]
             for c in CELLS
-            if set(c.benchmarks) <= set(both[1].split(","))
+            if set(c.benchmarks) <= set(MNISTS)
             for s in c.sweeps
             if s not in choices
-        ),  # (a cell on the CIFAR-10 JPEG copy: native, beside its row)
+        ),
     ]
     return [[*p, "trainer.numerics=portable"] for p in parts]
 

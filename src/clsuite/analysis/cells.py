@@ -18,6 +18,7 @@ from clsuite.analysis.contrast import contrast, in_method_order
 from clsuite.analysis.load import Experiment, distinct_runs, experiment_names, load_experiment, read_grid, varying_keys
 from clsuite.analysis.stats import Paired
 
+MNISTS = ("split_mnist", "split_fmnist")  # where a cell runs unless it says otherwise (Table II's section's)
 ENV = ("code", "torch_threads", "device", "torch", "numerics")
 NO_EFFECT, EXPLAINS, PART, OVERSHOOTS, AWAY = (
     "no measured effect", "explains the gap", "explains part", "overshoots", "away from the paper",
@@ -53,7 +54,7 @@ class Cell:
     is_default: Callable[[dict, str], bool]
     default_label: str
     labels: dict = field(default_factory=dict)  # variant label -> what it is and whose it is
-    benchmarks: tuple[str, ...] = ("split_mnist", "split_fmnist")  # those its sweeps run
+    benchmarks: tuple[str, ...] = MNISTS  # those its sweeps run
 
 
 CELLS = (
@@ -250,7 +251,7 @@ def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], l
     return out
 
 
-def markdown(experiments: dict[str, Experiment], level: int = 3, on=("split_mnist", "split_fmnist")) -> list[str]:
+def markdown(experiments: dict[str, Experiment], level: int = 3, on=MNISTS) -> list[str]:
     """The notes of the cells measured on the benchmarks ``on`` as a list, then the table of every variant
     (when any of them has runs)."""
     cells = [c for c in CELLS if set(c.benchmarks) & set(on)]
