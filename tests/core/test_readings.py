@@ -144,7 +144,7 @@ def test_a_methods_lr_overrides_the_runs_lr():
 
 def test_swapping_a_methods_update_policy_from_the_command_line():
     _, learner, _ = build(make_cfg("method=icarl", "update@method.update=reservoir"))
-    assert type(learner.update_policy) is Reservoir and learner.plugin.classifier == "nme"  # (null: nme)
+    assert type(learner.update_policy) is Reservoir and learner.plugin.classifier == "nme"  # (null: the nearest mean)
     _, learner, _ = build(make_cfg("method=icarl", "method.plugin.classifier=head"))
     assert learner.plugin.classifier == "head"
     _, learner, _ = build(make_cfg("method=er", "replay@method.replay=mir"))

@@ -112,6 +112,14 @@ def test_every_parameter_of_a_slot_class_is_declared_where_the_class_takes_it():
     assert schema.node_keys("clsuite.core.replay.ccmr.CCMRReplay")["tau"].range() == "in [0, 1]"
 
 
+def test_icarls_classifier_has_one_spelling_of_its_default():
+    """null is the nearest mean of exemplars: ``nme`` would be a second identity of the same runs, refused with
+    the valid choices, null among them (a nullable choice names null)."""
+    with pytest.raises(ConfigError, match=r"^unknown method.plugin.classifier 'nme'; valid choices: head, null$"):
+        validate(make_cfg("method=icarl", "method.plugin.classifier=nme"))
+    validate(make_cfg("method=icarl", "method.plugin.classifier=head"))
+
+
 # ----------------------------------------------------------------------------- the walk
 
 

@@ -85,7 +85,7 @@ CELLS = (
          {"method.update._target_=Reservoir": "reservoir, each image seen once (online iCaRL, Mai et al. 2021)"},
          ("split_cifar10_jpeg",)),
     Cell("icarl_classifier", "iCaRL's classifier", ("icarl",), ("cells_icarl_classifier",), "make cell-icarl",
-         lambda flat, reading: flat.get("method.plugin.classifier") in (None, "nme"),
+         lambda flat, reading: flat.get("method.plugin.classifier") is None,
          "nearest mean of exemplars (iCaRL's Alg. 1)",
          {"method.plugin.classifier=head": "the network's own outputs, trained the same (the paper's hybrid1)"},
          ("split_cifar10_jpeg",)),

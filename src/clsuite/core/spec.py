@@ -64,7 +64,8 @@ class Spec:
             return None
         if self.kind == "choice":
             ok = any(v == c and type(v) is type(c) for c in self.choices)
-            return None if ok else f"unknown {key} {v!r}; valid choices: {choices_text(self.choices)}"
+            valid = choices_text((*self.choices, "null") if self.null else self.choices)
+            return None if ok else f"unknown {key} {v!r}; valid choices: {valid}"
         bad = f"{key} must be {self.range()}, got {v!r}"
         if self.kind == "whole":
             if isinstance(v, float) and math.isfinite(v) and v == int(v) and self._inside(v):

@@ -52,11 +52,11 @@ class ICaRL(Plugin):
         classifier: Annotated[
             str | None,
             OneOf(
-                "nme", "head", null=True, doc="nearest mean of exemplars (Alg. 1, null) | the net's outputs (hybrid1)"
+                "head", null=True, doc="null: nearest mean of exemplars (Alg. 1) | head: the net's outputs (hybrid1)"
             ),
         ] = None,
     ):
-        self.classifier = classifier or "nme"  # (null: a key added later keeps the identities of the runs before)
+        self.classifier = classifier or "nme"  # null, its one spelling: a key added later keeps earlier identities
         self.old_net = None  # the network at the end of the previous task
 
     def setup(self, learner) -> None:
