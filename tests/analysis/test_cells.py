@@ -88,7 +88,7 @@ def test_a_cell_is_found_by_its_sweep_under_another_folder_name_and_noted(tmp_pa
     found = cl.find(root)
     assert list(found) == ["i33_mine"] and cl.owner(found["i33_mine"]) is cl.BY_NAME["joint"]
     joint, agem, logits = (line.removeprefix("- ") for line in cl.markdown(found)[:3])
-    assert joint.startswith("**Joint** (paper (split-MNIST/split-FMNIST) Joint 94.0/83.2; default: 1 pass")
+    assert joint.startswith("**Joint** (paper (split-MNIST) Joint 94.0; default: 1 pass")  # (FMNIST: no default run)
     assert "explained on every benchmark measured by 10 passes over the union" in joint
     assert "multirun/i33_mine/" in joint and "`make cell-joint`" in joint
     assert agem == ("**A-GEM**: not measured here: `make cell-agem` (sweeps/cells_agem_batch.yaml, "
@@ -189,3 +189,31 @@ def test_icarls_classifier_cell_takes_null_as_the_nearest_mean():
     assert default({"method.plugin.classifier": None}, "mir_code") and default({}, "mir_code")
     assert not default({"method.plugin.classifier": "nme"}, "mir_code")  # (the config refuses it: one spelling)
     assert not default({"method.plugin.classifier": "head"}, "mir_code")
+
+
+def test_a_cell_is_noted_with_the_data_its_runs_were_on(tmp_path):
+    """A cell's rows go to the section of the benchmark they ran on, with that benchmark's paper value: iCaRL's
+    update cell run on split-MNIST (``--benchmarks`` overrides the sweep's) is noted among Table II's cells with
+    split-MNIST's 70.3, not in the CIFAR-10 row's with the official split-CIFAR10's 33.1; and with runs of the cell
+    but none of the row, the row's section still notes its cell."""
+    herding = {"method": {"name": "icarl", "update": {"_target_": "clsuite.core.memory.herding.HerdingMemory"}}}
+    reservoir = {"method": {"name": "icarl", "update": {"_target_": "clsuite.core.memory.reservoir.Reservoir"}}}
+    root = tmp_path / "multirun" / "cells_icarl_update"
+    put(root, "icarl", herding, (70.0, 69.0, 71.0, 70.0), tag="herding")
+    put(root, "icarl", reservoir, (60.0, 61.0, 59.0, 60.0), tag="reservoir")
+    found = cl.find(tmp_path / "multirun")
+    mnist = "\n".join(cl.markdown(found))
+    assert "- **iCaRL's exemplar update** (paper (split-MNIST) iCaRL 70.3; default: herding" in mnist
+    cifar = cl.markdown(found, on=("split_cifar10_jpeg",))
+    assert (
+        cifar[0]
+        == "- **iCaRL's exemplar update**: not measured here: `make cell-icarl` (sweeps/cells_icarl_update.yaml, 10 seeds)."
+    )
+    assert not any("| iCaRL's exemplar update |" in line for line in cifar)
+    put(root, "icarl", herding, (50.0, 49.0, 51.0, 50.0), bench="split_cifar10_jpeg", tag="herding")
+    put(root, "icarl", reservoir, (33.0, 35.0, 34.0, 31.0), bench="split_cifar10_jpeg", tag="reservoir")
+    text = build_report(tmp_path / "multirun", tmp_path / "results")["written"].read_text()  # no cifar10_jpeg_row
+    table2, row = text.split("## 1. Table II")[1].split("CIFAR-10 row on CIFAR-10 (JPEG copy)")[:2]
+    assert "(paper (split-MNIST) iCaRL 70.3;" in table2 and "iCaRL 33.1" not in table2
+    assert "- **iCaRL's exemplar update** (paper (split-CIFAR10, official data) iCaRL 33.1;" in row
+    assert "70.3" not in row.split("\n## ")[0]

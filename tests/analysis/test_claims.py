@@ -171,6 +171,55 @@ def test_an_open_claim_gets_the_seeds_its_deciding_comparison_would_need():
     assert tb.open_claims([decided]) is None
 
 
+def test_an_open_claim_is_planned_by_the_comparison_that_decides_it_first():
+    """Several open comparisons: the weakest (the deciding one, lowest lower bound) need not be the one that decides
+    the claim first. One contradicted after Holm decides it: the fewest seeds over those against it; where every
+    open one is on the claim's side, reproduced needs the last of them supported: the most seeds over them."""
+    from clsuite.analysis.stats import seeds_needed
+
+    wide = [-2.7 + v for v in (20.0, -15.0, 10.0, -5.0, -10.0)]  # mean -2.7, sd 14: the lowest lower bound
+    narrow = [-2.3 + v for v in (4.0, -3.0, 2.0, -1.0, -2.0)]  # mean -2.3, sd 2.9: contradicted sooner
+    j = _judged([wide, narrow])
+    j.claim = cl.Claim("t", "table2", "test", "AdaER beats all", cl.beats("acc", ["adaer"]))
+    assert j.deciding is j.comparisons[0] and j.outcomes == [cl.UNRESOLVED, cl.UNRESOLVED]
+    w, text = tb.first_decision(j)
+    n = seeds_needed(2.3, statistics.stdev(narrow), level=1 - 0.05 / 2)
+    assert w is j.comparisons[1] and text == f"{n} to contradict after Holm (m = 2)"
+    assert n < seeds_needed(2.7, statistics.stdev(wide), level=1 - 0.05 / 2)  # (the weakest would need more)
+    row = tb.open_claims([j]).rows[0]
+    assert row[3:] == ["c1, split-MNIST", "5", f"-2.3 ± {statistics.stdev(narrow):.1f}", text]
+
+    sure, unsure = [1.0 + v for v in (1.0, -1.0, 0.5, -0.5)], [0.5 + v for v in (2.0, -2.0, 1.0, -1.0)]
+    both = _judged([sure, unsure])  # both unresolved, both on the claim's side
+    assert set(both.outcomes) == {cl.UNRESOLVED}
+    w, text = tb.first_decision(both)
+    n = [seeds_needed(statistics.mean(d), statistics.stdev(d)) for d in (sure, unsure)]
+    assert n[0] < n[1] and w is both.comparisons[1]
+    assert text == f"{n[1]} to support it, the last of the claim's 2 open comparisons"
+
+
+@pytest.mark.parametrize("benchmark", ["split_mnist", "split_cifar10_jpeg"])
+def test_a_table2_rival_without_runs_is_missing_and_the_claim_not_reproduced(tmp_path, benchmark):
+    """ "Best of all methods" counts every method of the paper's Table II row (the official data's for the JPEG
+    copy): AdaER clearly ahead of the two rivals that ran is partly reproduced, not reproduced; a claim without
+    ``table2`` counts the methods present only."""
+    root = tmp_path / "table2"
+    for s in range(5):
+        for m, acc in (("adaer", 80.0 + s), ("er", 70.0 + s), ("mir", 75.0 + s + 0.1 * s * s)):
+            write_run(root, benchmark=benchmark, method=m, seed=s, R=fake_R(5, acc), reading="mir_code")
+    runs = load_runs(root)[0]
+    (j,) = cl.judge(next(c for c in cl.CLAIMS if c.key == "table2_acc"), runs, benchmarks=(benchmark,))
+    rivals = ["online", "oewc", "si", "gem", "agem", "icarl", "hal", "gss", "ccmr", "ebrs"]  # Table II's, Joint out
+    assert j.outcomes == [cl.SUPPORTED] * 2 + [cl.MISSING] * 10 and j.verdict == cl.PARTLY and j.m == 2
+    assert [c.label for c in j.comparisons[2:]] == [f"AdaER vs {cl.pv.method_label(m)}, Acc" for m in rivals]
+    assert (
+        "missing (under 2 seeds with both arms, or no runs of the rival): AdaER vs Online, Acc"
+        in tb.claims_markdown([j])
+    )
+    present = cl.Claim("t", "table2", "test", "AdaER beats ER and MIR", cl.beats("acc", ["adaer"]), {"memory": 100})
+    assert cl.judge(present, runs, benchmarks=(benchmark,))[0].verdict == cl.REPRODUCED
+
+
 def test_the_sign_flip_floor_counts_the_seeds_of_tested_comparisons_only():
     """A rival with one seed (missing: no interval, no test) does not set the note's n: the row's five seeds do.
     5 seeds: 2/2^5 = 0.0625, the floor said; 6 seeds: 0.03125, nothing to say."""

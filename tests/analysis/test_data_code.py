@@ -31,7 +31,7 @@ def test_each_method_after_minus_before_over_the_seeds_both_ran():
                            _run("mir", 2, 0.0, {}, reading="paper_text")])  # fmt: skip
     text = "\n".join(dc.markdown(after, before, "split_cifar10_jpeg"))
     # Acc: +1, +2 (seed 2 has no mir_code run before) -> 1.5 +- 12.706 * 0.5 = 6.35
-    assert "| MIR | +1.5 [-4.9, +7.9] | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] | 2 |" in text
+    assert "| MIR | +1.5 [-4.9, +7.9] | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] | 2 | – |" in text
 
 
 def test_no_table_without_both_arms():
@@ -40,15 +40,17 @@ def test_no_table_without_both_arms():
     assert dc.markdown(after, pd.DataFrame([_run("mir", 0, 45.0, MIR)]), "split_cifar10_jpeg") == []
 
 
-def test_the_note_says_which_seeds_pair_runs_of_one_machine():
-    """Native kernels differ per machine (CPU model and kernels): the note names the seeds whose two arms ran
-    on one machine and those whose pair spans two (no note for runs without a machine)."""
+def test_each_row_names_its_own_seeds_across_machines():
+    """Native kernels differ per machine (CPU model and kernels): each method's row names the seeds whose two arms
+    ran on two machines, from that method's runs alone (a method of one arm only, on another machine, moves no
+    row); "–" for runs without a machine."""
     avx2, avx512 = "native (ATen AVX2, MKL auto AUTO)", "native (ATen AVX512, MKL auto AUTO)"
-    runs = lambda arm, seed, cpu, k=avx512: {**_run("er", seed, 40.0 + seed, arm), "cpu": cpu, "numerics": k}  # noqa: E731
-    after = pd.DataFrame([runs(MIR, 0, "AMD"), runs(MIR, 1, "AMD"), runs(MIR, 3, "Intel"), runs(MIR, 4, "Intel", avx2)])
-    before = pd.DataFrame([runs({}, 0, "Intel"), runs({}, 1, "Intel"), runs({}, 3, "Intel"), runs({}, 4, "Intel")])
+    runs = lambda m, arm, seed, cpu, k=avx512: {**_run(m, seed, 40.0 + seed, arm), "cpu": cpu, "numerics": k}  # noqa: E731
+    after = pd.DataFrame([runs("er", MIR, 0, "AMD"), runs("er", MIR, 1, "AMD"), runs("er", MIR, 3, "Intel"),
+                          runs("er", MIR, 4, "Intel", avx2), runs("icarl", MIR, 3, "AMD")])  # fmt: skip
+    before = pd.DataFrame([runs("er", {}, s, "Intel") for s in (0, 1, 3, 4)])
     text = "\n".join(dc.markdown(after, before, "split_cifar10_jpeg"))
-    assert (
-        "Pairs: seeds 3 on one machine; seeds 0, 1, 4 across machines (a machine: a CPU model and its kernels" in text
-    )
-    assert dc.machines_note(after.drop(columns="cpu"), before) == ""
+    assert "| ER | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] | 4 | 0, 1, 4 |" in text
+    assert "iCaRL" not in text
+    text = "\n".join(dc.markdown(after.drop(columns="cpu"), before, "split_cifar10_jpeg"))
+    assert "| 4 | – |" in text

@@ -22,7 +22,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast, in_method_order, seeds_by_machine
+from clsuite.analysis.contrast import contrast, in_method_order, seeds_across
 
 DEFAULT = "the reading's (split loss, running statistics)"
 # (label, replay_loss, eval_bn): eval_bn null is the running statistics (the key's absence in older runs)
@@ -76,11 +76,6 @@ def _cells(values: list[np.ndarray]) -> str:
     return " / ".join(f"{v:.1f}" for v in np.mean(values, axis=0))
 
 
-def _across(arm: pd.DataFrame, base: pd.DataFrame) -> str:
-    """The seeds whose pair joins runs of two machines (:func:`seeds_by_machine`), or "–"."""
-    return ", ".join(map(str, seeds_by_machine(arm, base)[1])) or "–"
-
-
 def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     """The section's tables for ``benchmark``'s runs of a network with BatchNorm (empty: no such runs)."""
     df = with_variants(runs[runs["benchmark"] == benchmark]) if not runs.empty else runs
@@ -114,7 +109,7 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
     qs = [q for q, _ in QUANTITIES]
     for r in contrast(df, "variant", DEFAULT, qs, by=["method", "data"], order=order).itertuples():
         of = df[(df["method"] == r.method) & (df["data"] == r.data)]
-        across = _across(of[of["variant"] == r.arm], of[of["variant"] == DEFAULT])
+        across = seeds_across(of[of["variant"] == r.arm], of[of["variant"] == DEFAULT])
         pairs.add([pv.method_label(r.method), r.data, r.arm, *(getattr(r, q).interval() for q in qs), r.n, across])
     versus = tb.Table(
         f"Each method against ER within each BatchNorm variant on {name}, paired by seed",
@@ -129,5 +124,5 @@ def markdown(runs: pd.DataFrame, benchmark: str) -> list[str]:
         for r in contrast(of, "method", "er", qs, by=["data"], order=methods).itertuples():
             arm, er = (of[(of["data"] == r.data) & (of["method"] == m)] for m in (r.arm, "er"))
             versus.add([label, r.data, f"{pv.method_label(r.arm)} − ER", *(getattr(r, q).interval() for q in qs), r.n,
-                        _across(arm, er)])  # fmt: skip
+                        seeds_across(arm, er)])  # fmt: skip
     return [profile.markdown()] + [t.markdown() for t in (pairs, versus) if t.rows]

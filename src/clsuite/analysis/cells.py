@@ -227,9 +227,9 @@ def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     moved = sorted({f"{who((r.method, r.name))} {r.diff.interval()} on {pv.bench_label(r.benchmark)}"
                     for r in cell_rows if r.verdict != NO_EFFECT})  # fmt: skip
     n = max(r.diff.n for r in cell_rows)
-    official = [pv.OFFICIAL_OF.get(b, b) for b in cell.benchmarks]
+    official = [pv.OFFICIAL_OF.get(b, b) for b in pv.order_benchmarks(benches)]  # the paper's, of the runs' data
     paper = f"paper ({'/'.join(pv.bench_label(b) for b in official)}"
-    paper += ", official data) " if official != list(cell.benchmarks) else ") "
+    paper += ", official data) " if official != pv.order_benchmarks(benches) else ") "
     paper += ", ".join(
         f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in official)}" for m in cell.methods
     )
@@ -252,10 +252,10 @@ def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], l
 
 
 def markdown(experiments: dict[str, Experiment], level: int = 3, on=MNISTS) -> list[str]:
-    """The notes of the cells measured on the benchmarks ``on`` as a list, then the table of every variant
-    (when any of them has runs)."""
-    cells = [c for c in CELLS if set(c.benchmarks) & set(on)]
-    m = measured(experiments)
+    """The notes of the cells made for the benchmarks ``on`` or measured on them, from their runs on ``on`` only,
+    as a list, then the table of every variant (when any of them has runs there)."""
+    m = {c: ([r for r in rs if r.benchmark in on], folders) for c, (rs, folders) in measured(experiments).items()}
+    cells = [c for c in CELLS if set(c.benchmarks) & set(on) or m[c.name][0]]
     out = [f"- {summary(c, *m[c.name])}" for c in cells] + [""]
     all_rows = [r for c in cells for r in m[c.name][0]]
     return out + ([table(all_rows).markdown(level)] if all_rows else [])

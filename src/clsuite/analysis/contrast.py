@@ -41,6 +41,32 @@ def seeds_by_machine(*arms: pd.DataFrame) -> tuple[list[int], list[int]]:
     return [s for s in seeds if machines[s] == 1], [s for s in seeds if machines[s] > 1]
 
 
+def seeds_across(arm: pd.DataFrame, base: pd.DataFrame) -> str:
+    """The seeds whose pair joins runs of two machines (:func:`seeds_by_machine`), or "–"."""
+    return ", ".join(map(str, seeds_by_machine(arm, base)[1])) or "–"
+
+
+def machine_groups(runs: pd.DataFrame) -> list[list[str]]:
+    """The methods of ``runs`` in groups whose runs share one machine (:func:`machine`) in every seed two of them
+    ran, in the paper's order: a paired difference within a group is taken on one machine in every seed, one
+    between two groups may not be. [] without a ``cpu``."""
+    if "cpu" not in runs or runs.empty:
+        return []
+    on = runs.assign(machine=machine(runs)).groupby(["method", "seed"])["machine"].agg(frozenset)
+    on = {m: on[m].to_dict() for m in pv.order_methods(runs["method"])}  # method -> {seed: its machines}
+
+    def together(x: str, y: str) -> bool:
+        return all(len(on[x][s]) == 1 and on[x][s] == on[y][s] for s in set(on[x]) & set(on[y]))
+
+    groups: list[list[str]] = []
+    for m in on:
+        group = next((g for g in groups if all(together(m, x) for x in g)), None)
+        if group is None:
+            groups.append(group := [])
+        group.append(m)
+    return groups
+
+
 ORDERS = {"method": pv.order_methods, "benchmark": pv.order_benchmarks}  # columns sorted in the paper's order
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast, in_method_order, seeds_by_machine
+from clsuite.analysis.batchnorm import ACROSS
+from clsuite.analysis.contrast import contrast, in_method_order, seeds_across
 
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
 ARMS = {"after": ("symmetric", 0.05), "before": ("unit", 0.0)}  # (data.input_range, data.val_fraction); null: unit, 0
@@ -31,20 +32,6 @@ def arm(flat: dict) -> str | None:
     return next((a for a, keys in ARMS.items() if keys == data), None)
 
 
-def machines_note(after: pd.DataFrame, before: pd.DataFrame) -> str:
-    """Which seeds pair runs of one machine (CPU model and kernels) and which pair two (:func:`seeds_by_machine`)."""
-    same, across = seeds_by_machine(after, before)
-    parts = [f"seeds {', '.join(map(str, x))} {how}" for x, how in ((same, "on one machine"), (across, "across machines"))
-             if x]  # fmt: skip
-    return (
-        " Pairs: "
-        + "; ".join(parts)
-        + " (a machine: a CPU model and its kernels, whose native numbers differ per machine)."
-        if parts
-        else ""
-    )
-
-
 def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[str]:
     """The table for ``benchmark``'s runs of the reading ``mir_code``; empty when an arm has no runs."""
     arms = []
@@ -58,13 +45,15 @@ def markdown(after: pd.DataFrame, before: pd.DataFrame, benchmark: str) -> list[
     name = pv.bench_label(benchmark)
     t = tb.Table(
         f"MIR's CIFAR-10 data code on {name}: [-1, 1] inputs and 95% of each task's images, against [0, 1] and all",
-        ["method", *[q for _, q in QUANTITIES], "n"],
+        ["method", *[q for _, q in QUANTITIES], "n", ACROSS],
         note="after − before per seed over the seeds both ran, then mean [95% t interval] (% points; for Forget, lower "
         "is better). after: data.input_range=symmetric, data.val_fraction=0.05 (mir_code on the CIFAR family now); "
         "before: the same reading's runs made before the two keys (the record this section was first made of). The "
-        "two keys change together, as the reading sets them." + machines_note(*arms),
+        f"two keys change together, as the reading sets them. {ACROSS}: as in the BatchNorm tables.",
     )
     both = in_method_order(pd.concat(arms))
     for r in contrast(both, "arm", "before", [q for q, _ in QUANTITIES], by=["method"]).itertuples():
-        t.add([pv.method_label(r.method), *(getattr(r, q).interval() for q, _ in QUANTITIES), r.n])
+        after_m, before_m = (a[a["method"] == r.method] for a in arms)
+        t.add([pv.method_label(r.method), *(getattr(r, q).interval() for q, _ in QUANTITIES), r.n,
+               seeds_across(after_m, before_m)])  # fmt: skip
     return [t.markdown()] if t.rows else []

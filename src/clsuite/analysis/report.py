@@ -29,7 +29,7 @@ from clsuite.analysis import paper_values as pv
 from clsuite.analysis import parity as par
 from clsuite.analysis import tables as tb
 from clsuite.analysis.claims import CLAIMS, check_quotes, judge, judge_all
-from clsuite.analysis.contrast import machine, seeds_by_machine
+from clsuite.analysis.contrast import machine, machine_groups
 from clsuite.analysis.defaults import caption, fixed_settings
 from clsuite.analysis.docs_gate import committed_code, ungated
 from clsuite.analysis.load import (
@@ -243,11 +243,13 @@ def _table2_notes(e: Experiment | None, p: Page) -> list[str]:
 def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10_jpeg") -> list[str]:
     """A benchmark on other data than the paper's, after its tables: its claims judged apart
     (:func:`other_data`), its cells checked, the BatchNorm variants and MIR's data code against the row before it."""
-    if e is None:
-        return []
-    md = other_data(e, bench, p.built[e.name]["summary"])
-    if any(bench in c.benchmarks for c in cl.CELLS):  # the row's cells, after its claims
-        md += [CELLS_HEAD, "", *cl.markdown(p.experiments, on=(bench,))]
+    cells = cl.markdown(p.experiments, on=(bench,))  # the row's cells, after its claims (runs of its own too)
+    cells = [CELLS_HEAD, "", *cells] if len(cells) > 1 else []
+    if e is None:  # no row: its cells still, where one has runs here
+        return (
+            cells if any(r.benchmark == bench for rows, _ in cl.measured(p.experiments).values() for r in rows) else []
+        )
+    md = other_data(e, bench, p.built[e.name]["summary"]) + cells
     names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_BEFORE))  # (each once, in order)
     with_bn = [p.experiments[n] for n in names if n in p.experiments]
     md += bn.markdown(distinct_runs(with_bn), bench)
@@ -437,13 +439,16 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     machine's, and a seed's methods on one machine keep its paired comparisons within that machine."""
     t2 = select(s, **pv.TABLE2_CONDITIONS)
     base = select(runs, **pv.TABLE2_CONDITIONS)
-    mixed = ", ".join(str(x) for x in seeds_by_machine(base[base["variant"] == ""])[1])
+    groups = machine_groups(base[base["variant"] == ""])
+    together = "; ".join(", ".join(map(pv.method_label, g)) for g in groups)
     t = tb.Table("Runs per cell", ["method", "reading", "machine (CPU model, kernels)", "n", "seeds", "wall time per run (s)",
                                    "training per run (s)", "CPU per run (s)"],
                  note="Times: mean over the cell's runs on that machine (one torch thread); wall and training times move "
-                      "with the machine's load, CPU (the run's own process; N/A where a run did not record it) much less. " + (f"Seeds {mixed} ran on more than one machine: their paired differences mix machines."
-                                   if mixed else "Each seed's runs are on one machine: every paired difference is "
-                                   "taken within one."))  # fmt: skip
+                      "with the machine's load, CPU (the run's own process; N/A where a run did not record it) much less. " + (
+                      f"Methods whose runs share one machine in every seed: {together}. A paired difference within one of "
+                      "these groups is taken on one machine; one between two groups may pair runs of two machines, whose "
+                      "native numbers differ as a new seed's do (docs/notes/NUMERICS.md)." if len(groups) > 1 else
+                      "Each seed's runs are on one machine: every paired difference is taken within one."))  # fmt: skip
     for m in pv.order_methods(t2["method"]):
         for r in order_readings(t2[t2["method"] == m]["reading"]):
             g = select(runs, method=m, reading=r, **pv.TABLE2_CONDITIONS)

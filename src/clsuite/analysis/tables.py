@@ -431,55 +431,88 @@ def claim_details(j: Judged) -> Table:
 
 
 CAP = 1000  # seeds: the planning table's horizon
+OPEN = (UNRESOLVED, RAW_ONLY, EQ_RAW_ONLY)  # a comparison more seeds may still decide
+
+
+def _seeds(j: Judged, c: Comparison) -> tuple[int, int]:
+    """(seeds to decide ``c`` its own way, seeds to show it equivalent) at its observed mean and sd, each with
+    probability POWER: d > 0 supported (its 95% interval above 0), d <= 0 contradicted after Holm (Bonferroni's
+    bound on Holm's first step, one-sided at ALPHA / m); equivalent after Holm (rule 5: TOST at EQ_ALPHA / m each
+    side, reachable only while |mean| < margin; CAP without a margin)."""
+    r, m = c.result, max(j.m, 1)
+    n = seeds_needed(abs(r.mean), r.sd, level=LEVEL if r.mean > 0 else 1 - 2 * ALPHA / m, n_max=CAP)
+    return n, seeds_for_equivalence(r.mean, r.sd, c.margin, alpha=EQ_ALPHA / m, n_max=CAP) if c.margin > 0 else CAP
 
 
 def seeds_to_decide(j: Judged, w: Comparison) -> str:
-    """The seeds that would decide ``j``'s deciding comparison ``w`` at its observed mean and sd, each with
-    probability POWER: to support it (d > 0: its 95% interval above 0), or to contradict it after Holm
-    (d <= 0: Bonferroni's bound on Holm's first step, one-sided at ALPHA / m); or, where fewer seeds would
-    do it, to show it equivalent within its margin after Holm (rule 5: TOST at EQ_ALPHA / m each side,
-    reachable only while |mean| < margin). Beyond CAP seeds both ways: said so."""
-    r = w.result
+    """The seeds that would decide one comparison ``w`` of ``j`` (:func:`_seeds`): the fewer of its own way and
+    equivalence; beyond CAP seeds both ways, said so."""
     if j.outcomes[j.index(w)] == IDENTICAL:
         return "none: the two arms agree in every seed"
-    m = max(j.m, 1)
-    level = LEVEL if r.mean > 0 else 1 - 2 * ALPHA / m
-    n = seeds_needed(abs(r.mean), r.sd, level=level, n_max=CAP)
+    (n, n_eq), r = _seeds(j, w), w.result
     goal = "support" if r.mean > 0 else f"contradict after Holm (m = {j.m})"
-    has_margin = w.margin > 0
-    n_eq = seeds_for_equivalence(r.mean, r.sd, w.margin, alpha=EQ_ALPHA / m, n_max=CAP) if has_margin else CAP
     eq_goal = f"show equivalence within ±{margin(w.margin)} after Holm (m = {j.m})"
     if n_eq < CAP and n_eq < n:
         return f"{n_eq} to {eq_goal}"
     if n < CAP:
         return f"{n} to {goal}"
-    if not has_margin:
+    if not w.margin > 0:
         return f"over {CAP} to {goal}"
     if abs(r.mean) >= w.margin:
         return f"over {CAP} to {goal}; equivalence out of reach (|mean d| ≥ margin ±{margin(w.margin)})"
     return f"over {CAP} either way: to {goal} or to {eq_goal}"
 
 
+def first_decision(j: Judged) -> tuple[Comparison, str] | None:
+    """The comparison whose outcome would decide claim ``j`` with the fewest seeds, and the seeds (rule 2): one
+    open comparison contradicted after Holm (not reproduced) or shown equivalent (tied), or, only where every
+    open one is on the claim's side, the last of them supported (reproduced). One open comparison: its own
+    :func:`seeds_to_decide`; none: the deciding comparison of identical arms, else None."""
+    opened = [c for c, o in zip(j.comparisons, j.outcomes, strict=True) if o in OPEN]
+    if len(opened) <= 1:
+        w = opened[0] if opened else j.deciding
+        identical = w is not None and j.outcomes[j.index(w)] == IDENTICAL
+        return (w, seeds_to_decide(j, w)) if opened or identical else None
+    seeds = {c: _seeds(j, c) for c in opened}
+    options = [(seeds[c][0], c, f"contradict after Holm (m = {j.m})") for c in opened if c.result.mean <= 0]
+    options += [(seeds[c][1], c, f"show equivalence within ±{margin(c.margin)} after Holm (m = {j.m})")
+                for c in opened if c.margin > 0]  # fmt: skip
+    if all(c.result.mean > 0 for c in opened):
+        last = max(opened, key=lambda c: seeds[c][0])
+        runs = f"; the {j.outcomes.count(MISSING)} missing also need runs" if MISSING in j.outcomes else ""
+        options.append(
+            (seeds[last][0], last, f"support it, the last of the claim's {len(opened)} open comparisons{runs}")
+        )
+    n, c, goal = min(options, key=lambda o: o[0])
+    if n < CAP:
+        return c, f"{n} to {goal}"
+    w = j.deciding  # beyond CAP every way: the deciding comparison's own words where they say so too
+    return w, seeds_to_decide(j, w) if min(seeds.get(w, (0,))) >= CAP else f"over {CAP}: no outcome within {CAP} seeds"
+
+
 def open_claims(judged: list[Judged]) -> Table | None:
-    """Per claim left inconclusive or partly reproduced: the seeds its deciding comparison would need."""
+    """Per claim left inconclusive or partly reproduced: the seeds that would decide it first (:func:`first_decision`)."""
     t = Table(
         "Seeds that would decide each open claim",
-        ["claim", "reading", "verdict", "deciding comparison", "n", "mean d ± sd over seeds", "seeds it would need"],
-        note=f"Seeds it would need: the smallest n whose paired t test decides the deciding comparison with "
-        f"probability {POWER:g} if its true mean difference and per-seed sd are the ones observed (a planning "
-        "estimate: the observed mean of a comparison the seeds cannot separate is itself uncertain); d > 0 "
-        f"needs its 95% interval above 0 (supported), d <= 0 a one-sided p below {ALPHA:g} / m (contradicted "
-        "after Holm, Bonferroni's bound on Holm's first step). Where fewer seeds would show the comparison "
-        f"equivalent (rule 5: |mean d| inside the margin; TOST at {EQ_ALPHA:g} / m each side, its exact power "
-        "by one integral over the sample sd), that count instead: the claim would then be not reproduced: tied. "
-        f"Over {CAP}: neither outcome within {CAP} seeds at the observed mean and sd. A partly reproduced claim "
-        "needs every unresolved comparison supported, the deciding one being the weakest.",
+        ["claim", "reading", "verdict", "the comparison that would decide it first", "n", "mean d ± sd over seeds",
+         "seeds it would need"],
+        note=f"Seeds it would need: the smallest n whose paired t test decides a comparison with probability {POWER:g} "
+        "if its true mean difference and per-seed sd are the ones observed (a planning estimate: the observed mean of "
+        f"a comparison the seeds cannot separate is itself uncertain); d > 0 needs its 95% interval above 0 "
+        f"(supported), d <= 0 a one-sided p below {ALPHA:g} / m (contradicted after Holm, Bonferroni's bound on "
+        f"Holm's first step); equivalence: rule 5, |mean d| inside the margin, TOST at {EQ_ALPHA:g} / m each side, "
+        "its exact power by one integral over the sample sd. Of the claim's open comparisons (unresolved, or "
+        "contradicted or equivalent raw only), the one that decides the claim with the fewest seeds (rule 2): any "
+        "one contradicted (not reproduced) or equivalent (not reproduced: tied), or, where every one is on the "
+        "claim's side, the last one supported (reproduced; a claim with missing comparisons also needs their "
+        f"runs). Over {CAP}: no outcome within {CAP} seeds at the observed means and sds.",
     )  # fmt: skip
     for j in judged:
-        if j.verdict in (INCONCLUSIVE, PARTLY) and (w := j.deciding) is not None:
+        if j.verdict in (INCONCLUSIVE, PARTLY) and (plan := first_decision(j)) is not None:
+            w, text = plan
             r = w.result
             t.add([j.claim.text, j.reading, j.verdict, f"{w.label}, {pv.bench_label(w.benchmark)}", r.n,
-                   f"{r.mean:+.1f} ± {r.sd:.1f}", seeds_to_decide(j, w)])  # fmt: skip
+                   f"{r.mean:+.1f} ± {r.sd:.1f}", text])  # fmt: skip
     return t if t.rows else None
 
 
@@ -501,6 +534,9 @@ def claims_markdown(judged: list[Judged]) -> str:
         unsep = [
             c for c, o in zip(j.comparisons, j.outcomes, strict=True) if c.outcome == UNRESOLVED and o != EQUIVALENT
         ]
+        if missing := [c for c, o in zip(j.comparisons, j.outcomes, strict=True) if o == MISSING]:
+            out.append(listed(j, "missing (under 2 seeds with both arms, or no runs of the rival): ", missing,
+                              lambda c: f"n={c.result.n}"))  # fmt: skip
         if unsep:  # one count of seeds when every comparison has it, else each comparison's own
             ns = {c.result.n for c in unsep}
             what, show = (f"{ns.pop()} seeds cannot separate ", lambda c: c.result.interval()) if len(ns) == 1 else (
