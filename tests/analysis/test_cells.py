@@ -217,3 +217,8 @@ def test_a_cell_is_noted_with_the_data_its_runs_were_on(tmp_path):
     assert "(paper (split-MNIST) iCaRL 70.3;" in table2 and "iCaRL 33.1" not in table2
     assert "- **iCaRL's exemplar update** (paper (split-CIFAR10, official data) iCaRL 33.1;" in row
     assert "70.3" not in row.split("\n## ")[0]
+    # on the official split-CIFAR10 (the paper's data), the rows belong to Table II's section, beside MNIST's
+    put(root, "icarl", herding, (40.0, 41.0, 39.0, 40.0), bench="split_cifar10", tag="herding")
+    put(root, "icarl", reservoir, (35.0, 36.0, 34.0, 35.0), bench="split_cifar10", tag="reservoir")
+    paper = "\n".join(cl.markdown(cl.find(tmp_path / "multirun"), on=cl.pv.BENCHMARKS))
+    assert "(paper (split-MNIST/split-CIFAR10) iCaRL 70.3/33.1;" in paper

@@ -29,8 +29,9 @@ NULL = [4.0, -4.0, 3.0, -3.5, 0.5]  # mean 0: the seeds cannot separate the arms
 P_BORDERLINE = _t4_two_sided_p(1.6 / math.sqrt(3.7 / 4 / 5)) / 2  # one-sided p for d < 0, about 0.0102
 
 
-def _judged(diffs: list[list[float]]) -> cl.Judged:
-    comps = [cl.Comparison("split_mnist", f"c{i}", one_sample(d)) for i, d in enumerate(diffs)]
+def _judged(diffs: list[list[float]], margins=None) -> cl.Judged:
+    margins = margins or [float("nan")] * len(diffs)
+    comps = [cl.Comparison("split_mnist", f"c{i}", one_sample(d), m) for i, (d, m) in enumerate(zip(diffs, margins))]
     return cl.Judged(claim=None, reading="mir_code", comparisons=comps)
 
 
@@ -198,6 +199,32 @@ def test_an_open_claim_is_planned_by_the_comparison_that_decides_it_first():
     assert text == f"{n[1]} to support it, the last of the claim's 2 open comparisons"
 
 
+def test_the_plan_keeps_rule_5s_precedence_and_names_what_blocks_the_claim():
+    """Supported comes before equivalent: a comparison on the claim's side is planned to a tie only where that
+    takes fewer seeds than support. Identical arms keep a claim from "reproduced": no support is planned then.
+    A partly reproduced claim with nothing open but missing comparisons is planned to their runs."""
+    from clsuite.analysis.stats import seeds_needed
+
+    ahead = [1.0 + v for v in (2.0, -2.0, 1.0, -1.0, 0.0)]  # mean +1, sd 1.6: unresolved, support in ~20
+    noisy = [-0.2 + v for v in (30.0, -30.0, 20.0, -20.0, 0.0)]  # mean -0.2, sd 25: nothing within 1000
+    j = _judged([ahead, noisy], margins=[1.25, 1.25])
+    assert j.outcomes == [cl.UNRESOLVED, cl.UNRESOLVED]
+    n_for, n_eq = tb._seeds(j, j.comparisons[0])
+    assert n_for < n_eq < 1000  # a tie would be reachable, but support comes first
+    w, text = tb.first_decision(j)  # not "n_eq to show equivalence" of the first: the noisy one's own words
+    assert w is j.comparisons[1] and text.startswith("over 1000 either way: to contradict after Holm (m = 2)")
+    alone = _judged([ahead], margins=[1.25])
+    assert tb.first_decision(alone)[1] == f"{seeds_needed(1.0, statistics.stdev(ahead))} to support"
+    blocked = _judged([ahead, [0.0] * 5])  # one comparison identical: never reproduced
+    assert blocked.outcomes == [cl.UNRESOLVED, cl.IDENTICAL]
+    assert tb.first_decision(blocked)[1].startswith("none: identical arms keep the claim from being reproduced")
+    partly = _judged([[2.0, 2.1, 1.9], [3.0]])  # supported, and one rival with one seed: missing
+    assert partly.verdict == cl.PARTLY and tb.first_decision(partly) == (
+        partly.comparisons[1],
+        "none open: runs of its 1 missing comparisons",
+    )
+
+
 @pytest.mark.parametrize("benchmark", ["split_mnist", "split_cifar10_jpeg"])
 def test_a_table2_rival_without_runs_is_missing_and_the_claim_not_reproduced(tmp_path, benchmark):
     """ "Best of all methods" counts every method of the paper's Table II row (the official data's for the JPEG
@@ -216,6 +243,9 @@ def test_a_table2_rival_without_runs_is_missing_and_the_claim_not_reproduced(tmp
         "missing (under 2 seeds with both arms, or no runs of the rival): AdaER vs Online, Acc"
         in tb.claims_markdown([j])
     )
+    (fwt,) = cl.judge(next(c for c in cl.CLAIMS if c.key == "table2_fwt"), runs, benchmarks=(benchmark,))
+    assert "AdaER vs Online, FWT" not in [c.label for c in fwt.comparisons]  # the paper's Online FWT: N/A
+    assert "AdaER vs GEM, FWT" in [c.label for c in fwt.comparisons]
     present = cl.Claim("t", "table2", "test", "AdaER beats ER and MIR", cl.beats("acc", ["adaer"]), {"memory": 100})
     assert cl.judge(present, runs, benchmarks=(benchmark,))[0].verdict == cl.REPRODUCED
 

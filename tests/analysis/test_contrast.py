@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from clsuite.analysis.contrast import contrast, in_method_order
+from clsuite.analysis.contrast import contrast, in_method_order, machine_groups
 
 
 def _runs(rows):
@@ -63,3 +63,22 @@ def test_pairs_of_arms_in_every_group_and_a_seeds_runs_averaged():
     assert (f["acc"][0].mean, f["acc_arm"][0]) == (15.5, 85.5)  # b: 86 (mean of 81, 91), 85; a: 70, 70
     last = contrast(runs, "arm", [("b", "a")], ["acc"], by=["group"])  # default: a seed's last run (91)
     assert (last["acc"][0].mean, last["acc_arm"][0]) == (18.0, 88.0)
+
+
+def test_machine_groups_pair_runs_of_one_benchmark_reading_and_seed():
+    """Methods share a group where every (benchmark, reading, seed) both ran is on one machine: one reading on
+    machine A and the other on B splits nobody; a method moved to B in one seed of A's reading leaves the group;
+    a method with one seed on two machines is named apart."""
+    rows = [("er", r, s, "A" if r == "paper_text" else "B") for r in ("paper_text", "mir_code") for s in (0, 1)]
+    rows += [(m, r, s, cpu) for m in ("mir", "adaer") for _, r, s, cpu in rows[:4]]
+    runs = lambda rs: pd.DataFrame(  # noqa: E731
+        [
+            {"method": m, "benchmark": "split_mnist", "reading": r, "seed": s, "cpu": c, "numerics": "k"}
+            for m, r, s, c in rs
+        ]
+    )
+    assert machine_groups(runs(rows)) == ([["er", "mir", "adaer"]], [])
+    moved = [(m, r, s, "B" if (m, r, s) == ("mir", "paper_text", 1) else c) for m, r, s, c in rows]
+    assert machine_groups(runs(moved)) == ([["er", "adaer"], ["mir"]], [])
+    assert machine_groups(runs([*rows, ("adaer", "mir_code", 0, "A")])) == ([["er", "mir"], ["adaer"]], ["adaer"])
+    assert machine_groups(runs(rows).drop(columns="cpu")) == ([], [])

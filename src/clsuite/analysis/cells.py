@@ -252,10 +252,10 @@ def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], l
 
 
 def markdown(experiments: dict[str, Experiment], level: int = 3, on=MNISTS) -> list[str]:
-    """The notes of the cells made for the benchmarks ``on`` or measured on them, from their runs on ``on`` only,
-    as a list, then the table of every variant (when any of them has runs there)."""
-    m = {c: ([r for r in rs if r.benchmark in on], folders) for c, (rs, folders) in measured(experiments).items()}
-    cells = [c for c in CELLS if set(c.benchmarks) & set(on) or m[c.name][0]]
+    """The notes of the cells made for the benchmarks ``on`` or measured on them, from their runs on ``on`` only
+    (None: every cell, every run), as a list, then the table of every variant (when any of them has runs there)."""
+    m = {c: ([r for r in rs if on is None or r.benchmark in on], f) for c, (rs, f) in measured(experiments).items()}
+    cells = [c for c in CELLS if on is None or set(c.benchmarks) & set(on) or m[c.name][0]]
     out = [f"- {summary(c, *m[c.name])}" for c in cells] + [""]
     all_rows = [r for c in cells for r in m[c.name][0]]
     return out + ([table(all_rows).markdown(level)] if all_rows else [])

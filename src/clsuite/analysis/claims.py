@@ -10,8 +10,8 @@ Rules (the same for every claim; :func:`outcome`, :func:`family` and :func:`verd
    lies below 0, **unresolved** when it contains 0 (the seeds cannot separate the two arms),
    **identical** when the two arms agree to the last digit in every seed (FWT in class-IL: it
    depends on the initialisation only), and **missing** when fewer than 2 seeds have both arms
-   ("best of all methods" in Table II counts every method of the paper's row: one without runs is
-   missing).
+   ("best of all methods" in Table II counts every method the paper's row gives a value: one without
+   runs is missing).
 2. A claim is **reproduced** when every comparison is supported; **not reproduced** when at least
    one is contradicted after the family-wise control of rule 4 (each claim of the paper is a
    conjunction, "best of all", "at every M", "beats MIR's and ER's": one comparison that goes the
@@ -302,15 +302,18 @@ Builder = Callable[[str, pd.DataFrame, list[str]], Iterator[Comparison]]
 
 def beats(quantity: str, winners, losers=None, over: str | None = None, exclude=("joint",), table2=False) -> Builder:
     """Each winner beats each loser (default: every other method present) on every benchmark (and value of ``over``).
-    ``table2``: the losers are the methods of the paper's Table II row of the benchmark (of the official data for a
-    copy); one without runs is a missing comparison, so the claim cannot be reproduced without it."""
+    ``table2``: the losers are the methods with a value in the paper's Table II row of the benchmark (of the official
+    data for a copy); one without runs is a missing comparison, so the claim cannot be reproduced without it."""
 
     def build(b, rb, present):
         ws = [m for m in winners if m in present]
         pairs = [(w, lo) for w in ws for lo in (losers or present) if lo in present and lo != w and lo not in exclude]
         rb = rb.sort_values(over, kind="stable") if over else rb
         yield from _better(b, rb, quantity, "method", pairs, [over] if over else [])
-        rivals = pv.TABLE2.get(pv.OFFICIAL_OF.get(b, b), {}) if table2 else {}
+        paper = pv.OFFICIAL_OF.get(b, b)
+        rivals = (
+            [m for m in pv.TABLE2.get(paper, {}) if pv.table2_value(paper, m, quantity) is not None] if table2 else []
+        )
         for w, lo in ((w, lo) for w in ws for lo in pv.order_methods(rivals) if lo not in (*present, *exclude, w)):
             label = f"{pv.method_label(w)} vs {pv.method_label(lo)}, {QUANTITIES[quantity].label}"
             yield Comparison(b, label, one_sample([]), MARGINS[quantity])  # no runs of lo: missing

@@ -46,17 +46,20 @@ def seeds_across(arm: pd.DataFrame, base: pd.DataFrame) -> str:
     return ", ".join(map(str, seeds_by_machine(arm, base)[1])) or "–"
 
 
-def machine_groups(runs: pd.DataFrame) -> list[list[str]]:
-    """The methods of ``runs`` in groups whose runs share one machine (:func:`machine`) in every seed two of them
-    ran, in the paper's order: a paired difference within a group is taken on one machine in every seed, one
-    between two groups may not be. [] without a ``cpu``."""
+def machine_groups(runs: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
+    """(the methods of ``runs`` in groups whose runs share one machine (:func:`machine`) wherever two of them ran a
+    seed of one benchmark and reading, in the paper's order; the methods with a seed on two machines). A paired
+    difference within a group is taken on one machine, one between two groups may not be. ([], []) without a
+    ``cpu``."""
     if "cpu" not in runs or runs.empty:
-        return []
-    on = runs.assign(machine=machine(runs)).groupby(["method", "seed"])["machine"].agg(frozenset)
-    on = {m: on[m].to_dict() for m in pv.order_methods(runs["method"])}  # method -> {seed: its machines}
+        return [], []
+    keys = [k for k in ("benchmark", "reading") if k in runs] + ["seed"]
+    on = runs.assign(machine=machine(runs)).groupby(["method", *keys])["machine"].agg(frozenset)
+    on = {m: on[m].to_dict() for m in pv.order_methods(runs["method"])}  # method -> {(..., seed): its machines}
+    split = [m for m, where in on.items() if any(len(v) > 1 for v in where.values())]
 
     def together(x: str, y: str) -> bool:
-        return all(len(on[x][s]) == 1 and on[x][s] == on[y][s] for s in set(on[x]) & set(on[y]))
+        return x not in split and y not in split and all(on[x][k] == on[y][k] for k in set(on[x]) & set(on[y]))
 
     groups: list[list[str]] = []
     for m in on:
@@ -64,7 +67,7 @@ def machine_groups(runs: pd.DataFrame) -> list[list[str]]:
         if group is None:
             groups.append(group := [])
         group.append(m)
-    return groups
+    return groups, split
 
 
 ORDERS = {"method": pv.order_methods, "benchmark": pv.order_benchmarks}  # columns sorted in the paper's order

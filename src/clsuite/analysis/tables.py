@@ -465,24 +465,28 @@ def seeds_to_decide(j: Judged, w: Comparison) -> str:
 
 def first_decision(j: Judged) -> tuple[Comparison, str] | None:
     """The comparison whose outcome would decide claim ``j`` with the fewest seeds, and the seeds (rule 2): one
-    open comparison contradicted after Holm (not reproduced) or shown equivalent (tied), or, only where every
-    open one is on the claim's side, the last of them supported (reproduced). One open comparison: its own
-    :func:`seeds_to_decide`; none: the deciding comparison of identical arms, else None."""
+    open comparison contradicted after Holm (not reproduced) or shown equivalent before it is supported (tied),
+    or, where every open one is on the claim's side and no identical arms keep the claim from it, the last of
+    them supported (reproduced; missing comparisons also need their runs). Nothing open: the deciding comparison
+    of identical arms, a missing one's runs, else None."""
     opened = [c for c, o in zip(j.comparisons, j.outcomes, strict=True) if o in OPEN]
-    if len(opened) <= 1:
-        w = opened[0] if opened else j.deciding
-        identical = w is not None and j.outcomes[j.index(w)] == IDENTICAL
-        return (w, seeds_to_decide(j, w)) if opened or identical else None
-    seeds = {c: _seeds(j, c) for c in opened}
+    missing = [c for c, o in zip(j.comparisons, j.outcomes, strict=True) if o == MISSING]
+    runs = f"; the {len(missing)} missing also need runs" if missing else ""
+    if not opened:
+        w = j.deciding
+        if w is not None and j.outcomes[j.index(w)] == IDENTICAL:
+            return w, seeds_to_decide(j, w)
+        return (missing[0], f"none open: runs of its {len(missing)} missing comparisons") if missing else None
+    seeds = {c: _seeds(j, c) for c in opened}  # (its own way, equivalence)
     options = [(seeds[c][0], c, f"contradict after Holm (m = {j.m})") for c in opened if c.result.mean <= 0]
     options += [(seeds[c][1], c, f"show equivalence within ±{margin(c.margin)} after Holm (m = {j.m})")
-                for c in opened if c.margin > 0]  # fmt: skip
-    if all(c.result.mean > 0 for c in opened):
+                for c in opened if c.margin > 0 and (c.result.mean <= 0 or seeds[c][1] < seeds[c][0])]  # fmt: skip
+    if all(c.result.mean > 0 for c in opened) and IDENTICAL not in j.outcomes:
         last = max(opened, key=lambda c: seeds[c][0])
-        runs = f"; the {j.outcomes.count(MISSING)} missing also need runs" if MISSING in j.outcomes else ""
-        options.append(
-            (seeds[last][0], last, f"support it, the last of the claim's {len(opened)} open comparisons{runs}")
-        )
+        what = "support" if len(opened) == 1 else f"support it, the last of the claim's {len(opened)} open comparisons"
+        options.append((seeds[last][0], last, what + runs))
+    if not options:
+        return opened[0], "none: identical arms keep the claim from being reproduced, and no comparison goes against it"
     n, c, goal = min(options, key=lambda o: o[0])
     if n < CAP:
         return c, f"{n} to {goal}"
@@ -512,7 +516,7 @@ def open_claims(judged: list[Judged]) -> Table | None:
             w, text = plan
             r = w.result
             t.add([j.claim.text, j.reading, j.verdict, f"{w.label}, {pv.bench_label(w.benchmark)}", r.n,
-                   f"{r.mean:+.1f} ± {r.sd:.1f}", text])  # fmt: skip
+                   f"{r.mean:+.1f} ± {r.sd:.1f}" if r.defined else "–", text])  # fmt: skip
     return t if t.rows else None
 
 
