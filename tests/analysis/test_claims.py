@@ -227,9 +227,9 @@ def test_the_plan_keeps_rule_5s_precedence_and_names_what_blocks_the_claim():
 
 @pytest.mark.parametrize("benchmark", ["split_mnist", "split_cifar10_jpeg"])
 def test_a_table2_rival_without_runs_is_missing_and_the_claim_not_reproduced(tmp_path, benchmark):
-    """ "Best of all methods" counts every method of the paper's Table II row (the official data's for the JPEG
-    copy): AdaER clearly ahead of the two rivals that ran is partly reproduced, not reproduced; a claim without
-    ``table2`` counts the methods present only."""
+    """ "Best of all methods" counts every method the paper's Table II row gives a value (the official data's for
+    the JPEG copy; an N/A cell is no rival): AdaER clearly ahead of the two rivals that ran is partly reproduced,
+    not reproduced; a claim without ``table2`` counts the methods present only."""
     root = tmp_path / "table2"
     for s in range(5):
         for m, acc in (("adaer", 80.0 + s), ("er", 70.0 + s), ("mir", 75.0 + s + 0.1 * s * s)):
