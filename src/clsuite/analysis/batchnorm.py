@@ -22,7 +22,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.contrast import contrast, in_method_order, seeds_across
+from clsuite.analysis.contrast import ACROSS, contrast, in_method_order, seeds_across
 
 DEFAULT = "the reading's (split loss, running statistics)"
 # (label, replay_loss, eval_bn): eval_bn null is the running statistics (the key's absence in older runs)
@@ -32,7 +32,6 @@ VARIANTS = (
     ("statistics re-estimated over the memory (eval_bn=memory)", "split", "memory"),
 )
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"), ("diagonal", "mean R[j, j], j < T"))
-ACROSS = "seeds across machines"  # a pair of runs of two machines (CPU model or kernels): their numbers differ too
 
 
 def continual_norm(groups: int) -> str:

@@ -41,6 +41,9 @@ def seeds_by_machine(*arms: pd.DataFrame) -> tuple[list[int], list[int]]:
     return [s for s in seeds if machines[s] == 1], [s for s in seeds if machines[s] > 1]
 
 
+ACROSS = "seeds across machines"  # a pair of runs of two machines (CPU model or kernels): their numbers differ too
+
+
 def seeds_across(arm: pd.DataFrame, base: pd.DataFrame) -> str:
     """The seeds whose pair joins runs of two machines (:func:`seeds_by_machine`), or "–"."""
     return ", ".join(map(str, seeds_by_machine(arm, base)[1])) or "–"

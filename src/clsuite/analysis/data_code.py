@@ -14,8 +14,7 @@ import pandas as pd
 
 from clsuite.analysis import paper_values as pv
 from clsuite.analysis import tables as tb
-from clsuite.analysis.batchnorm import ACROSS
-from clsuite.analysis.contrast import contrast, in_method_order, seeds_across
+from clsuite.analysis.contrast import ACROSS, contrast, in_method_order, seeds_across
 
 QUANTITIES = (("acc", "Acc"), ("forget", "Forget"), ("bwt", "BWT"))
 ARMS = {"after": ("symmetric", 0.05), "before": ("unit", 0.0)}  # (data.input_range, data.val_fraction); null: unit, 0
