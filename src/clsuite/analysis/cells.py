@@ -227,9 +227,10 @@ def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     moved = sorted({f"{who((r.method, r.name))} {r.diff.interval()} on {pv.bench_label(r.benchmark)}"
                     for r in cell_rows if r.verdict != NO_EFFECT})  # fmt: skip
     n = max(r.diff.n for r in cell_rows)
-    official = [pv.OFFICIAL_OF.get(b, b) for b in pv.order_benchmarks(benches)]  # the paper's, of the runs' data
+    ran = pv.order_benchmarks(benches)
+    official = [pv.OFFICIAL_OF.get(b, b) for b in ran]  # the paper's, of the data the runs were on
     paper = f"paper ({'/'.join(pv.bench_label(b) for b in official)}"
-    paper += ", official data) " if official != pv.order_benchmarks(benches) else ") "
+    paper += ", official data) " if official != ran else ") "
     paper += ", ".join(
         f"{pv.method_label(m)} {'/'.join(str(pv.table2_value(b, m, 'acc')) for b in official)}" for m in cell.methods
     )
@@ -240,21 +241,22 @@ def summary(cell: Cell, cell_rows: list[Row], folders: list[str]) -> str:
     )
 
 
-def measured(experiments: dict[str, Experiment]) -> dict[str, tuple[list[Row], list[str]]]:
-    """Per cell: its rows (steps 2-3) and the folders of its runs (step 1: distinct by identity)."""
+def measured(experiments: dict[str, Experiment], on=None) -> dict[str, tuple[list[Row], list[str]]]:
+    """Per cell: its rows (steps 2-3) on the benchmarks ``on`` (None: all) and the folders of its runs (step 1:
+    distinct by identity)."""
     out = {}
     for c in CELLS:
         mine = [e for e in experiments.values() if not e.empty and owner(e) is c]
         runs = distinct_runs(mine)
         runs = runs[runs["method"].isin(c.methods)] if mine else runs
-        out[c.name] = (rows(c, runs), sorted(e.name for e in mine))
+        out[c.name] = ([r for r in rows(c, runs) if on is None or r.benchmark in on], sorted(e.name for e in mine))
     return out
 
 
 def markdown(experiments: dict[str, Experiment], level: int = 3, on=MNISTS) -> list[str]:
     """The notes of the cells made for the benchmarks ``on`` or measured on them, from their runs on ``on`` only
     (None: every cell, every run), as a list, then the table of every variant (when any of them has runs there)."""
-    m = {c: ([r for r in rs if on is None or r.benchmark in on], f) for c, (rs, f) in measured(experiments).items()}
+    m = measured(experiments, on)
     cells = [c for c in CELLS if on is None or set(c.benchmarks) & set(on) or m[c.name][0]]
     out = [f"- {summary(c, *m[c.name])}" for c in cells] + [""]
     all_rows = [r for c in cells for r in m[c.name][0]]

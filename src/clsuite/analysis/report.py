@@ -246,9 +246,7 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
     cells = cl.markdown(p.experiments, on=(bench,))  # the row's cells, after its claims (runs of its own too)
     cells = [CELLS_HEAD, "", *cells] if len(cells) > 1 else []
     if e is None:  # no row: its cells still, where one has runs here
-        return (
-            cells if any(r.benchmark == bench for rows, _ in cl.measured(p.experiments).values() for r in rows) else []
-        )
+        return cells if any(rows for rows, _ in cl.measured(p.experiments, (bench,)).values()) else []
     md = other_data(e, bench, p.built[e.name]["summary"]) + cells
     names = dict.fromkeys((e.name, BATCHNORM, CIFAR10_JPEG_BEFORE))  # (each once, in order)
     with_bn = [p.experiments[n] for n in names if n in p.experiments]
@@ -441,14 +439,14 @@ def _cells(s: pd.DataFrame, runs: pd.DataFrame) -> tb.Table:
     base = select(runs, **pv.TABLE2_CONDITIONS)
     groups, split = machine_groups(base[base["variant"] == ""])
     together = "; ".join(", ".join(map(pv.method_label, g)) for g in groups)
-    split = f" {', '.join(map(pv.method_label, split))}: a seed's runs on two machines." if split else ""
+    split_note = f" {', '.join(map(pv.method_label, split))}: a seed's runs on two machines." if split else ""
     t = tb.Table("Runs per cell", ["method", "reading", "machine (CPU model, kernels)", "n", "seeds", "wall time per run (s)",
                                    "training per run (s)", "CPU per run (s)"],
                  note="Times: mean over the cell's runs on that machine (one torch thread); wall and training times move "
                       "with the machine's load, CPU (the run's own process; N/A where a run did not record it) much less. " + (
                       f"Methods whose runs share one machine in every seed: {together}. A paired difference within one of "
                       "these groups is taken on one machine; one between two groups may pair runs of two machines, whose "
-                      "native numbers differ as a new seed's do (docs/notes/NUMERICS.md)." + split if len(groups) > 1 or split
+                      "native numbers differ as a new seed's do (docs/notes/NUMERICS.md)." + split_note if len(groups) > 1 or split
                       else "Each seed's runs are on one machine: every paired difference is taken within one."))  # fmt: skip
     for m in pv.order_methods(t2["method"]):
         for r in order_readings(t2[t2["method"] == m]["reading"]):
