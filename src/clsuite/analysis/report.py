@@ -264,8 +264,10 @@ def _other_data_notes(e: Experiment | None, p: Page, bench: str = "split_cifar10
 CIFAR10_JPEG = "cifar10_jpeg_row"  # the row the section is made of, judges and fills (data_code: after)
 CIFAR10_JPEG_BEFORE = "cifar10_jpeg_row_before_mir_data"  # [0, 1] inputs, every image (data_code: before)
 _JPEG_ARGS = ("table2", "--benchmarks", "split_cifar10_jpeg", "--experiment", CIFAR10_JPEG)
-_JPEG_RUN = ((*_JPEG_ARGS, "--methods", "er,mir,ccmr,ebrs,adaer", "--seeds", "15"),  # the family: 15 seeds
-             (*_JPEG_ARGS, "--methods", "online,joint,oewc,si,gem,agem,icarl,hal,gss", "--seeds", "5"))  # fmt: skip
+# the family at 15 seeds; GEM and A-GEM at 3, each run over two CPU-hours (docs/notes/PERFORMANCE.md); the rest at 5
+_JPEG_RUN = ((*_JPEG_ARGS, "--methods", "er,mir,ccmr,ebrs,adaer", "--seeds", "15"),
+             (*_JPEG_ARGS, "--methods", "online,joint,oewc,si,icarl,hal,gss", "--seeds", "5"),
+             (*_JPEG_ARGS, "--methods", "gem,agem", "--seeds", "3"))  # fmt: skip
 BATCHNORM = "cifar10_jpeg_bn"  # the BatchNorm variants of the CIFAR-10 row (clsuite.analysis.batchnorm), read with it
 _CIFAR100 = "the CIFAR-100 files"
 SECTIONS = (
